@@ -1,0 +1,14 @@
+// Small string helpers shared by every layer: joining id lists for error messages, trimming.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace met {
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep);
+std::string_view trim(std::string_view s);
+bool starts_with(std::string_view s, std::string_view prefix);
+
+}  // namespace met

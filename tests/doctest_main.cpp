@@ -1,0 +1,3 @@
+// The one main() of every test binary; doctest exits non-zero on any failure.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
