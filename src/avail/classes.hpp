@@ -1,0 +1,58 @@
+// Kernel classes: every kernels/<class>/HARDWARE.toml as a value, and a class resolved with its
+// ancestors (root first) into the sources it compiles and the defines it builds with.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "avail/guards.hpp"
+#include "core/expected.hpp"
+#include "tree/kernel_tree.hpp"
+
+namespace met::avail {
+
+struct Defaults {
+  std::string activation = "bf16";
+  std::string kv = "bf16";
+  std::vector<int> decode_rungs;     // ascending, > 0
+  std::vector<int> prefill_buckets;  // ascending, > 0
+  double runtime_reserve_gib = 0;
+  double workspace_mib = 0;
+};
+
+struct ClassInfo {
+  std::string id;        // directory name: "hopper"
+  std::string arch;      // "sm_90a", "gfx942", "host"; "abstract" for a shared base
+  std::string vendor;    // nvidia | amd | host ("" allowed only for an abstract class)
+  std::string language;  // cuda | hip | cpp
+  std::optional<std::string> inherits;
+  std::vector<std::string> sources;  // tree paths this class adds: "hopper/gemm_wgmma.cuh"
+  Macros defines;
+  std::string tc_policy = "none";    // required | preferred | none
+  int tc_min_rows = 0;
+  Defaults defaults;
+  std::string location;              // "kernels/hopper/HARDWARE.toml"
+};
+
+// Loads <dir>/HARDWARE.toml for every top-level dir that has one. Validates the schema (unknown
+// keys, types), class id == directory, language, policy, formats, that sources exist, that
+// inherits names a loaded class, and that inheritance has no cycle.
+Expected<std::map<std::string, ClassInfo>> load_classes(const KernelTree& tree);
+// One HARDWARE.toml (no cross-class checks).
+Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path);
+
+struct ClassChain {
+  std::vector<const ClassInfo*> chain;  // root first; points into the map given to resolve_chain
+  std::vector<std::string> sources;     // inherited first, de-duplicated
+  Macros defines;                       // merged, child overrides
+
+  const ClassInfo& leaf() const { return *chain.back(); }
+  std::vector<std::string> ids() const;  // root first
+};
+
+// Errors: unknown class (lists the known ones), an inherits naming no class, a cycle (listed).
+Expected<ClassChain> resolve_chain(const std::map<std::string, ClassInfo>& classes, const std::string& id);
+
+}  // namespace met::avail
