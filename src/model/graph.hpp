@@ -18,6 +18,9 @@ struct Node {
   std::string weight;                     // checkpoint tensor name for the kind's first layer ("" = none)
   std::optional<Format> weight_format;    // set iff the op has a weight
   std::string format_source;              // where the format came from: "recipe", "config.json quantization_config", "safetensors header", ...
+  std::vector<std::string> weights;       // every checkpoint tensor of a fused node (q, k, v), first layer; weights[0] == weight
+  bool tied = false;                      // the weight is another node's tensor (tied lm_head): read each step, stored once
+  std::string where;                      // the node template: "kernels/circuits/dense-gqa.toml:41"
 };
 
 struct LayerGroup {

@@ -1,0 +1,122 @@
+// The op table rows. Shapes follow checkpoint layout ([out, in] for linear); params are the
+// evaluated circuit expressions of a node, defaults already filled.
+#include "model/ops.hpp"
+
+#include <array>
+
+namespace met::model {
+namespace {
+
+double p(const Params& ps, const char* key) {
+  auto it = ps.find(key);
+  return it == ps.end() ? 0.0 : it->second;
+}
+
+using Shape = std::vector<double>;
+
+Shape none(const Params&) { return {}; }
+
+const std::vector<OpInfo>& table() {
+  static const std::vector<OpInfo> ops = [] {
+    std::vector<OpInfo> t;
+    auto add = [&](OpInfo o) { t.push_back(std::move(o)); };
+    add({"embed", {"vocab", "dim"}, {}, {}, true, false, 1,
+         [](const Params& a) { return Shape{p(a, "vocab"), p(a, "dim")}; }, nullptr, nullptr});
+    add({"rmsnorm", {"dim"}, {{"count", 1, ""}}, {}, true, false, 1,
+         [](const Params& a) { return Shape{p(a, "dim")}; }, nullptr, nullptr});
+    add({"linear", {"in", "out"}, {},
+         {"qkv", "q", "k", "v", "kv", "o", "gate_up", "gate", "up", "down", "lm_head", "q_a", "q_b", "kv_a",
+          "kv_b", "in_proj", "out_proj", "shared_gate_up", "shared_down"},
+         true, true, 1, [](const Params& a) { return Shape{p(a, "out"), p(a, "in")}; }, nullptr, nullptr});
+    add({"rope", {"heads", "kv_heads", "head_dim"}, {{"rotary_dim", 0, "head_dim"}}, {}, false, false, 1, none,
+         nullptr, nullptr});
+    add({"kv_append", {"kv_heads", "head_dim"}, {{"v_head_dim", 0, "head_dim"}}, {}, false, false, 1, none,
+         [](const Params& a) { return p(a, "kv_heads") * (p(a, "head_dim") + p(a, "v_head_dim")); }, nullptr});
+    OpInfo attention{"attention", {"heads", "kv_heads", "head_dim"},
+         {{"v_head_dim", 0, "head_dim"}, {"window", 0, ""}, {"sinks", 0, ""}, {"softcap", 0, ""}}, {}, true, false,
+         1, [](const Params& a) { return p(a, "sinks") != 0 ? Shape{p(a, "heads")} : Shape{}; }, nullptr, nullptr};
+    attention.weight_required = false;  // the sinks tensor exists only when sinks != 0
+    add(attention);
+    add({"kv_append_mla", {"kv_lora", "rope_dim"}, {}, {}, false, false, 1, none,
+         [](const Params& a) { return p(a, "kv_lora") + p(a, "rope_dim"); }, nullptr});
+    add({"attention_mla", {"heads", "kv_lora", "rope_dim", "nope_dim", "v_dim"}, {}, {}, false, false, 1, none,
+         nullptr, nullptr});
+    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2", "scale", "softcap"}) {
+      add({name, {"dim"}, {}, {}, false, false, 1, none, nullptr, nullptr});
+    }
+    add({"moe_router", {"hidden", "experts", "top_k"}, {}, {}, true, false, 1,
+         [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
+    add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
+         [](const Params& a) { return Shape{p(a, "experts"), 2 * p(a, "inter"), p(a, "hidden")}; }, nullptr, nullptr});
+    add({"moe_down", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
+         [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden"), p(a, "inter")}; }, nullptr, nullptr});
+    add({"conv1d", {"channels", "kernel"}, {}, {}, true, false, 1,
+         [](const Params& a) { return Shape{p(a, "channels"), p(a, "kernel")}; }, nullptr,
+         [](const Params& a) { return p(a, "channels") * (p(a, "kernel") - 1); }});
+    add({"ssm_scan", {"heads", "head_dim", "state", "groups"}, {}, {}, true, false, /*A, D, dt bias*/ 3,
+         [](const Params& a) { return Shape{p(a, "heads")}; }, nullptr,
+         [](const Params& a) { return p(a, "heads") * p(a, "head_dim") * p(a, "state"); }});
+    add({"gated_delta", {"k_heads", "v_heads", "k_dim", "v_dim"}, {}, {}, true, false, /*A_log, dt bias*/ 2,
+         [](const Params& a) { return Shape{p(a, "v_heads")}; }, nullptr,
+         [](const Params& a) { return p(a, "v_heads") * p(a, "k_dim") * p(a, "v_dim"); }});
+    add({"argmax", {"vocab"}, {}, {}, false, false, 1, none, nullptr, nullptr});
+    return t;
+  }();
+  return ops;
+}
+
+}  // namespace
+
+const OpInfo* find_op(std::string_view name) {
+  for (const auto& op : table()) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> out;
+  for (const auto& op : table()) out.push_back(op.name);
+  return out;
+}
+
+std::vector<std::string> op_param_names(const OpInfo& op) {
+  std::vector<std::string> out = op.required;
+  for (const auto& o : op.optional) out.push_back(o.name);
+  return out;
+}
+
+void fill_defaults(const OpInfo& op, Params& params) {
+  for (const auto& o : op.optional) {
+    if (params.count(o.name)) continue;
+    params[o.name] = o.same_as.empty() ? o.value : p(params, o.same_as.c_str());
+  }
+}
+
+bool has_weight(const Node& node) { return !weight_shape(node).empty(); }
+
+std::vector<double> weight_shape(const Node& node) {
+  const OpInfo* op = find_op(node.op);
+  return op && op->weight_shape ? op->weight_shape(node.params) : std::vector<double>{};
+}
+
+double weight_elems(const Node& node) {
+  const OpInfo* op = find_op(node.op);
+  const auto shape = weight_shape(node);
+  if (!op || shape.empty()) return 0;
+  double n = 1;
+  for (double d : shape) n *= d;
+  return n * op->weight_tensors;
+}
+
+double kv_elems_per_token(const Node& node) {
+  const OpInfo* op = find_op(node.op);
+  return op && op->kv_elems ? op->kv_elems(node.params) : 0;
+}
+
+double state_elems_per_seq(const Node& node) {
+  const OpInfo* op = find_op(node.op);
+  return op && op->state_elems ? op->state_elems(node.params) : 0;
+}
+
+}  // namespace met::model
