@@ -1,0 +1,163 @@
+#include "cli/circuit.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "cli/files.hpp"
+#include "core/numfmt.hpp"
+#include "core/strings.hpp"
+#include "estimate/analysis.hpp"
+#include "model/instantiate.hpp"
+#include "report/matrix.hpp"
+#include "report/render.hpp"
+#include "tree/checkpoint_dir.hpp"
+#include "tree/disk_tree.hpp"
+
+namespace met::cli {
+namespace {
+
+int report_error(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+  return 1;
+}
+
+Expected<estimate::BasisChoice> parse_basis(const std::string& b) {
+  if (b == "measured") return estimate::BasisChoice::measured;
+  if (b == "datasheet") return estimate::BasisChoice::datasheet;
+  return fail(fmt::format("--basis: unknown basis '{}' (known: datasheet, measured)", b));
+}
+
+// The command that regenerates an output: every choice that differs from the defaults.
+std::string command_line(const PlanArgs& a, std::int64_t rows) {
+  std::string s = fmt::format("met circuit plan --hardware {}", a.hardware);
+  if (!a.checkpoint.empty()) s += fmt::format(" --checkpoint {}", a.checkpoint);
+  else s += fmt::format(" --model {}", a.model);
+  if (!a.precision.empty()) s += fmt::format(" --precision {}", a.precision);
+  if (a.mode != "decode") s += fmt::format(" --mode {} --rows {}", a.mode, rows);
+  if (a.context) s += fmt::format(" --context {}", *a.context);
+  if (a.tp != 1) s += fmt::format(" --tp {}", a.tp);
+  if (a.basis != "measured") s += fmt::format(" --basis {}", a.basis);
+  if (a.format != "report") s += fmt::format(" --format {}", a.format);
+  return s;
+}
+
+Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a) {
+  MET_TRY(auto basis, parse_basis(a.basis));
+  auto mode = planner::parse_mode(a.mode);
+  if (!mode) return fail(fmt::format("--mode: unknown mode '{}' (known: batch, decode, prefill)", a.mode));
+  std::int64_t rows = 1;
+  if (*mode == planner::Mode::decode) {
+    if (a.rows && *a.rows != 1) return fail("--rows: decode is one row per sequence; use --mode batch --rows N for N sequences");
+  } else if (!a.rows) {
+    return fail(fmt::format("--rows: mode {} needs --rows (sequences for batch, prompt tokens for prefill)", a.mode));
+  } else {
+    rows = *a.rows;
+  }
+  if (rows < 1 || rows > (1 << 24)) return fail(fmt::format("--rows: {} is out of range (1 .. 16777216)", rows));
+  if (a.context && (*a.context < 1 || *a.context > (1 << 24))) return fail(fmt::format("--context: {} is out of range", *a.context));
+  if (a.tp != 1 && a.tp != 2 && a.tp != 4 && a.tp != 8) return fail(fmt::format("--tp: {} is not one of 1, 2, 4, 8", a.tp));
+  if (a.format != "report" && a.format != "plan" && a.format != "json" && a.format != "html") {
+    return fail(fmt::format("--format: unknown format '{}' (known: html, json, plan, report)", a.format));
+  }
+  if (!a.precision.empty() && a.precision != "recipe" && a.precision != "declared") {
+    return fail(fmt::format("--precision: unknown precision '{}' (known: declared, recipe)", a.precision));
+  }
+
+  MET_TRY(auto target, planner::resolve_target(lib, a.hardware));
+  model::ModelGraph graph;
+  if (!a.checkpoint.empty()) {
+    if (a.precision == "recipe") return fail("--precision recipe: a checkpoint directory has declared formats only");
+    DiskCheckpoint source(a.checkpoint);
+    MET_TRY(graph, model::instantiate_checkpoint(*lib.tree, lib.circuits, source));
+  } else {
+    const auto* inst = lib.instance(a.model);
+    if (!inst) return fail(fmt::format("unknown model '{}' (known: {})", a.model, join(lib.instance_ids(), ", ")));
+    MET_TRY(graph, model::instantiate_instance(*lib.tree, lib.circuits, *inst, a.precision == "declared"));
+  }
+  estimate::Options opt;
+  opt.basis = basis;
+  opt.mode = *mode;
+  opt.rows = rows;
+  opt.context = a.context.value_or(0);
+  opt.tp = a.tp;
+  MET_TRY(auto an, estimate::analyze(lib, target, graph, opt));
+  const report::Provenance prov{command_line(a, rows)};
+  if (a.format == "json") return report::render_json(an, prov);
+  if (a.format == "html") return report::render_html(an, prov);
+  if (a.format == "plan") return report::render_plan(an, prov);
+  return report::render_markdown(an, prov);
+}
+
+}  // namespace
+
+int run_devices(const planner::Library& lib) {
+  std::string s = fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {}\n", "device", "vendor", "class", "units", "memory",
+                              "bandwidth", "bf16 TFLOP", "fp8 TFLOP", "name");
+  for (const auto& d : lib.registry.devices) {
+    auto peak = [&](const char* k) { return d.peaks.count(k) ? fmt_sig(d.peaks.at(k), 4) : std::string("-"); };
+    s += fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {}\n", d.id, d.vendor, d.klass, d.units,
+                     fmt_sig(d.memory_gb, 4) + " GB", fmt_sig(d.bandwidth_gbs, 4) + " GB/s", peak("bf16"), peak("fp8"), d.name);
+  }
+  std::fputs(s.c_str(), stdout);
+  return 0;
+}
+
+int run_kernels(const planner::Library& lib, const std::string& hardware) {
+  auto target = planner::resolve_target(lib, hardware);
+  if (!target) return report_error(target.error());
+  for (const auto& [name, st] : target->availability.kernels) {
+    std::printf("%s\t%s\t%s:%d\t%s\n", name.c_str(), st.available ? "available" : "unavailable", st.file.c_str(), st.line,
+                st.why.c_str());
+  }
+  return 0;
+}
+
+int run_plan(const planner::Library& lib, const PlanArgs& args) {
+  auto out = plan_output(lib, args);
+  if (!out) return report_error(out.error());
+  if (args.out.empty()) {
+    if (args.check) return report_error(fail("--check needs --out FILE to compare with"));
+    std::fwrite(out->data(), 1, out->size(), stdout);
+    return 0;
+  }
+  if (args.check) {
+    auto expected = read_file(args.out);
+    if (!expected) return report_error(expected.error());
+    const auto diffs = report::diff_file(args.out, *expected, *out);
+    for (const auto& d : diffs) std::fprintf(stderr, "%s\n", d.c_str());
+    if (!diffs.empty()) return report_error(fail(fmt::format("{} differs from what the planner produces now", args.out)));
+    return 0;
+  }
+  auto written = write_atomic(args.out, *out);
+  if (!written) return report_error(written.error());
+  return 0;
+}
+
+int run_matrix(const planner::Library& lib, const std::string& dir, bool check, const std::string& basis_text) {
+  auto basis = parse_basis(basis_text);
+  if (!basis) return report_error(basis.error());
+  auto spec = report::default_matrix(lib);
+  spec.basis = *basis;
+  auto files = report::build_matrix(lib, spec);
+  if (!files) return report_error(files.error());
+  if (check) {
+    auto expected = read_dir(dir);
+    if (!expected) return report_error(expected.error());
+    const auto diffs = report::compare_outputs(*expected, *files);
+    for (const auto& d : diffs) std::fprintf(stderr, "%s\n", d.c_str());
+    if (!diffs.empty()) {
+      return report_error(fail(fmt::format("{} golden difference(s) in {}; regenerate with `met circuit plan --matrix {}` and review the diff",
+                                           diffs.size(), dir, dir)));
+    }
+    std::printf("%zu golden files match\n", files->size());
+    return 0;
+  }
+  auto written = write_dir(dir, *files);
+  if (!written) return report_error(written.error());
+  std::printf("wrote %zu files to %s\n", files->size(), dir.c_str());
+  return 0;
+}
+
+}  // namespace met::cli

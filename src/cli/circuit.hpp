@@ -1,0 +1,35 @@
+// `met circuit ...` subcommands: each parses nothing itself (main.cpp does), calls one library
+// entry point and renders. Return value is the process exit code.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "planner/library.hpp"
+
+namespace met::cli {
+
+struct PlanArgs {
+  std::string hardware;
+  std::string model;            // instance id (default llama-3.1-8b-instruct)
+  std::string checkpoint;       // directory; exclusive with model
+  std::string precision;        // recipe | declared ("" = recipe for --model, declared for --checkpoint)
+  std::string mode = "decode";
+  std::optional<std::int64_t> rows;
+  std::optional<std::int64_t> context;
+  int tp = 1;
+  std::string basis = "measured";
+  std::string format = "report";  // report | plan | json | html
+  std::string out;
+  bool check = false;
+};
+
+inline constexpr const char* kDefaultModel = "llama-3.1-8b-instruct";
+
+int run_devices(const planner::Library& lib);
+int run_kernels(const planner::Library& lib, const std::string& hardware);
+int run_plan(const planner::Library& lib, const PlanArgs& args);
+int run_matrix(const planner::Library& lib, const std::string& dir, bool check, const std::string& basis);
+
+}  // namespace met::cli

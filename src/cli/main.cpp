@@ -1,0 +1,75 @@
+// met: plan, emit, run and serve LLM inference on GPUs. This file only parses arguments (CLI11)
+// and hands each subcommand to src/cli/circuit.cpp.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/circuit.hpp"
+#include "cli/embedded_tree.hpp"
+#include "tree/disk_tree.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"met: plan, emit, run and serve LLM inference on GPUs"};
+  app.require_subcommand(1);
+  std::string kernels;
+  app.add_option("--kernels", kernels, "read the kernel tree from DIR instead of the one built into met");
+
+  auto* circuit = app.add_subcommand("circuit", "plan model circuits on devices");
+  circuit->require_subcommand(1);
+  auto* devices = circuit->add_subcommand("devices", "list the devices of the registry");
+  std::string kernels_hw;
+  auto* kernels_cmd = circuit->add_subcommand("kernels", "list the kernels a device's class defines, and why any is unavailable");
+  kernels_cmd->add_option("--hardware", kernels_hw, "device id")->required();
+
+  met::cli::PlanArgs args;
+  args.model = met::cli::kDefaultModel;
+  std::string matrix;
+  auto* plan = circuit->add_subcommand("plan", "plan a model on a device: kernels, gaps, ports, ceilings, memory fit");
+  plan->add_option("--hardware", args.hardware, "device id (see `met circuit devices`)");
+  auto* model_opt = plan->add_option("--model", args.model, "golden instance id")->capture_default_str();
+  auto* ckpt_opt = plan->add_option("--checkpoint", args.checkpoint, "Hugging Face checkpoint directory (config.json, safetensors)");
+  model_opt->excludes(ckpt_opt);
+  plan->add_option("--precision", args.precision, "recipe | declared");
+  plan->add_option("--mode", args.mode, "decode | batch | prefill")->capture_default_str();
+  plan->add_option("--rows", args.rows, "sequences (batch) or prompt tokens (prefill)");
+  plan->add_option("--context", args.context, "decode context in tokens (default: the model's serving default)");
+  plan->add_option("--tp", args.tp, "tensor-parallel degree: 1, 2, 4, 8")->capture_default_str();
+  plan->add_option("--basis", args.basis, "measured | datasheet figures")->capture_default_str();
+  plan->add_option("--format", args.format, "report | plan | json | html")->capture_default_str();
+  plan->add_option("--out", args.out, "write to FILE (atomically) instead of stdout");
+  plan->add_flag("--check", args.check, "compare with --out FILE (or the --matrix DIR) instead of writing");
+  plan->add_option("--matrix", matrix, "render every golden instance x golden device into DIR");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  std::unique_ptr<met::KernelTree> tree;
+  if (kernels.empty()) {
+    tree = std::make_unique<met::MemTree>(met::cli::embedded_kernel_files(), "kernels/");
+  } else {
+    tree = std::make_unique<met::DiskTree>(kernels, kernels + "/");
+  }
+  auto lib = met::planner::load_library(*tree);
+  if (!lib) {
+    std::fprintf(stderr, "error: %s\n", lib.error().message.c_str());
+    return 1;
+  }
+  if (*devices) return met::cli::run_devices(*lib);
+  if (*kernels_cmd) return met::cli::run_kernels(*lib, kernels_hw);
+  if (!matrix.empty()) {
+    if (!args.hardware.empty()) {
+      std::fprintf(stderr, "error: --matrix plans every golden device; drop --hardware\n");
+      return 1;
+    }
+    return met::cli::run_matrix(*lib, matrix, args.check, args.basis);
+  }
+  if (args.hardware.empty()) {
+    std::fprintf(stderr, "error: --hardware is required (see `met circuit devices`)\n");
+    return 1;
+  }
+  return met::cli::run_plan(*lib, args);
+}

@@ -1,0 +1,444 @@
+// analyze(): runs the planner at every case a report shows and costs each plan. Prefill models
+// the emitted program: chunks at the class's bucket sizes (the remainder padded up to the
+// smallest bucket that holds it), attention IO of a flash kernel, the head on the last row only.
+#include "estimate/analysis.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/strings.hpp"
+#include "model/ops.hpp"
+#include "planner/matrix_ops.hpp"
+
+namespace met::estimate {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+// Latency of one small all-reduce over NVLink/xGMI: an assumption until a campaign measures it.
+constexpr double kAllReduceLatencyS = 10e-6;
+constexpr double kLogitBytes = 4.0;
+constexpr double kStateBytes = 4.0;
+constexpr int kActivationBuffers = 2;  // ping-pong activation buffers of the widest node
+
+double param(const model::ModelGraph& m, const char* key) {
+  auto it = m.params.find(key);
+  return it == m.params.end() ? 0 : it->second;
+}
+
+std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.op + ":" + n.role; }
+
+std::string exec_text(const planner::Group& g) {
+  if (!g.exec) return "";
+  const auto& e = *g.exec;
+  if (e.how == "native" || e.how == "emulate") return fmt::format("{} x {} {} ({})", e.weight, e.act, e.how, e.math);
+  return fmt::format("{} x {} {}", e.weight, e.act, e.how);
+}
+
+// Weight shards under TP: matrices split (vocab-parallel embedding and head included); small
+// parameters (norm scales, conv taps, sinks) are replicated.
+bool sharded(const model::Node& n) { return planner::is_matrix_op(n.op); }
+
+bool tied_head(const model::ModelGraph& m, const model::Node& n) {
+  return m.tied_embeddings && n.op == "linear" && n.role == "lm_head";
+}
+
+std::vector<std::int64_t> prefill_chunks(std::int64_t T, const std::vector<int>& buckets) {
+  std::vector<std::int64_t> out;
+  if (buckets.empty()) {
+    out.push_back(T);
+    return out;
+  }
+  const std::int64_t biggest = *std::max_element(buckets.begin(), buckets.end());
+  std::int64_t left = T;
+  while (left > biggest) {
+    out.push_back(biggest);
+    left -= biggest;
+  }
+  std::int64_t pick = biggest;
+  for (int b : buckets) {
+    if (b >= left && b < pick) pick = b;
+  }
+  out.push_back(pick);
+  return out;
+}
+
+struct ScopeSum {
+  double ceiling = 0, prediction = 0, weight = 0, kv = 0, other = 0, flops = 0, gap = 0, memory_bound = 0;
+  bool measured = false;
+  std::set<std::string> evidence;
+};
+
+void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Scope& scope, const StepShape& shape, const Basis& basis,
+                    const planner::RuleSet& rules, std::vector<GroupRow>* rows) {
+  for (const auto& g : scope.groups) {
+    const GroupCost c = group_cost(g, scope, shape, basis);
+    double pred = c.seconds;
+    if (!g.gap) {
+      auto fam = rules.families.find(g.family);
+      if (fam != rules.families.end() && fam->second.efficiency) {
+        pred = c.seconds / *fam->second.efficiency;
+        sum.measured = true;
+        sum.evidence.insert(fam->second.evidence);
+      }
+    }
+    const double n = scope.count;
+    sum.ceiling += n * c.seconds;
+    sum.prediction += n * pred;
+    sum.weight += n * c.weight_bytes;
+    sum.kv += n * c.kv_bytes;
+    sum.other += n * c.other_bytes;
+    sum.flops += n * c.flops;
+    if (g.gap) sum.gap += n * pred;
+    if (c.bound == "memory") sum.memory_bound += n * c.seconds;
+    if (rows) {
+      GroupRow r;
+      r.scope = scope.name;
+      r.count = scope.count;
+      r.group = g.gap ? "gap" : g.rule;
+      std::vector<std::string> names;
+      for (int idx : g.nodes) names.push_back(node_label(scope.nodes[static_cast<std::size_t>(idx)]));
+      r.nodes = join(names, " ");
+      r.kernels = g.gap ? "" : join(g.kernels, ", ");
+      r.unit = g.unit;
+      r.exec = exec_text(g);
+      r.cost = c;
+      r.step_seconds = n * pred;
+      rows->push_back(std::move(r));
+    }
+  }
+  (void)plan;
+}
+
+double allreduce_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
+  if (tp <= 1) return 0;
+  if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
+  const double bytes = static_cast<double>(rows) * param(m, "hidden") * format_bytes(m.activation);
+  const double one = 2.0 * (tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
+  double count = 0;
+  for (const auto& k : m.kinds) {
+    for (const auto& n : k.nodes) {
+      if (n.op == "residual") count += static_cast<double>(k.layers.size());
+    }
+  }
+  return count * one;
+}
+
+planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, const model::ModelGraph& m, planner::Mode mode,
+                        std::int64_t rows) {
+  planner::PlanInput in;
+  in.tree = lib.tree;
+  in.registry = &lib.registry;
+  in.device = t.device;
+  in.chain = &t.chain;
+  in.availability = &t.availability;
+  in.rules = &t.rules;
+  in.model = &m;
+  in.mode = mode;
+  in.rows = rows;
+  return planner::build_plan(in);
+}
+
+}  // namespace
+
+CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
+                           const Basis& basis, planner::Mode mode, std::int64_t rows, std::int64_t context, int tp,
+                           std::vector<GroupRow>* groups, planner::Plan* plan_out) {
+  CaseEstimate ce;
+  ce.mode = std::string(planner::mode_name(mode));
+  ce.rows = rows;
+  ce.context = context;
+  ce.tp = tp;
+  ScopeSum sum;
+  StepShape shape;
+  shape.tp = tp;
+  shape.act = model.activation;
+  shape.kv = model.kv;
+  if (mode != planner::Mode::prefill) {
+    const planner::Plan plan = make_plan(lib, target, model, mode, rows);
+    shape.rows = rows;
+    shape.seqs = rows;
+    shape.context = context;
+    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, target.rules, groups);
+    ce.gaps = plan.gap_groups;
+    ce.digest = plan.digest;
+    ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
+    if (plan_out) *plan_out = plan;
+  } else {
+    const auto chunks = prefill_chunks(rows, target.chain.leaf().defaults.prefill_buckets);
+    std::map<std::int64_t, planner::Plan> plans;
+    for (auto c : chunks) {
+      if (!plans.count(c)) plans.emplace(c, make_plan(lib, target, model, planner::Mode::prefill, c));
+    }
+    std::int64_t prior = 0;
+    for (std::size_t i = 0; i < chunks.size(); ++i) {
+      const planner::Plan& plan = plans.at(chunks[i]);
+      const bool last = i + 1 == chunks.size();
+      for (const auto& s : plan.scopes) {
+        StepShape sh = shape;
+        if (s.name == "post") {
+          if (!last) continue;
+          sh.rows = 1;  // the head runs on the last row only
+          sh.seqs = 1;
+          sh.context = rows;
+        } else {
+          sh.rows = chunks[i];
+          sh.seqs = 1;
+          sh.prefill = true;
+          sh.prior = prior;
+        }
+        add_scope_cost(sum, plan, s, sh, basis, target.rules, i == 0 ? groups : nullptr);
+      }
+      ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
+      prior += chunks[i];
+    }
+    const planner::Plan& first = plans.at(chunks.front());
+    ce.gaps = first.gap_groups;
+    ce.digest = first.digest;
+    if (plan_out) *plan_out = first;
+  }
+  ce.ceiling_s = sum.ceiling + ce.allreduce_s;
+  ce.prediction_s = sum.prediction + ce.allreduce_s;
+  ce.prediction_basis = sum.measured ? "measured: " + join(std::vector<std::string>(sum.evidence.begin(), sum.evidence.end()), ", ")
+                                     : "unmeasured";
+  ce.weight_bytes = sum.weight;
+  ce.kv_bytes = sum.kv;
+  ce.other_bytes = sum.other;
+  ce.flops = sum.flops;
+  ce.gap_s = sum.gap;
+  ce.memory_bound_share = sum.ceiling > 0 ? sum.memory_bound / sum.ceiling : 0;
+  ce.tokens_per_s = ce.prediction_s > 0 ? static_cast<double>(rows) / ce.prediction_s : 0;
+  if (groups) {
+    const double total = ce.prediction_s > 0 ? ce.prediction_s : 1;
+    for (auto& g : *groups) g.share = g.step_seconds / total;
+  }
+  return ce;
+}
+
+MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const avail::ClassInfo& cls,
+                     const model::ModelGraph& m, std::int64_t seqs, std::int64_t context, int tp) {
+  (void)lib;
+  MemoryFit f;
+  f.tp = tp;
+  f.seqs = seqs;
+  f.context = context;
+  const double a = format_bytes(m.activation);
+  const double kvb = format_bytes(m.kv);
+  double widest = param(m, "hidden");
+  double kv_per_seq = 0, state_per_seq = 0;
+  auto weights_of = [&](const model::Node& n, double count) {
+    const model::OpInfo* op = model::find_op(n.op);
+    if (!op || tied_head(m, n)) return;
+    const double elems = model::weight_elems(n);
+    const double bytes = elems * (n.weight_format ? format_bytes(*n.weight_format) : a);
+    f.weights += count * (sharded(n) ? bytes / tp : bytes);
+  };
+  for (const auto& n : m.pre) weights_of(n, 1);
+  for (const auto& n : m.post) weights_of(n, 1);
+  for (const auto& k : m.kinds) {
+    const double count = static_cast<double>(k.layers.size());
+    double window = 0;
+    for (const auto& n : k.nodes) {
+      if (n.op == "attention") window = n.params.count("window") ? n.params.at("window") : 0;
+    }
+    const double tokens = window > 0 ? std::min<double>(static_cast<double>(context), window) : static_cast<double>(context);
+    for (const auto& n : k.nodes) {
+      weights_of(n, count);
+      double kv = model::kv_elems_per_token(n) * kvb;
+      if (n.op == "kv_append" && n.params.count("kv_heads") && n.params.at("kv_heads") >= tp) kv /= tp;
+      kv_per_seq += count * kv * tokens;
+      const double st = model::state_elems_per_seq(n);
+      state_per_seq += count * st * (n.op == "conv1d" ? a : kStateBytes) / tp;
+      for (const char* key : {"out", "dim"}) {
+        auto it = n.params.find(key);
+        if (it != n.params.end()) widest = std::max(widest, it->second / (n.op == "linear" ? tp : 1));
+      }
+    }
+  }
+  const auto& buckets = cls.defaults.prefill_buckets;
+  const double chunk = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
+  f.kv = kv_per_seq * static_cast<double>(seqs);
+  f.state = state_per_seq * static_cast<double>(seqs);
+  f.activations = cls.defaults.workspace_mib * kMiB + kActivationBuffers * chunk * widest * a +
+                  static_cast<double>(seqs) * param(m, "vocab") * kLogitBytes;
+  f.reserve = cls.defaults.runtime_reserve_gib * kGiB;
+  f.total = f.weights + f.kv + f.state + f.activations + f.reserve;
+  f.usable = d.visible_gib * kGiB * d.usable_fraction;
+  f.fits = f.total <= f.usable;
+  const double per_seq = kv_per_seq + state_per_seq;
+  const double room = f.usable - f.weights - f.activations - f.reserve;
+  f.max_seqs = per_seq > 0 && room > 0 ? static_cast<std::int64_t>(std::floor(room / per_seq)) : 0;
+  return f;
+}
+
+Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
+                           const Options& options) {
+  Analysis an;
+  an.model = &model;
+  an.device = target.device;
+  an.chain = target.chain.ids();
+  an.options = options;
+  an.context = options.context > 0 ? options.context : model.default_context;
+  an.basis = make_basis(*target.device, options.basis);
+  const int tp = options.tp;
+  if (tp > 1 && target.device->interconnect.gbs <= 0) {
+    return fail(fmt::format("device '{}' has no interconnect: tensor parallelism {} is not possible", target.device->id, tp));
+  }
+
+  an.requested = estimate_case(lib, target, model, an.basis, options.mode, options.rows, an.context, tp, &an.groups, &an.plan);
+
+  std::map<std::tuple<std::string, std::string, std::string>, PortRow> ports;
+  std::set<std::tuple<std::string, std::string, std::string>> tc_seen;
+  auto collect = [&](const planner::Plan& plan, const std::string& label) {
+    for (const auto& p : plan.ports) {
+      auto key = std::make_tuple(p.kernel, p.rule, p.op);
+      auto it = ports.find(key);
+      if (it == ports.end()) it = ports.emplace(key, PortRow{p, {}}).first;
+      it->second.item.nodes = std::max(it->second.item.nodes, p.nodes);
+      if (std::find(it->second.modes.begin(), it->second.modes.end(), label) == it->second.modes.end()) it->second.modes.push_back(label);
+    }
+    for (const auto& f : plan.tc_audit) {
+      if (tc_seen.insert(std::make_tuple(f.scope, f.group, f.op)).second) an.tc_audit.push_back(f);
+    }
+  };
+  collect(an.plan, fmt::format("{} {}", planner::mode_name(options.mode), options.rows));
+
+  for (auto c : options.decode_c) {
+    planner::Plan plan;
+    const auto mode = c == 1 ? planner::Mode::decode : planner::Mode::batch;
+    an.decode.push_back(estimate_case(lib, target, model, an.basis, mode, c, an.context, tp, nullptr, &plan));
+    collect(plan, fmt::format("{} {}", planner::mode_name(mode), c));
+  }
+  for (auto T : options.prefill_t) {
+    planner::Plan plan;
+    an.prefill.push_back(estimate_case(lib, target, model, an.basis, planner::Mode::prefill, T, an.context, tp, nullptr, &plan));
+    collect(plan, fmt::format("prefill {}", T));
+  }
+  if (target.device->interconnect.gbs > 0) {
+    for (int t : options.tps) {
+      an.tp.push_back(estimate_case(lib, target, model, an.basis, options.mode, options.rows, an.context, t));
+    }
+  }
+  for (auto& [key, row] : ports) an.ports.push_back(row);
+  std::stable_sort(an.ports.begin(), an.ports.end(), [](const PortRow& a, const PortRow& b) {
+    if (a.item.nodes != b.item.nodes) return a.item.nodes > b.item.nodes;
+    if (a.item.kernel != b.item.kernel) return a.item.kernel < b.item.kernel;
+    return a.item.op < b.item.op;
+  });
+
+  // Gaps of the requested case, ranked by their share of the step.
+  for (const auto& g : an.groups) {
+    if (g.group != "gap") continue;
+    GapRow r;
+    r.scope = g.scope;
+    r.op = g.nodes;
+    r.count = g.count;
+    r.step_seconds = g.step_seconds;
+    r.share = g.share;
+    for (const auto& s : an.plan.scopes) {
+      if (s.name != g.scope) continue;
+      for (const auto& grp : s.groups) {
+        if (!grp.gap || node_label(s.nodes[static_cast<std::size_t>(grp.nodes.front())]) != g.nodes) continue;
+        if (!grp.blocked.empty()) {
+          r.why = grp.blocked.front().why;
+          r.kernel = join(grp.blocked.front().kernels, "+");
+        } else {
+          r.why = "no rule covers this op";
+        }
+      }
+    }
+    an.gaps.push_back(std::move(r));
+  }
+  std::stable_sort(an.gaps.begin(), an.gaps.end(), [](const GapRow& a, const GapRow& b) {
+    if (a.share != b.share) return a.share > b.share;
+    if (a.scope != b.scope) return a.scope < b.scope;
+    return a.op < b.op;
+  });
+
+  // Format paths: each weighted matrix node at decode (C = 1) and at the largest prefill bucket.
+  {
+    planner::Plan dec, pre;
+    estimate_case(lib, target, model, an.basis, planner::Mode::decode, 1, an.context, 1, nullptr, &dec);
+    const auto& buckets = target.chain.leaf().defaults.prefill_buckets;
+    const std::int64_t bucket = buckets.empty() ? 512 : *std::max_element(buckets.begin(), buckets.end());
+    estimate_case(lib, target, model, an.basis, planner::Mode::prefill, bucket, an.context, 1, nullptr, &pre);
+    auto exec_of = [](const planner::Plan& plan, const std::string& scope, std::size_t node) -> std::string {
+      for (const auto& s : plan.scopes) {
+        if (s.name != scope) continue;
+        for (const auto& g : s.groups) {
+          if (std::find(g.nodes.begin(), g.nodes.end(), static_cast<int>(node)) == g.nodes.end()) continue;
+          if (g.gap) return g.exec ? g.exec->how : "gap";
+          return g.exec ? fmt::format("{} ({}, {})", g.exec->how, g.exec->math, g.rule) : g.rule;
+        }
+      }
+      return "";
+    };
+    for (const auto& s : dec.scopes) {
+      for (std::size_t i = 0; i < s.nodes.size(); ++i) {
+        const auto& n = s.nodes[i];
+        if (!planner::is_matrix_op(n.op) || !n.weight_format) continue;
+        FormatRow r;
+        r.node = s.name + " " + node_label(n);
+        r.weight = std::string(format_name(*n.weight_format));
+        r.source = n.format_source;
+        r.decode = exec_of(dec, s.name, i);
+        r.prefill = exec_of(pre, s.name, i);
+        an.formats.push_back(std::move(r));
+      }
+    }
+  }
+
+  // Key figures, recomputed from the graph (not from a plan).
+  const double a = format_bytes(model.activation);
+  auto weigh = [&](const model::Node& n, double count) {
+    if (tied_head(model, n)) return;
+    const double elems = model::weight_elems(n);
+    an.key.parameters += count * elems;
+    an.key.weight_bytes += count * elems * (n.weight_format ? format_bytes(*n.weight_format) : a);
+  };
+  for (const auto& n : model.pre) weigh(n, 1);
+  for (const auto& n : model.post) weigh(n, 1);
+  for (const auto& k : model.kinds) {
+    for (const auto& n : k.nodes) {
+      weigh(n, static_cast<double>(k.layers.size()));
+      an.key.kv_bytes_per_token += static_cast<double>(k.layers.size()) * model::kv_elems_per_token(n) * format_bytes(model.kv);
+      an.key.state_bytes_per_seq +=
+          static_cast<double>(k.layers.size()) * model::state_elems_per_seq(n) * (n.op == "conv1d" ? a : kStateBytes);
+    }
+  }
+  if (!an.decode.empty() && an.decode.front().rows == 1) an.key.decode_weight_bytes_read = an.decode.front().weight_bytes;
+  const double per_token = options.mode == planner::Mode::prefill
+                               ? an.requested.prediction_s / static_cast<double>(options.rows)
+                               : an.requested.prediction_s / static_cast<double>(options.rows);
+  an.key.energy_j_per_token = target.device->tdp_w * per_token;
+
+  const auto& cls = target.chain.leaf();
+  const std::int64_t seqs = options.mode == planner::Mode::prefill ? 1 : options.rows;
+  an.fit = memory_fit(lib, *target.device, cls, model, seqs, an.context, tp);
+  if (!an.fit.fits) {
+    if (target.device->interconnect.gbs > 0) {
+      for (int t : {2, 4, 8}) {
+        if (t <= tp) continue;
+        if (memory_fit(lib, *target.device, cls, model, seqs, an.context, t).fits) {
+          an.fit.smallest_tp = t;
+          break;
+        }
+      }
+    }
+    if (!an.fit.smallest_tp) {
+      for (const auto& d : lib.registry.devices) {
+        auto c = lib.classes.find(d.klass);
+        if (c == lib.classes.end() || d.id == target.device->id) continue;
+        if (memory_fit(lib, d, c->second, model, seqs, an.context, 1).fits) an.fit.devices_that_fit.push_back(d.id);
+      }
+    }
+  }
+  an.notes = model.notes;
+  return an;
+}
+
+}  // namespace met::estimate

@@ -1,0 +1,145 @@
+// Analysis: everything a report shows for one model on one device, computed once — the plan at
+// the requested case, ceilings and predictions for decode at C, prefill at T and TP degrees,
+// memory fit, key figures, ranked gaps, the port list over all modes and the format paths.
+// Renderers (src/report) only format these values.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimate/basis.hpp"
+#include "estimate/cost.hpp"
+#include "model/graph.hpp"
+#include "planner/library.hpp"
+#include "planner/plan.hpp"
+
+namespace met::estimate {
+
+struct Options {
+  BasisChoice basis = BasisChoice::measured;
+  planner::Mode mode = planner::Mode::decode;
+  std::int64_t rows = 1;     // decode 1, batch C, prefill T
+  std::int64_t context = 0;  // 0: the model's serving default
+  int tp = 1;
+  std::vector<std::int64_t> decode_c = {1, 2, 4, 8, 16, 32, 64, 128};
+  std::vector<std::int64_t> prefill_t = {512, 4096, 32768};
+  std::vector<int> tps = {1, 2, 4, 8};
+};
+
+struct GroupRow {
+  std::string scope;
+  int count = 1;
+  std::string group;          // rule id or "gap"
+  std::string nodes;          // "rmsnorm:attn_norm linear:qkv rope kv_append"
+  std::string kernels;
+  std::string unit;
+  std::string exec;           // "bf16 x bf16 native" / "fp8-e4m3 x bf16 emulate (bf16)" / "no path"
+  GroupCost cost;             // per layer
+  double step_seconds = 0;    // cost.seconds * count (prediction basis)
+  double share = 0;           // of the step
+};
+
+struct CaseEstimate {
+  std::string mode;           // decode | batch | prefill
+  std::int64_t rows = 0;      // C or T
+  std::int64_t context = 0;   // decode: cache length per sequence
+  int tp = 1;
+  double ceiling_s = 0;
+  double prediction_s = 0;
+  std::string prediction_basis;  // "unmeasured" or the evidence
+  double weight_bytes = 0;
+  double kv_bytes = 0;
+  double other_bytes = 0;
+  double flops = 0;
+  double allreduce_s = 0;
+  double gap_s = 0;
+  double tokens_per_s = 0;    // decode: C / step; prefill: T / time
+  double memory_bound_share = 0;
+  int gaps = 0;
+  std::string digest;
+};
+
+struct MemoryFit {
+  int tp = 1;
+  std::int64_t seqs = 1;
+  std::int64_t context = 0;
+  double weights = 0;       // per device
+  double kv = 0;
+  double state = 0;
+  double activations = 0;   // workspace + activation buffers
+  double reserve = 0;       // runtime's fixed reservation
+  double total = 0;
+  double usable = 0;
+  bool fits = false;
+  std::optional<int> smallest_tp;        // when it does not fit at this tp
+  std::vector<std::string> devices_that_fit;  // at tp 1, when no tp fits
+  std::int64_t max_seqs = 0;             // sequences of `context` tokens that fit at this tp
+};
+
+struct KeyFigures {
+  double weight_bytes = 0;              // whole model, declared formats
+  double parameters = 0;                // weight elements
+  double kv_bytes_per_token = 0;        // all layers, full-attention equivalent
+  double state_bytes_per_seq = 0;
+  double decode_weight_bytes_read = 0;  // one decode step at C = 1
+  double energy_j_per_token = 0;        // TDP x step time at the requested case (estimate)
+};
+
+struct GapRow {
+  std::string scope;
+  std::string op;
+  int count = 1;
+  double step_seconds = 0;
+  double share = 0;
+  std::string why;
+  std::string kernel;
+};
+
+struct FormatRow {
+  std::string node;      // "layers:full linear:qkv"
+  std::string weight;    // declared format
+  std::string source;    // where the format came from
+  std::string decode;    // exec at decode
+  std::string prefill;   // exec at prefill
+};
+
+struct PortRow {
+  planner::PortItem item;
+  std::vector<std::string> modes;
+};
+
+struct Analysis {
+  const model::ModelGraph* model = nullptr;
+  const device::Device* device = nullptr;
+  std::vector<std::string> chain;
+  Options options;
+  std::int64_t context = 0;
+  Basis basis;
+  planner::Plan plan;                 // the requested case
+  std::vector<GroupRow> groups;       // of the requested case
+  CaseEstimate requested;
+  std::vector<CaseEstimate> decode;   // C ladder at tp
+  std::vector<CaseEstimate> prefill;  // T ladder at tp
+  std::vector<CaseEstimate> tp;       // decode at rows over TP degrees
+  std::vector<GapRow> gaps;           // ranked by share of the requested step
+  std::vector<PortRow> ports;         // over decode, batch and prefill plans
+  std::vector<planner::TcFinding> tc_audit;
+  std::vector<FormatRow> formats;
+  MemoryFit fit;
+  KeyFigures key;
+  std::vector<std::string> notes;
+};
+
+Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
+                           const Options& options);
+
+// One case of the ladder (exposed for tests): the plan at that case and its cost.
+CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
+                           const Basis& basis, planner::Mode mode, std::int64_t rows, std::int64_t context, int tp,
+                           std::vector<GroupRow>* groups = nullptr, planner::Plan* plan_out = nullptr);
+
+MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const avail::ClassInfo& cls,
+                     const model::ModelGraph& model, std::int64_t seqs, std::int64_t context, int tp);
+
+}  // namespace met::estimate

@@ -1,0 +1,176 @@
+// Greedy fusion: rules in priority order (ties by id) take the leftmost non-overlapping windows
+// their pattern matches, when the mode, row count, format pair and every kernel allow; nodes no
+// rule takes become one-node gap groups carrying each candidate that matched and why it failed.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "planner/plan.hpp"
+#include "planner/matrix_ops.hpp"
+
+namespace met::planner {
+namespace {
+
+bool elem_matches(const PatternElem& e, const model::Node& n) {
+  return e.op == n.op && (e.role.empty() || e.role == n.role);
+}
+
+bool window_matches(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos) {
+  if (pos + r.pattern.size() > nodes.size()) return false;
+  for (std::size_t k = 0; k < r.pattern.size(); ++k) {
+    if (!elem_matches(r.pattern[k], nodes[pos + k])) return false;
+  }
+  return true;
+}
+
+// The rule's format entry for a window, or an explanation of the pair it lacks.
+struct FormatMatch {
+  const FormatEntry* entry = nullptr;
+  std::string missing;  // "fp8-e4m3 x bf16"
+};
+
+FormatMatch match_format(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos, Format act) {
+  FormatMatch out;
+  const FormatEntry* chosen = nullptr;
+  bool any_matrix = false;
+  for (std::size_t k = 0; k < r.pattern.size(); ++k) {
+    const model::Node& n = nodes[pos + k];
+    if (!is_matrix_op(n.op) || !n.weight_format) continue;
+    any_matrix = true;
+    const FormatEntry* found = nullptr;
+    for (const auto& e : r.formats) {
+      if (e.weight && *e.weight == *n.weight_format && e.act == act) {
+        found = &e;
+        break;
+      }
+    }
+    if (!found) {
+      out.missing = fmt::format("{} x {}", format_name(*n.weight_format), format_name(act));
+      return out;
+    }
+    // A group runs at its slowest path: emulation over native.
+    if (!chosen || (found->exec == "emulate" && chosen->exec == "native")) chosen = found;
+  }
+  if (!any_matrix) {
+    for (const auto& e : r.formats) {
+      if (e.act == act) {
+        chosen = &e;
+        break;
+      }
+    }
+    if (!chosen) out.missing = fmt::format("activation {}", format_name(act));
+  }
+  out.entry = chosen;
+  return out;
+}
+
+bool mode_rows_ok(const Rule& r, Mode mode, std::int64_t rows) {
+  return r.modes.count(mode) && rows >= r.rows_min && rows <= r.rows_max;
+}
+
+}  // namespace
+
+std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& rules, const avail::Availability& availability,
+                        Mode mode, std::int64_t rows, Format activation) {
+  const std::size_t n = nodes.size();
+  std::vector<int> owner(n, -1);
+  std::vector<Group> taken;
+  std::vector<std::vector<Blocked>> blocked(n);
+
+  for (const Rule& r : rules.rules) {
+    if (!mode_rows_ok(r, mode, rows)) continue;
+    // Why this rule cannot run at all here (kernels), computed once per rule.
+    std::vector<std::string> missing_kernels;
+    std::string why;
+    std::vector<std::string> needs;
+    for (const auto& k : r.kernels) {
+      const auto st = availability.status(k);
+      if (!st.available) {
+        missing_kernels.push_back(k);
+        if (why.empty()) why = fmt::format("{}: {}", k, st.why);
+        for (const auto& need : st.needs) {
+          if (std::find(needs.begin(), needs.end(), need) == needs.end()) needs.push_back(need);
+        }
+      }
+    }
+    for (std::size_t pos = 0; pos < n; ++pos) {
+      if (!window_matches(r, nodes, pos)) continue;
+      const std::size_t len = r.pattern.size();
+      const FormatMatch fm = match_format(r, nodes, pos, activation);
+      const bool free = std::all_of(owner.begin() + static_cast<long>(pos), owner.begin() + static_cast<long>(pos + len),
+                                    [](int o) { return o < 0; });
+      if (!fm.entry || !missing_kernels.empty()) {
+        Blocked b;
+        b.rule = r.id;
+        if (!missing_kernels.empty()) {
+          b.kernels = missing_kernels;
+          b.why = why;
+          b.needs = needs;
+        } else {
+          b.kernels = r.kernels;
+          b.why = fmt::format("no path for {} (rule '{}' lists {})", fm.missing, r.id, [&] {
+            std::vector<std::string> pairs;
+            for (const auto& e : r.formats) {
+              pairs.push_back(fmt::format("{} x {}", e.weight ? format_name(*e.weight) : "-", format_name(e.act)));
+            }
+            return fmt::format("{}", fmt::join(pairs, ", "));
+          }());
+          b.format = true;
+        }
+        for (std::size_t k = pos; k < pos + len; ++k) blocked[k].push_back(b);
+        continue;
+      }
+      if (!free) continue;
+      Group g;
+      g.rule = r.id;
+      g.kernels = r.kernels;
+      g.family = r.family;
+      auto fam = rules.families.find(r.family);
+      g.unit = fam != rules.families.end() ? fam->second.unit : "cuda_core";
+      for (std::size_t k = pos; k < pos + len; ++k) {
+        g.nodes.push_back(static_cast<int>(k));
+        owner[k] = static_cast<int>(taken.size());
+      }
+      for (std::size_t k = pos; k < pos + len; ++k) {
+        const auto& node = nodes[k];
+        if (is_matrix_op(node.op) && node.weight_format) {
+          g.exec = Exec{std::string(format_name(*node.weight_format)), std::string(format_name(activation)), fm.entry->exec,
+                        fm.entry->math};
+          break;
+        }
+      }
+      taken.push_back(std::move(g));
+      pos += len - 1;
+    }
+  }
+
+  std::vector<Group> out;
+  for (std::size_t k = 0; k < n; ++k) {
+    if (owner[k] >= 0) {
+      const Group& g = taken[static_cast<std::size_t>(owner[k])];
+      if (g.nodes.front() == static_cast<int>(k)) out.push_back(g);
+      continue;
+    }
+    Group gap;
+    gap.gap = true;
+    gap.unit = "cuda_core";
+    gap.nodes = {static_cast<int>(k)};
+    // One entry per candidate rule, in rule order.
+    for (const auto& b : blocked[k]) {
+      bool seen = false;
+      for (const auto& have : gap.blocked) seen = seen || have.rule == b.rule;
+      if (!seen) gap.blocked.push_back(b);
+    }
+    const auto& node = nodes[k];
+    if (is_matrix_op(node.op) && node.weight_format) {
+      const bool format_only = !gap.blocked.empty() && std::all_of(gap.blocked.begin(), gap.blocked.end(),
+                                                                   [](const Blocked& b) { return b.format; });
+      gap.exec = Exec{std::string(format_name(*node.weight_format)), std::string(format_name(activation)),
+                      format_only || gap.blocked.empty() ? "no path" : "gap", ""};
+    }
+    out.push_back(std::move(gap));
+  }
+  return out;
+}
+
+}  // namespace met::planner

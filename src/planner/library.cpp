@@ -1,0 +1,50 @@
+#include "planner/library.hpp"
+
+#include <fmt/format.h>
+
+#include "core/strings.hpp"
+
+namespace met::planner {
+
+const model::Instance* Library::instance(const std::string& id) const {
+  auto it = instances.find(id);
+  return it == instances.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Library::instance_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, i] : instances) ids.push_back(id);
+  return ids;
+}
+
+Expected<Library> load_library(const KernelTree& tree) {
+  Library lib;
+  lib.tree = &tree;
+  MET_TRY(lib.registry, device::load_registry(tree));
+  MET_TRY(lib.classes, avail::load_classes(tree));
+  MET_TRY(lib.circuits, model::load_circuits(tree));
+  MET_TRY(lib.instances, model::load_instances(tree));
+  for (const auto& d : lib.registry.devices) {
+    if (!lib.classes.count(d.klass)) {
+      std::vector<std::string> known;
+      for (const auto& [id, c] : lib.classes) known.push_back(id);
+      return fail(fmt::format("{}: device '{}': unknown class '{}' (known: {})", d.location, d.id, d.klass, join(known, ", ")));
+    }
+  }
+  return lib;
+}
+
+Expected<Target> resolve_target(const Library& lib, const std::string& device_id) {
+  Target t;
+  t.device = lib.registry.find(device_id);
+  if (!t.device) {
+    return fail(fmt::format("unknown device '{}' (known: {})", device_id, join(lib.registry.ids(), ", ")));
+  }
+  MET_TRY(t.chain, avail::resolve_chain(lib.classes, t.device->klass));
+  MET_CHECK(avail::check_build_vs_device(t.chain, *t.device, lib.registry));
+  MET_TRY(t.availability, avail::compute_availability(*lib.tree, t.chain, *t.device, lib.registry));
+  MET_TRY(t.rules, load_rules(*lib.tree, t.chain));
+  return t;
+}
+
+}  // namespace met::planner

@@ -1,0 +1,150 @@
+// build_plan: fuse each scope of a model graph on one class, then derive the port list, the
+// tensor-core audit and the canonical text whose SHA-256 is the plan digest.
+#include "planner/plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/digest.hpp"
+#include "core/numfmt.hpp"
+#include "core/strings.hpp"
+#include "planner/matrix_ops.hpp"
+
+namespace met::planner {
+namespace {
+
+std::string node_text(const model::Node& n) {
+  std::string s = n.role.empty() ? n.op : n.op + ":" + n.role;
+  std::vector<std::string> ps;
+  for (const auto& [k, v] : n.params) ps.push_back(k + "=" + fmt_exact(v));
+  s += " {" + join(ps, ",") + "}";
+  if (n.weight_format) s += fmt::format(" w={}", format_name(*n.weight_format));
+  return s;
+}
+
+std::string canonical_text(const Plan& p, const model::ModelGraph& m) {
+  std::string out = "met-plan 1\n";
+  out += fmt::format("model {} circuit {} arch {}\n", m.id, m.circuit, m.architecture);
+  out += fmt::format("class {} chain {}\n", p.klass, join(p.chain, ">"));
+  out += fmt::format("mode {} rows {}\n", mode_name(p.mode), p.rows);
+  out += fmt::format("activation {} kv {} formats {}\n", format_name(m.activation), format_name(m.kv), m.formats_basis);
+  for (const auto& s : p.scopes) {
+    out += fmt::format("scope {} count {} mode {} rows {}\n", s.name, s.count, mode_name(s.mode), s.rows);
+    for (std::size_t i = 0; i < s.nodes.size(); ++i) out += fmt::format("  node {} {}\n", i, node_text(s.nodes[i]));
+    for (const auto& g : s.groups) {
+      std::vector<std::string> idx;
+      for (int i : g.nodes) idx.push_back(std::to_string(i));
+      out += fmt::format("  group [{}] {} {} unit {}", join(idx, ","), g.gap ? "gap" : "rule " + g.rule,
+                         g.gap ? "" : "kernels " + join(g.kernels, ","), g.unit);
+      if (g.exec) out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
+      out += "\n";
+      for (const auto& b : g.blocked) out += fmt::format("    blocked {} {}\n", b.rule, b.why);
+    }
+  }
+  for (const auto& port : p.ports) out += fmt::format("port {} rule {} op {} nodes {} why {}\n", port.kernel, port.rule, port.op, port.nodes, port.why);
+  for (const auto& f : p.tc_audit) out += fmt::format("tc {} {} {} {}\n", f.scope, f.group, f.op, f.unit);
+  return out;
+}
+
+void add_port(std::vector<PortItem>& ports, PortItem item) {
+  for (auto& p : ports) {
+    if (p.kernel == item.kernel && p.rule == item.rule && p.op == item.op) {
+      p.nodes += item.nodes;
+      return;
+    }
+  }
+  ports.push_back(std::move(item));
+}
+
+}  // namespace
+
+Plan build_plan(const PlanInput& in) {
+  const model::ModelGraph& m = *in.model;
+  Plan p;
+  p.model = m.id;
+  p.device = in.device->id;
+  p.klass = in.chain->leaf().id;
+  p.chain = in.chain->ids();
+  p.mode = in.mode;
+  p.rows = in.rows;
+
+  auto add_scope = [&](std::string name, std::string kind, int count, const std::vector<model::Node>& nodes, Mode mode,
+                       std::int64_t rows) {
+    Scope s;
+    s.name = std::move(name);
+    s.kind = std::move(kind);
+    s.count = count;
+    s.nodes = nodes;
+    s.mode = mode;
+    s.rows = rows;
+    s.groups = fuse(nodes, *in.rules, *in.availability, mode, rows, m.activation);
+    p.scopes.push_back(std::move(s));
+  };
+  if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, in.mode, in.rows);
+  for (const auto& k : m.kinds) add_scope("layers:" + k.kind, k.kind, static_cast<int>(k.layers.size()), k.nodes, in.mode, in.rows);
+  // Prefill runs the head on the last row only: the same program as one decode step's head.
+  if (!m.post.empty()) {
+    const bool last_row = in.mode == Mode::prefill;
+    add_scope("post", "", 1, m.post, last_row ? Mode::decode : in.mode, last_row ? 1 : in.rows);
+  }
+
+  const auto& leaf = in.chain->leaf();
+  for (const auto& s : p.scopes) {
+    for (const auto& g : s.groups) {
+      if (g.gap) ++p.gap_groups;
+      const model::Node& first = s.nodes[static_cast<std::size_t>(g.nodes.front())];
+      const std::string op_text = first.role.empty() ? first.op : first.op + ":" + first.role;
+      if (g.gap) {
+        PortItem item;
+        item.nodes = s.count;
+        item.op = op_text;
+        const Blocked* best = nullptr;
+        for (const auto& b : g.blocked) {
+          if (!b.format) {
+            best = &b;
+            break;
+          }
+        }
+        if (!best && !g.blocked.empty()) best = &g.blocked.front();
+        if (best) {
+          item.kernel = join(best->kernels, "+");
+          item.rule = best->rule;
+          item.why = best->why;
+          item.needs = best->needs;
+        } else {
+          item.kernel = "(none)";
+          item.why = fmt::format("no rule of class chain {} covers op '{}' in mode {} at {} rows", join(p.chain, ">"), op_text,
+                                 mode_name(s.mode), s.rows);
+        }
+        add_port(p.ports, std::move(item));
+      }
+      // Tensor-core policy: matmul groups at or above the class's row threshold run on tensor cores.
+      if (leaf.tc_policy != "none" && s.rows >= leaf.tc_min_rows && g.unit != "tensor_core") {
+        for (int idx : g.nodes) {
+          const auto& node = s.nodes[static_cast<std::size_t>(idx)];
+          if (node.op != "linear" && node.op != "moe_gate_up" && node.op != "moe_down") continue;
+          TcFinding f;
+          f.scope = s.name;
+          f.group = g.gap ? "gap" : g.rule;
+          f.op = node.role.empty() ? node.op : node.op + ":" + node.role;
+          f.unit = g.unit;
+          f.rows = s.rows;
+          f.message = fmt::format("{} at {} rows runs on {}; class '{}' policy '{}' wants tensor cores from {} rows", f.op, s.rows,
+                                  g.gap ? "reference ops (gap)" : g.unit, leaf.id, leaf.tc_policy, leaf.tc_min_rows);
+          p.tc_audit.push_back(std::move(f));
+        }
+      }
+    }
+  }
+  std::stable_sort(p.ports.begin(), p.ports.end(), [](const PortItem& a, const PortItem& b) {
+    if (a.nodes != b.nodes) return a.nodes > b.nodes;
+    if (a.kernel != b.kernel) return a.kernel < b.kernel;
+    return a.op < b.op;
+  });
+  p.canonical = canonical_text(p, m);
+  p.digest = sha256_hex(p.canonical);
+  return p;
+}
+
+}  // namespace met::planner

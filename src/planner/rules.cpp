@@ -1,0 +1,194 @@
+#include "planner/rules.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/strings.hpp"
+#include "model/ops.hpp"
+#include "tree/toml.hpp"
+
+namespace met::planner {
+namespace {
+
+const std::set<std::string> kExec = {"native", "emulate"};
+const std::set<std::string> kUnits = {"tensor_core", "cuda_core", "memory"};
+
+Expected<PatternElem> parse_elem(const std::string& text, Fields& f) {
+  PatternElem e;
+  const auto colon = text.find(':');
+  e.op = text.substr(0, colon);
+  if (colon != std::string::npos) e.role = text.substr(colon + 1);
+  if (!model::find_op(e.op)) {
+    return f.error_at("pattern", fmt::format("unknown op '{}' (known: {})", e.op, join(model::op_names(), ", ")));
+  }
+  return e;
+}
+
+Expected<FormatEntry> parse_format_entry(const std::string& file, const toml::node& node, const std::string& what) {
+  if (!node.is_table()) return fail(fmt::format("{}: {}: formats: expected tables", where(file, node), what));
+  Fields f(file, *node.as_table(), what + " format");
+  FormatEntry e;
+  MET_TRY(auto weight, f.opt_str("weight"));
+  if (weight) {
+    auto w = parse_format(*weight);
+    if (!w) return f.error_at("weight", fmt::format("unknown format '{}' (known: {})", *weight, fmt::join(format_names(), ", ")));
+    e.weight = *w;
+  }
+  MET_TRY(auto act, f.str("act"));
+  auto a = parse_format(act);
+  if (!a) return f.error_at("act", fmt::format("unknown format '{}'", act));
+  e.act = *a;
+  MET_TRY(e.exec, f.str("exec"));
+  if (!kExec.count(e.exec)) return f.error_at("exec", fmt::format("unknown exec '{}' (known: emulate, native)", e.exec));
+  MET_TRY(e.math, f.str("math"));
+  MET_CHECK(f.done());
+  return e;
+}
+
+Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const std::string& klass) {
+  Rule r;
+  r.klass = klass;
+  r.location = where(file, t);
+  Fields f(file, t, fmt::format("rule '{}'", t["id"].value_or(std::string("?"))));
+  MET_TRY(r.id, f.str("id"));
+  MET_TRY(auto pattern, f.str_list("pattern"));
+  if (pattern.empty()) return f.error("empty pattern");
+  for (const auto& p : pattern) {
+    MET_TRY(auto e, parse_elem(p, f));
+    r.pattern.push_back(std::move(e));
+  }
+  MET_TRY(r.kernels, f.str_or_list("kernel"));
+  if (r.kernels.empty()) return f.error("missing key 'kernel'");
+  MET_TRY(r.family, f.str("family"));
+  MET_TRY(auto modes, f.str_list("modes"));
+  if (modes.empty()) return f.error("missing key 'modes'");
+  for (const auto& m : modes) {
+    auto mode = parse_mode(m);
+    if (!mode) return f.error_at("modes", fmt::format("unknown mode '{}' (known: batch, decode, prefill)", m));
+    r.modes.insert(*mode);
+  }
+  MET_TRY(auto rows, f.int_list("rows"));
+  if (rows.size() != 2 || rows[0] < 1 || rows[1] < rows[0]) return f.error_at("rows", "expected [min, max] with 1 <= min <= max");
+  r.rows_min = rows[0];
+  r.rows_max = rows[1];
+  MET_TRY(auto priority, f.integer("priority"));
+  r.priority = static_cast<int>(priority);
+  MET_TRY(auto formats, f.array("formats"));
+  if (!formats || formats->empty()) return f.error("missing key 'formats'");
+  for (const auto& node : *formats) {
+    MET_TRY(auto e, parse_format_entry(file, node, fmt::format("rule '{}'", r.id)));
+    r.formats.push_back(e);
+  }
+  MET_CHECK(f.done());
+  return r;
+}
+
+Expected<Family> parse_family(const std::string& file, const toml::table& t, const std::string& klass) {
+  Family fam;
+  fam.klass = klass;
+  fam.location = where(file, t);
+  Fields f(file, t, fmt::format("family '{}'", t["id"].value_or(std::string("?"))));
+  MET_TRY(fam.id, f.str("id"));
+  MET_TRY(fam.unit, f.str("unit"));
+  if (!kUnits.count(fam.unit)) return f.error_at("unit", fmt::format("unknown unit '{}' (known: cuda_core, memory, tensor_core)", fam.unit));
+  MET_TRY(auto rpl, f.integer("rows_per_launch"));
+  if (rpl < 1) return f.error_at("rows_per_launch", "must be >= 1");
+  fam.rows_per_launch = static_cast<int>(rpl);
+  MET_TRY(fam.kernels, f.str_list("kernels"));
+  MET_TRY(fam.efficiency, f.opt_number("efficiency"));
+  MET_TRY(fam.evidence, f.str("evidence"));
+  if (fam.efficiency && (*fam.efficiency <= 0.0 || *fam.efficiency > 1.0)) {
+    return f.error_at("efficiency", "must be in (0, 1]");
+  }
+  if (fam.efficiency && fam.evidence == "unmeasured") return f.error_at("evidence", "an efficiency needs the evidence it came from");
+  MET_CHECK(f.done());
+  return fam;
+}
+
+bool rule_order(const Rule& a, const Rule& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return a.id < b.id;
+}
+
+}  // namespace
+
+std::string pattern_text(const std::vector<PatternElem>& pattern) {
+  std::vector<std::string> parts;
+  for (const auto& e : pattern) parts.push_back(e.role.empty() ? e.op : e.op + ":" + e.role);
+  return join(parts, " ");
+}
+
+Expected<RuleSet> load_rules(const KernelTree& tree, const avail::ClassChain& chain) {
+  std::map<std::string, Rule> rules;
+  RuleSet set;
+  for (const avail::ClassInfo* cls : chain.chain) {
+    const std::string fusions = cls->id + "/FUSIONS.toml";
+    if (tree.exists(fusions)) {
+      MET_TRY(auto doc, parse_toml(tree, fusions));
+      Fields f(doc.file, doc.root, "");
+      MET_TRY(auto removed, f.str_list("remove"));
+      for (const auto& id : removed) {
+        if (!rules.erase(id)) return f.error_at("remove", fmt::format("no inherited rule '{}' to remove", id));
+      }
+      MET_TRY(auto list, f.array("rule"));
+      if (list) {
+        std::set<std::string> here;
+        for (const auto& node : *list) {
+          if (!node.is_table()) return f.error_at("rule", "expected [[rule]] tables");
+          MET_TRY(auto r, parse_rule(doc.file, *node.as_table(), cls->id));
+          if (!here.insert(r.id).second) return fail(fmt::format("{}: duplicate rule id '{}'", r.location, r.id));
+          rules[r.id] = std::move(r);  // same id as an inherited rule: an override
+        }
+      }
+      MET_CHECK(f.done());
+    }
+    const std::string families = cls->id + "/KERNEL_FAMILIES.toml";
+    if (tree.exists(families)) {
+      MET_TRY(auto doc, parse_toml(tree, families));
+      Fields f(doc.file, doc.root, "");
+      MET_TRY(auto list, f.array("family"));
+      if (list) {
+        for (const auto& node : *list) {
+          if (!node.is_table()) return f.error_at("family", "expected [[family]] tables");
+          MET_TRY(auto fam, parse_family(doc.file, *node.as_table(), cls->id));
+          auto it = set.families.find(fam.id);
+          if (it != set.families.end() && it->second.klass == cls->id) {
+            return fail(fmt::format("{}: duplicate family id '{}'", fam.location, fam.id));
+          }
+          if (it != set.families.end()) {
+            // A child family of the same id adds kernels and may restate unit and evidence.
+            for (const auto& k : it->second.kernels) {
+              if (std::find(fam.kernels.begin(), fam.kernels.end(), k) == fam.kernels.end()) fam.kernels.push_back(k);
+            }
+          }
+          set.families[fam.id] = std::move(fam);
+        }
+      }
+      MET_CHECK(f.done());
+    }
+  }
+  for (const auto& [id, fam] : set.families) {
+    for (const auto& k : fam.kernels) {
+      auto [it, fresh] = set.family_of_kernel.emplace(k, id);
+      if (!fresh && it->second != id) {
+        return fail(fmt::format("{}: kernel '{}' is in families '{}' and '{}'", fam.location, k, it->second, id));
+      }
+    }
+  }
+  for (auto& [id, r] : rules) {
+    auto fam = set.families.find(r.family);
+    if (fam == set.families.end()) return fail(fmt::format("{}: rule '{}': unknown family '{}'", r.location, id, r.family));
+    for (const auto& k : r.kernels) {
+      auto kf = set.family_of_kernel.find(k);
+      if (kf == set.family_of_kernel.end() || kf->second != r.family) {
+        return fail(fmt::format("{}: rule '{}': kernel '{}' is not listed in family '{}'", r.location, id, k, r.family));
+      }
+    }
+    set.rules.push_back(std::move(r));
+  }
+  std::stable_sort(set.rules.begin(), set.rules.end(), rule_order);
+  return set;
+}
+
+}  // namespace met::planner

@@ -1,0 +1,69 @@
+// Fusion rules and kernel families of a class chain (FUSIONS.toml, KERNEL_FAMILIES.toml).
+// A child class inherits its parent's rules, replaces one by defining the same id, and drops one
+// with `remove`; the resulting list is ordered by priority (descending), then id.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "avail/classes.hpp"
+#include "core/expected.hpp"
+#include "core/format.hpp"
+#include "planner/mode.hpp"
+#include "tree/kernel_tree.hpp"
+
+namespace met::planner {
+
+struct PatternElem {
+  std::string op;
+  std::string role;  // empty = any role
+};
+
+struct FormatEntry {
+  std::optional<Format> weight;  // absent: the entry serves weightless nodes
+  Format act = Format::bf16;
+  std::string exec;              // native | emulate
+  std::string math;              // peak key the unit runs at: bf16, fp8, fp4, ...
+};
+
+struct Rule {
+  std::string id;
+  std::vector<PatternElem> pattern;
+  std::vector<std::string> kernels;
+  std::string family;
+  std::set<Mode> modes;
+  std::int64_t rows_min = 1;
+  std::int64_t rows_max = 1;
+  int priority = 0;
+  std::vector<FormatEntry> formats;
+  std::string klass;     // class whose FUSIONS.toml defined it
+  std::string location;  // file:line
+};
+
+struct Family {
+  std::string id;
+  std::string unit;  // tensor_core | cuda_core | memory
+  int rows_per_launch = 1;
+  std::vector<std::string> kernels;
+  std::optional<double> efficiency;  // measured share of the ceiling, when evidence exists
+  std::string evidence;              // "unmeasured" or where the efficiency came from
+  std::string klass;
+  std::string location;
+};
+
+struct RuleSet {
+  std::vector<Rule> rules;                  // priority desc, then id
+  std::map<std::string, Family> families;   // by id
+  std::map<std::string, std::string> family_of_kernel;
+};
+
+// Loads the rules and families of every class in the chain, root first, applying overrides and
+// removals. Every rule's family must exist and list the rule's kernels.
+Expected<RuleSet> load_rules(const KernelTree& tree, const avail::ClassChain& chain);
+
+std::string pattern_text(const std::vector<PatternElem>& pattern);
+
+}  // namespace met::planner

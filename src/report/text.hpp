@@ -1,0 +1,23 @@
+// Shared wording of the renderers: time and rate units, case labels, markdown table rows.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "estimate/analysis.hpp"
+
+namespace met::report {
+
+std::string ms(double seconds);          // "7.512 ms" style, 4 significant digits
+std::string us(double seconds);          // "12.3 µs"
+std::string pct(double share);           // "12.3%"
+std::string rate(double per_second);     // "133.1"
+std::string gbps(double bytes_per_s);    // "4250 GB/s"
+std::string tflops(double flops_per_s);  // "790 TFLOP/s"
+std::string md_row(const std::vector<std::string>& cells);
+std::string md_head(const std::vector<std::string>& cells);
+std::string case_label(const estimate::Analysis& an);
+std::string fit_verdict(const estimate::MemoryFit& f);
+std::string md_escape(std::string s);
+
+}  // namespace met::report
