@@ -114,6 +114,16 @@ int run_kernels(const planner::Library& lib, const std::string& hardware) {
   return 0;
 }
 
+int run_class_build(const planner::Library& lib, const std::string& hardware) {
+  auto target = planner::resolve_target(lib, hardware);
+  if (!target) return report_error(target.error());
+  std::string s = fmt::format("arch {}\n", target->chain.leaf().arch);
+  for (const auto& [name, value] : target->chain.defines) s += fmt::format("define {}={}\n", name, value);
+  for (const auto& src : target->chain.sources) s += fmt::format("source {}\n", src);
+  std::fputs(s.c_str(), stdout);
+  return 0;
+}
+
 int run_plan(const planner::Library& lib, const PlanArgs& args) {
   auto out = plan_output(lib, args);
   if (!out) return report_error(out.error());

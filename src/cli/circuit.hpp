@@ -29,6 +29,9 @@ inline constexpr const char* kDefaultModel = "llama-3.1-8b-instruct";
 
 int run_devices(const planner::Library& lib);
 int run_kernels(const planner::Library& lib, const std::string& hardware);
+// The device's class build, one fact a line: `arch A`, `define NAME=VALUE` (sorted), `source PATH`
+// (inherited first). tests/kernels/nvcc/check_avail.sh compiles exactly this with nvcc.
+int run_class_build(const planner::Library& lib, const std::string& hardware);
 int run_plan(const planner::Library& lib, const PlanArgs& args);
 int run_matrix(const planner::Library& lib, const std::string& dir, bool check, const std::string& basis);
 

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   std::string kernels_hw;
   auto* kernels_cmd = circuit->add_subcommand("kernels", "list the kernels a device's class defines, and why any is unavailable");
   kernels_cmd->add_option("--hardware", kernels_hw, "device id")->required();
+  bool kernels_build = false;
+  kernels_cmd->add_flag("--build", kernels_build,
+                        "print the class build instead (arch, defines, sources) for compiling the class with nvcc");
 
   met::cli::PlanArgs args;
   args.model = met::cli::kDefaultModel;
@@ -59,7 +62,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (*devices) return met::cli::run_devices(*lib);
-  if (*kernels_cmd) return met::cli::run_kernels(*lib, kernels_hw);
+  if (*kernels_cmd) return kernels_build ? met::cli::run_class_build(*lib, kernels_hw) : met::cli::run_kernels(*lib, kernels_hw);
   if (!matrix.empty()) {
     if (!args.hardware.empty()) {
       std::fprintf(stderr, "error: --matrix plans every golden device; drop --hardware\n");

@@ -180,7 +180,7 @@ Expected<std::optional<QuantScheme>> read_quant(const json& config, const Checkp
     json root;
     try {
       root = json::parse(text);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       return fail(fmt::format("{}: invalid json: {}", display, e.what()));
     }
     MET_TRY(QuantScheme s, from_hf_quant(root, display));

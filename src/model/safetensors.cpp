@@ -47,7 +47,7 @@ const char* json_type(const json& j) {
 Expected<json> parse_json(std::string_view text, const std::string& display) {
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     return fail(fmt::format("{}: invalid json: {}", display, e.what()));
   }
 }
@@ -132,8 +132,8 @@ Expected<SafetensorsHeader> parse_safetensors_header(std::string_view header, st
     }
     const std::uint64_t bytes = t.end - t.begin;
     const int b = *bits;
-    if (overflow || elems > std::numeric_limits<std::uint64_t>::max() / 8 || (elems * b) % 8 != 0 ||
-        elems * b / 8 != bytes) {
+    overflow = overflow || elems > std::numeric_limits<std::uint64_t>::max() / 8;
+    if (overflow || (elems * b) % 8 != 0 || elems * b / 8 != bytes) {
       std::vector<std::string> dims;
       for (auto d : t.shape) dims.push_back(std::to_string(d));
       return fail(fmt::format("{}: shape [{}] of {} needs {} bytes, data_offsets hold {}", ctx, join(dims, ", "),

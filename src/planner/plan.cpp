@@ -82,7 +82,15 @@ Plan build_plan(const PlanInput& in) {
     p.scopes.push_back(std::move(s));
   };
   if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, in.mode, in.rows);
-  for (const auto& k : m.kinds) add_scope("layers:" + k.kind, k.kind, static_cast<int>(k.layers.size()), k.nodes, in.mode, in.rows);
+  // Layers of one kind may form several groups (a quantization exclusion covering some of them):
+  // each group is a scope of its own, named by its first layer when the kind repeats.
+  std::map<std::string, int> seen_kinds;
+  for (const auto& k : m.kinds) ++seen_kinds[k.kind];
+  for (const auto& k : m.kinds) {
+    std::string name = "layers:" + k.kind;
+    if (seen_kinds[k.kind] > 1 && !k.layers.empty()) name += "@" + std::to_string(k.layers.front());
+    add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, in.mode, in.rows);
+  }
   // Prefill runs the head on the last row only: the same program as one decode step's head.
   if (!m.post.empty()) {
     const bool last_row = in.mode == Mode::prefill;
