@@ -77,6 +77,18 @@ std::optional<Match> match_entry(std::string_view line) {
   return m;
 }
 
+// `extern "C" [__global__] void` with nothing after it: a declaration split across lines.
+bool declaration_without_name(std::string_view line) {
+  Cursor c{line};
+  if (!c.word("extern") || !c.word("\"C\"")) return false;
+  c.word("__global__");
+  if (c.word("__launch_bounds__") && !c.parens()) return false;
+  if (!c.word("void")) return false;
+  if (c.word("__launch_bounds__") && !c.parens()) return false;
+  c.ws();
+  return c.i >= line.size();
+}
+
 // True when the parameter list opened at (line k, offset open) is followed by ';' (a prototype).
 bool is_prototype(const std::vector<CodeLine>& lines, std::size_t k, std::size_t open) {
   int depth = 0;
@@ -106,6 +118,10 @@ Expected<std::vector<EntryPoint>> scan_entry_points(std::string_view text, const
   for (std::size_t k = 0; k < scan.lines.size(); ++k) {
     const CodeLine& cl = scan.lines[k];
     auto m = match_entry(cl.text);
+    if (!m && declaration_without_name(cl.text)) {
+      // nvcc would emit the kernel; a scan that skipped it would disagree with the compiler.
+      return fail(fmt::format("{}:{}: entry point declaration must name its met_ function on the same line", file, cl.line));
+    }
     if (!m || is_prototype(scan.lines, k, m->open)) continue;
     const Group& g = scan.groups[cl.group];
     EntryPoint e;

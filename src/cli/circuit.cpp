@@ -10,6 +10,7 @@
 #include "core/strings.hpp"
 #include "estimate/analysis.hpp"
 #include "model/instantiate.hpp"
+#include "planner/model_toml.hpp"
 #include "report/matrix.hpp"
 #include "report/render.hpp"
 #include "tree/checkpoint_dir.hpp"
@@ -38,7 +39,7 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
   if (a.mode != "decode") s += fmt::format(" --mode {} --rows {}", a.mode, rows);
   if (a.context) s += fmt::format(" --context {}", *a.context);
   if (a.tp != 1) s += fmt::format(" --tp {}", a.tp);
-  if (a.basis != "measured") s += fmt::format(" --basis {}", a.basis);
+  if (a.basis != "datasheet") s += fmt::format(" --basis {}", a.basis);
   if (a.format != "report") s += fmt::format(" --format {}", a.format);
   return s;
 }
@@ -82,7 +83,8 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
   opt.rows = rows;
   opt.context = a.context.value_or(0);
   opt.tp = a.tp;
-  MET_TRY(auto an, estimate::analyze(lib, target, graph, opt));
+  MET_TRY(auto model_target, planner::target_for_model(lib, target, graph));
+  MET_TRY(auto an, estimate::analyze(lib, model_target, graph, opt));
   const report::Provenance prov{command_line(a, rows)};
   if (a.format == "json") return report::render_json(an, prov);
   if (a.format == "html") return report::render_html(an, prov);

@@ -19,7 +19,7 @@ struct PlanArgs {
   std::optional<std::int64_t> rows;
   std::optional<std::int64_t> context;
   int tp = 1;
-  std::string basis = "measured";
+  std::string basis = "datasheet";
   std::string format = "report";  // report | plan | json | html
   std::string out;
   bool check = false;

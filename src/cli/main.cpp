@@ -16,11 +16,13 @@ int main(int argc, char** argv) {
   app.add_option("--kernels", kernels, "read the kernel tree from DIR instead of the one built into met");
 
   auto* circuit = app.add_subcommand("circuit", "plan model circuits on devices");
+  circuit->fallthrough();  // `--kernels DIR` may follow the subcommands
   circuit->require_subcommand(1);
   auto* devices = circuit->add_subcommand("devices", "list the devices of the registry");
   std::string kernels_hw;
   auto* kernels_cmd = circuit->add_subcommand("kernels", "list the kernels a device's class defines, and why any is unavailable");
   kernels_cmd->add_option("--hardware", kernels_hw, "device id")->required();
+  kernels_cmd->fallthrough();
   bool kernels_build = false;
   kernels_cmd->add_flag("--build", kernels_build,
                         "print the class build instead (arch, defines, sources) for compiling the class with nvcc");
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   args.model = met::cli::kDefaultModel;
   std::string matrix;
   auto* plan = circuit->add_subcommand("plan", "plan a model on a device: kernels, gaps, ports, ceilings, memory fit");
+  plan->fallthrough();
   plan->add_option("--hardware", args.hardware, "device id (see `met circuit devices`)");
   auto* model_opt = plan->add_option("--model", args.model, "golden instance id")->capture_default_str();
   auto* ckpt_opt = plan->add_option("--checkpoint", args.checkpoint, "Hugging Face checkpoint directory (config.json, safetensors)");
@@ -38,7 +41,7 @@ int main(int argc, char** argv) {
   plan->add_option("--rows", args.rows, "sequences (batch) or prompt tokens (prefill)");
   plan->add_option("--context", args.context, "decode context in tokens (default: the model's serving default)");
   plan->add_option("--tp", args.tp, "tensor-parallel degree: 1, 2, 4, 8")->capture_default_str();
-  plan->add_option("--basis", args.basis, "measured | datasheet figures")->capture_default_str();
+  plan->add_option("--basis", args.basis, "datasheet | measured (figures measured on our own device where the registry has them)")->capture_default_str();
   plan->add_option("--format", args.format, "report | plan | json | html")->capture_default_str();
   plan->add_option("--out", args.out, "write to FILE (atomically) instead of stdout");
   plan->add_flag("--check", args.check, "compare with --out FILE (or the --matrix DIR) instead of writing");

@@ -17,7 +17,7 @@
 namespace met::estimate {
 
 struct Options {
-  BasisChoice basis = BasisChoice::measured;
+  BasisChoice basis = BasisChoice::datasheet;
   planner::Mode mode = planner::Mode::decode;
   std::int64_t rows = 1;     // decode 1, batch C, prefill T
   std::int64_t context = 0;  // 0: the model's serving default
@@ -109,6 +109,7 @@ struct PortRow {
   std::vector<std::string> modes;
 };
 
+// Holds pointers to the model graph and the target's device: both must outlive the Analysis.
 struct Analysis {
   const model::ModelGraph* model = nullptr;
   const device::Device* device = nullptr;

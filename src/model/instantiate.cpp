@@ -255,7 +255,9 @@ Expected<void> check_shapes(const Context& c, const Node& node, const std::vecto
   for (double d : want) want_elems *= d;
   auto listing = [&] {
     std::vector<std::string> parts;
-    for (std::size_t k = 0; k < ts.size(); ++k) parts.push_back(fmt::format("'{}' {}", names[k], shape_text(ts[k]->shape)));
+    for (std::size_t k = 0; k < ts.size(); ++k) {
+      parts.push_back(fmt::format("'{}' {} in {}", names[k], shape_text(ts[k]->shape), c.src.display(ts[k]->file)));
+    }
     return join(parts, ", ");
   };
   if (packed) {
@@ -287,7 +289,6 @@ Expected<void> check_shapes(const Context& c, const Node& node, const std::vecto
                             listing(), ts.size() > 1 ? "" : "s", shape_text(want),
                             ts.size() > 1 ? " (stacked along the first dimension)" : ""));
   }
-  (void)c;
   return {};
 }
 

@@ -39,10 +39,16 @@ std::string canonical_text(const Plan& p, const model::ModelGraph& m) {
                          g.gap ? "" : "kernels " + join(g.kernels, ","), g.unit);
       if (g.exec) out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
       out += "\n";
-      for (const auto& b : g.blocked) out += fmt::format("    blocked {} {}\n", b.rule, b.why);
+      // The why of a blocked candidate names the device ("... which mi300x lacks"); the digest
+      // names only what the class decides, so devices of one class share it.
+      for (const auto& b : g.blocked) {
+        out += fmt::format("    blocked {} kernels {} needs {}{}\n", b.rule, join(b.kernels, ","), join(b.needs, ","), b.format ? " format" : "");
+      }
     }
   }
-  for (const auto& port : p.ports) out += fmt::format("port {} rule {} op {} nodes {} why {}\n", port.kernel, port.rule, port.op, port.nodes, port.why);
+  for (const auto& port : p.ports) {
+    out += fmt::format("port {} rule {} op {} nodes {} needs {}\n", port.kernel, port.rule, port.op, port.nodes, join(port.needs, ","));
+  }
   for (const auto& f : p.tc_audit) out += fmt::format("tc {} {} {} {}\n", f.scope, f.group, f.op, f.unit);
   return out;
 }

@@ -17,6 +17,13 @@ std::string basis_lines(const estimate::Analysis& an) {
   std::vector<std::string> peaks;
   for (const auto& [k, f] : b.peaks) peaks.push_back(fmt::format("{} {} ({})", k, fmt_sig(f.value / 1e12, 4), f.source));
   s += "peaks TFLOP/s: " + join(peaks, ", ");
+  const auto& d = *an.device;
+  if (d.measured && b.choice == estimate::BasisChoice::datasheet) {
+    std::vector<std::string> m;
+    if (d.measured->bandwidth_gbs) m.push_back(fmt::format("bandwidth {} GB/s", fmt_sig(*d.measured->bandwidth_gbs, 4)));
+    for (const auto& [k, v] : d.measured->peaks) m.push_back(fmt::format("{} {} TFLOP/s", k, fmt_sig(v, 4)));
+    s += fmt::format("; measured on our device ({}): {} (`--basis measured` uses them)", d.measured->cite, join(m, ", "));
+  }
   return s;
 }
 

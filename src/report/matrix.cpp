@@ -9,6 +9,7 @@
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
 #include "model/instantiate.hpp"
+#include "planner/model_toml.hpp"
 #include "report/render.hpp"
 #include "report/text.hpp"
 
@@ -60,7 +61,8 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
     for (const auto& d : spec.devices) {
       estimate::Options opt;
       opt.basis = spec.basis;
-      MET_TRY(auto an, estimate::analyze(lib, targets.at(d), models.at(id), opt));
+      MET_TRY(auto target, planner::target_for_model(lib, targets.at(d), models.at(id)));
+      MET_TRY(auto an, estimate::analyze(lib, target, models.at(id), opt));
       const Provenance prov{cell_command(d, id)};
       const std::string stem = id + "--" + d;
       files[stem + ".md"] = render_markdown(an, prov);

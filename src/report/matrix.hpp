@@ -16,7 +16,7 @@ namespace met::report {
 struct MatrixSpec {
   std::vector<std::string> devices;    // golden devices
   std::vector<std::string> instances;  // golden instances
-  estimate::BasisChoice basis = estimate::BasisChoice::measured;
+  estimate::BasisChoice basis = estimate::BasisChoice::datasheet;
 };
 
 // The devices and instances the golden matrix covers (golden devices are listed in

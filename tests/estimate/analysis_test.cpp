@@ -1,0 +1,414 @@
+// Estimates on the checked-in tree, checked against arithmetic done here from the numbers of the
+// public config.json files (written out below), never from planner or estimate code: weights, KV
+// per token, weights read per decode step, the bandwidth floor of a decode step, prefill chunking,
+// sliding windows, tensor parallelism and memory fit.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/real_tree.hpp"
+
+using met::testing::analyse;
+using met::testing::contains;
+using met::testing::Loaded;
+namespace estimate = met::estimate;
+namespace planner = met::planner;
+
+namespace {
+
+// meta-llama/Llama-3.1-8B-Instruct config.json.
+struct Llama8B {
+  static constexpr double hidden = 4096, layers = 32, heads = 32, kv_heads = 8, head_dim = 128, inter = 14336, vocab = 128256;
+  static constexpr double bf16 = 2;
+  // Elements of one layer's matrices: q, k, v, o, gate, up, down.
+  static constexpr double linear_per_layer =
+      hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden + 3 * hidden * inter;
+  static constexpr double norms_per_layer = 2 * hidden;  // input and post-attention RMSNorm scales
+  static constexpr double embed = vocab * hidden;
+  static constexpr double lm_head = vocab * hidden;      // untied
+  static constexpr double final_norm = hidden;
+};
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+estimate::Options datasheet() {
+  estimate::Options o;
+  o.basis = estimate::BasisChoice::datasheet;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("llama-3.1-8b key figures: 16.06 GB of weights, 131072 KV bytes per token, 15.01 GB read per decode step") {
+  using L = Llama8B;
+  static_assert(L::linear_per_layer == 218103808.0);
+  const double params = L::embed + L::layers * (L::linear_per_layer + L::norms_per_layer) + L::final_norm + L::lm_head;
+  const double weight_bytes = params * L::bf16;
+  REQUIRE(weight_bytes == 16060522496.0);
+  const double kv_per_token = L::layers * L::kv_heads * (L::head_dim + L::head_dim) * L::bf16;
+  REQUIRE(kv_per_token == 131072.0);
+  // A decode step reads every weight but the embedding table, of which it gathers one row.
+  const double read = weight_bytes - L::embed * L::bf16 + L::hidden * L::bf16;
+  REQUIRE(read == 15009857536.0);
+
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", datasheet());
+  const auto& an = c->an;
+  CHECK(an.key.parameters == doctest::Approx(params).epsilon(1e-12));
+  CHECK(an.key.weight_bytes == doctest::Approx(weight_bytes).epsilon(1e-12));
+  CHECK(an.key.kv_bytes_per_token == doctest::Approx(kv_per_token).epsilon(1e-12));
+  CHECK(an.key.decode_weight_bytes_read == doctest::Approx(read).epsilon(1e-12));
+  CHECK(an.fit.weights == doctest::Approx(weight_bytes).epsilon(1e-12));  // TP 1: nothing sharded
+  CHECK(an.basis.bandwidth.value == doctest::Approx(4.8e12));
+  CHECK(an.basis.bandwidth.source == "datasheet");
+}
+
+TEST_CASE("a decode step at C = 1 takes at least its bytes over the datasheet bandwidth, and not much more") {
+  using L = Llama8B;
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", datasheet());
+  const auto& an = c->an;
+  REQUIRE(!an.decode.empty());
+  const auto& d1 = an.decode.front();
+  REQUIRE(d1.rows == 1);
+  CHECK(d1.context == 4096);  // the instance's serving default
+  const double read = 15009857536.0;
+  const double kv_read = L::layers * 4096 * L::kv_heads * 2 * L::head_dim * L::bf16;  // the whole cache, every layer
+  const double kv_write = 131072.0;
+  CHECK(d1.weight_bytes == doctest::Approx(read).epsilon(1e-12));
+  CHECK(d1.kv_bytes == doctest::Approx(kv_read + kv_write).epsilon(1e-12));
+  const double floor_s = (read + kv_read + kv_write) / 4.8e12;
+  CHECK(d1.ceiling_s >= floor_s);
+  CHECK(d1.ceiling_s <= floor_s * 1.03);
+  CHECK(d1.ceiling_s >= read / 4.8e12);
+  CHECK(d1.gaps == 0);
+  CHECK(d1.allreduce_s == 0);
+  CHECK(d1.prediction_basis == "unmeasured");
+  CHECK(d1.prediction_s == d1.ceiling_s);
+  CHECK(d1.tokens_per_s == doctest::Approx(1.0 / d1.prediction_s));
+  // Batch steps read the weights once for every sequence: C = 16 costs far less than 16 x C = 1.
+  for (const auto& c16 : an.decode) {
+    if (c16.rows != 16) continue;
+    CHECK(c16.ceiling_s < 2 * d1.ceiling_s);
+    CHECK(c16.kv_bytes == doctest::Approx(16 * kv_read + 16 * kv_write).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("prefill of 32768 tokens on h200 runs 8 chunks of 4096: the layer weights are read 8 times, the head once") {
+  using L = Llama8B;
+  const Loaded l;
+  const auto graph = l.graph("llama-3.1-8b-instruct");
+  const auto target = l.target("h200-sxm");
+  const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  const auto ce = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, 32768, 4096, 1);
+  const double layer_bytes = (L::linear_per_layer + L::norms_per_layer) * L::bf16;
+  const double per_chunk = L::layers * layer_bytes + 4096 * L::hidden * L::bf16;  // layers + 4096 gathered embedding rows
+  const double head = (L::final_norm + L::lm_head) * L::bf16;                     // last row only
+  CHECK(ce.weight_bytes == doctest::Approx(8 * per_chunk + head).epsilon(1e-12));
+  CHECK(ce.tokens_per_s == doctest::Approx(32768 / ce.prediction_s));
+
+  // One chunk of 4096 is the same program: one eighth of the layer traffic, the same digest.
+  const auto one = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, 4096, 4096, 1);
+  CHECK(one.weight_bytes == doctest::Approx(per_chunk + head).epsilon(1e-12));
+  CHECK(one.digest == ce.digest);
+  CHECK(ce.ceiling_s > 7 * one.ceiling_s);  // eight chunks, later ones attending to more context
+
+  // A remainder is padded up to the smallest bucket that holds it: 4096 + 100 -> 4096 + 128 rows.
+  const auto odd = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, 4196, 4096, 1);
+  const double per_128 = L::layers * layer_bytes + 128 * L::hidden * L::bf16;
+  CHECK(odd.weight_bytes == doctest::Approx(per_chunk + per_128 + head).epsilon(1e-12));
+}
+
+TEST_CASE("sliding-window layers read at most their window at context 32768 (gemma-3-27b-it)") {
+  // google/gemma-3-27b-it text_config: 62 layers, 16 kv heads, head_dim 128, sliding_window 1024;
+  // Gemma3TextConfig's default sliding_window_pattern 6: layers 5, 11, ..., 59 are global.
+  const double layers = 62, full = 10, sliding = layers - full, kv_heads = 16, head_dim = 128, window = 1024, ctx = 32768;
+  const double row = kv_heads * 2 * head_dim * 2;  // K and V of one token of one layer, bf16
+  const Loaded l;
+  estimate::Options opt;
+  opt.context = 32768;
+  auto c = analyse(l, "gemma-3-27b-it", "h200-sxm", opt);
+  const auto& an = c->an;
+  CHECK(an.context == 32768);
+  const double want = full * (ctx * row + row) + sliding * (window * row + row);
+  CHECK(an.requested.kv_bytes == doctest::Approx(want).epsilon(1e-12));
+  CHECK(an.requested.kv_bytes < 0.3 * layers * ctx * row);  // uncapped would read every layer's whole cache
+
+  double sliding_kv = 0, full_kv = 0;
+  for (const auto& g : an.groups) {
+    if (g.scope == "layers:sliding") sliding_kv += g.cost.kv_bytes;
+    if (g.scope == "layers:full") full_kv += g.cost.kv_bytes;
+  }
+  CHECK(sliding_kv == doctest::Approx(window * row + row).epsilon(1e-12));
+  CHECK(full_kv == doctest::Approx(ctx * row + row).epsilon(1e-12));
+  // Memory holds at most the window for sliding layers too.
+  CHECK(an.fit.kv == doctest::Approx(full * ctx * row + sliding * window * row).epsilon(1e-12));
+}
+
+TEST_CASE("TP 2 halves the weight bytes per device and adds a positive all-reduce time") {
+  using L = Llama8B;
+  const Loaded l;
+  const auto graph = l.graph("llama-3.1-8b-instruct");
+  const auto target = l.target("h200-sxm");
+  const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  const auto tp1 = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::decode, 1, 4096, 1);
+  const auto tp2 = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::decode, 1, 4096, 2);
+  // Matrices split; norm scales and the gathered embedding row do not.
+  const double want = L::layers * (L::linear_per_layer / 2 + L::norms_per_layer) * L::bf16 + L::hidden * L::bf16 +
+                      L::final_norm * L::bf16 + L::lm_head * L::bf16 / 2;
+  CHECK(tp2.weight_bytes == doctest::Approx(want).epsilon(1e-12));
+  CHECK(tp2.weight_bytes / tp1.weight_bytes == doctest::Approx(0.5).epsilon(1e-3));
+  CHECK(tp1.allreduce_s == 0);
+  CHECK(tp2.allreduce_s > 0);
+  // Two all-reduces of one hidden vector per layer (after attention and after the MLP); a ring
+  // all-reduce moves 2 (tp - 1) / tp of it over 450 GB/s per direction.
+  CHECK(tp2.allreduce_s >= 2 * L::layers * (L::hidden * 2) / 450e9);
+  CHECK(tp2.ceiling_s < tp1.ceiling_s);
+  CHECK(tp2.ceiling_s > tp1.ceiling_s / 2);
+
+  estimate::Options opt = datasheet();
+  opt.tp = 2;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", opt);
+  const double full = 16060522496.0;
+  const double norms = (L::layers * L::norms_per_layer + L::final_norm) * L::bf16;
+  CHECK(c->an.fit.weights == doctest::Approx((full - norms) / 2 + norms).epsilon(1e-12));
+  CHECK(c->an.requested.allreduce_s > 0);
+  // KV heads split too: 8 kv heads over 2 devices.
+  CHECK(c->an.fit.kv == doctest::Approx(4096 * 131072.0 / 2).epsilon(1e-12));
+}
+
+TEST_CASE("llama-3.1-70b bf16 does not fit one h100-sxm; the smallest TP that fits is 2") {
+  // meta-llama/Llama-3.1-70B-Instruct: hidden 8192, 80 layers, 64 heads, 8 kv heads, inter 28672, vocab 128256.
+  const double hidden = 8192, layers = 80, heads = 64, kv = 8, hd = 128, inter = 28672, vocab = 128256;
+  const double params = 2 * vocab * hidden + hidden +
+                        layers * (hidden * (heads + 2 * kv) * hd + heads * hd * hidden + 3 * hidden * inter + 2 * hidden);
+  const double usable = 79.1 * kGiB * 0.92;
+  REQUIRE(params * 2 > usable);
+  REQUIRE(params * 2 / 2 < usable);
+
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-70b-instruct", "h100-sxm");
+  const auto& fit = c->an.fit;
+  CHECK(c->an.key.weight_bytes == doctest::Approx(params * 2).epsilon(1e-12));
+  CHECK(fit.usable == doctest::Approx(usable).epsilon(1e-12));
+  CHECK_FALSE(fit.fits);
+  CHECK(fit.total > fit.usable);
+  REQUIRE(fit.smallest_tp.has_value());
+  CHECK(*fit.smallest_tp == 2);
+  CHECK(fit.devices_that_fit.empty());  // only looked for when no TP degree holds it
+  CHECK(fit.max_seqs == 0);
+
+  // At TP 2 it fits, with room for more than one sequence.
+  estimate::Options opt;
+  opt.tp = 2;
+  auto c2 = analyse(l, "llama-3.1-70b-instruct", "h100-sxm", opt);
+  CHECK(c2->an.fit.fits);
+  CHECK(c2->an.fit.max_seqs >= 1);
+  CHECK(c2->an.fit.total <= c2->an.fit.usable);
+}
+
+TEST_CASE("deepseek-v3 on h100-sxm: no TP degree fits, and the devices it names really hold it") {
+  const Loaded l;
+  auto c = analyse(l, "deepseek-v3", "h100-sxm");
+  const auto& an = c->an;
+  CHECK_FALSE(an.fit.fits);
+  CHECK_FALSE(an.fit.smallest_tp.has_value());
+  // About 671e9 parameters, almost all fp8: far over 8 x 80 GB.
+  CHECK(an.key.parameters > 6.5e11);
+  CHECK(an.key.parameters < 7.0e11);
+  CHECK(an.key.weight_bytes > 6.5e11);
+  CHECK(an.key.weight_bytes < 7.2e11);
+  const auto ctx = an.context;
+  for (const auto& d : l.lib.registry.devices) {
+    if (d.id == "h100-sxm") continue;
+    const auto& cls = l.lib.classes.at(d.klass);
+    const bool fits = estimate::memory_fit(l.lib, d, cls, *an.model, 1, ctx, 1).fits;
+    const bool listed =
+        std::find(an.fit.devices_that_fit.begin(), an.fit.devices_that_fit.end(), d.id) != an.fit.devices_that_fit.end();
+    CAPTURE(d.id);
+    CHECK(fits == listed);
+    if (d.visible_gib * kGiB * d.usable_fraction < an.key.weight_bytes) CHECK_FALSE(listed);
+  }
+}
+
+TEST_CASE("host-cpu has no interconnect: TP is not applicable and TP 2 is refused") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.2-1b-instruct", "host-cpu");
+  CHECK(c->an.tp.empty());
+  CHECK_FALSE(c->an.fit.smallest_tp.has_value());
+
+  estimate::Options opt;
+  opt.tp = 2;
+  const auto graph = l.graph("llama-3.2-1b-instruct");
+  const auto target = l.target("host-cpu");
+  auto an = estimate::analyze(l.lib, target, graph, opt);
+  REQUIRE_FALSE(an.ok());
+  CHECK(contains(an.error().message, "host-cpu"));
+  CHECK(contains(an.error().message, "interconnect"));
+}
+
+TEST_CASE("the measured basis uses the h200's measured bandwidth; datasheet ignores it") {
+  const Loaded l;
+  const auto* d = l.lib.registry.find("h200-sxm");
+  REQUIRE(d);
+  const auto m = estimate::make_basis(*d, estimate::BasisChoice::measured);
+  const auto s = estimate::make_basis(*d, estimate::BasisChoice::datasheet);
+  CHECK(m.bandwidth.value == doctest::Approx(4250e9));
+  CHECK(m.bandwidth.source == "measured");
+  CHECK(s.bandwidth.value == doctest::Approx(4800e9));
+  CHECK(m.peak("bf16").value == doctest::Approx(790e12));
+  CHECK(s.peak("bf16").value == doctest::Approx(989.4e12));
+  CHECK(m.peak("fp8").value == doctest::Approx(1978.9e12));  // not measured: datasheet
+  CHECK(m.peak("fp8").source == "datasheet");
+}
+
+TEST_CASE("h100-sxm and h200-sxm: one plan digest, different ceilings on different bandwidth bases") {
+  const Loaded l;
+  for (auto [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
+                            std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+    CAPTURE(rows);
+    estimate::Options opt;
+    opt.mode = mode;
+    opt.rows = rows;
+    auto h100 = analyse(l, "llama-3.1-8b-instruct", "h100-sxm", opt);
+    auto h200 = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", opt);
+    CHECK(h100->an.plan.digest == h200->an.plan.digest);
+    CHECK(h100->an.requested.digest == h200->an.requested.digest);
+    CHECK(h100->an.requested.weight_bytes == h200->an.requested.weight_bytes);  // same program, same traffic
+    CHECK(h100->an.requested.ceiling_s != h200->an.requested.ceiling_s);
+    // On the datasheet basis (the default) both have the same peaks and the h200 more bandwidth:
+    // memory-bound steps are faster on it, compute-bound prefill no slower.
+    if (mode != planner::Mode::prefill) CHECK(h100->an.requested.ceiling_s > h200->an.requested.ceiling_s);
+    else CHECK(h100->an.requested.ceiling_s >= h200->an.requested.ceiling_s);
+    CHECK(h100->an.basis.bandwidth.value == doctest::Approx(3350e9));
+    CHECK(h100->an.basis.bandwidth.source == "datasheet");
+    CHECK(h200->an.basis.bandwidth.value == doctest::Approx(4800e9));
+    CHECK(h200->an.basis.bandwidth.source == "datasheet");
+    // The measured basis switches the h200 to the figures measured on our own device.
+    estimate::Options measured = opt;
+    measured.basis = estimate::BasisChoice::measured;
+    auto h200m = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", measured);
+    CHECK(h200m->an.basis.bandwidth.value == doctest::Approx(4250e9));
+    CHECK(h200m->an.basis.bandwidth.source == "measured");
+    CHECK(h200m->an.plan.digest == h200->an.plan.digest);
+    CHECK(h200m->an.requested.ceiling_s > h200->an.requested.ceiling_s);
+    CHECK(h100->an.fit.usable < h200->an.fit.usable);
+  }
+}
+
+TEST_CASE("fp8 weights on a device without fp8 MMA show emulation or no path, never bf16") {
+  const Loaded l;
+  auto c = analyse(l, "qwen3-8b-fp8", "a100-sxm-80g");
+  const auto& an = c->an;
+  int linear_rows = 0;
+  for (const auto& f : an.formats) {
+    CAPTURE(f.node);
+    if (f.node.find(" linear:") == std::string::npos) continue;
+    if (f.node.find("lm_head") != std::string::npos) {
+      CHECK(f.weight == "bf16");  // the recipe keeps the head in bf16
+      continue;
+    }
+    ++linear_rows;
+    CHECK(f.weight == "fp8-e4m3");
+    for (const std::string* exec : {&f.decode, &f.prefill}) {
+      CAPTURE(*exec);
+      CHECK((exec->rfind("emulate", 0) == 0 || *exec == "no path"));
+      CHECK(exec->find("native") == std::string::npos);
+    }
+  }
+  CHECK(linear_rows == 4);  // qkv, o, gate_up, down
+
+  // No group over an fp8 linear node says it runs bf16 weights.
+  for (const auto& g : an.groups) {
+    CAPTURE(g.nodes);
+    CAPTURE(g.exec);
+    const bool fp8_linear = g.nodes.find("linear:") != std::string::npos && g.nodes.find("linear:lm_head") == std::string::npos;
+    if (!fp8_linear) continue;
+    CHECK(g.exec.find("bf16 x bf16") == std::string::npos);
+    CHECK(g.exec.rfind("fp8-e4m3 x bf16", 0) == 0);
+  }
+
+  // Weights read per decode step, from the Qwen3-8B-FP8 config: hidden 4096, 36 layers, 32 heads,
+  // 8 kv heads, head_dim 128, intermediate 12288, vocab 151936, untied head.
+  const double hidden = 4096, layers = 36, heads = 32, kv = 8, hd = 128, inter = 12288, vocab = 151936;
+  const double linear_per_layer = hidden * (heads + 2 * kv) * hd + heads * hd * hidden + hidden * 2 * inter + inter * hidden;
+  const double norms_per_layer = (hidden + hd + hd + hidden) * 2;  // attn, q, k, mlp norm scales in bf16
+  const double expected = layers * (linear_per_layer * 1.0 + norms_per_layer)  // fp8: one byte per weight
+                          + hidden * 2                                         // one embedding row, bf16
+                          + hidden * 2 + vocab * hidden * 2;                   // final norm and lm_head, bf16
+  CHECK(an.key.decode_weight_bytes_read == doctest::Approx(expected).epsilon(1e-12));
+  CHECK(an.decode.front().weight_bytes == doctest::Approx(expected).epsilon(1e-12));
+  // Stored: the whole embedding table instead of one row.
+  CHECK(an.key.weight_bytes == doctest::Approx(expected - hidden * 2 + vocab * hidden * 2).epsilon(1e-12));
+}
+
+TEST_CASE("a gap is costed as unfused reference ops, never cheaper than the kernel it replaces") {
+  const Loaded base;
+  const auto graph = base.graph("llama-3.1-8b-instruct");
+  const auto t0 = base.target("h200-sxm");
+  const auto basis = estimate::make_basis(*t0.device, estimate::BasisChoice::datasheet);
+  const auto fused = estimate::estimate_case(base.lib, t0, graph, basis, planner::Mode::decode, 1, 4096, 1);
+  REQUIRE(fused.gaps == 0);
+  CHECK(fused.gap_s == 0);
+
+  Loaded cut([] {
+    auto t = met::testing::real_tree();
+    t.files()["common/gemv.cuh"] = "#pragma once\n";  // every met_gemv* kernel undefined
+    return t;
+  }());
+  const auto t1 = cut.target("h200-sxm");
+  std::vector<estimate::GroupRow> rows;
+  const auto gapped = estimate::estimate_case(cut.lib, t1, graph, basis, planner::Mode::decode, 1, 4096, 1, &rows);
+  CHECK(gapped.gaps > 0);
+  CHECK(gapped.gap_s > 0);
+  CHECK(gapped.weight_bytes == doctest::Approx(fused.weight_bytes).epsilon(1e-12));  // the same weights are read
+  CHECK(gapped.other_bytes > fused.other_bytes);  // every reference op round-trips its activations
+  CHECK(gapped.ceiling_s >= fused.ceiling_s);
+  double gap_sum = 0;
+  for (const auto& r : rows) {
+    if (r.group != "gap") continue;
+    CAPTURE(r.nodes);
+    CHECK(r.unit == "cuda_core");
+    CHECK(r.cost.seconds > 0);
+    gap_sum += r.step_seconds;
+  }
+  CHECK(gap_sum == doctest::Approx(gapped.gap_s).epsilon(1e-12));
+}
+
+TEST_CASE("a family's measured efficiency divides its groups' ceilings into the prediction, naming the evidence") {
+  Loaded l([] {
+    auto t = met::testing::real_tree();
+    std::string& f = t.files().at("common/KERNEL_FAMILIES.toml");
+    const auto at = f.find("id = \"gemv\"");
+    REQUIRE(at != std::string::npos);
+    const std::string from = "evidence = \"unmeasured\"";
+    const auto ev = f.find(from, at);
+    REQUIRE(ev != std::string::npos);
+    f.replace(ev, from.size(), "efficiency = 0.5\nevidence = \"perf-data/h200-sxm/test.json\"");
+    return t;
+  }());
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", datasheet());
+  const auto& an = c->an;
+  CHECK(an.requested.prediction_basis == "measured: perf-data/h200-sxm/test.json");
+  CHECK(an.requested.prediction_s > an.requested.ceiling_s);
+  double gemv = 0, other = 0;
+  for (const auto& g : an.groups) {
+    CAPTURE(g.group);
+    const bool is_gemv = g.kernels.rfind("met_gemv", 0) == 0;
+    const double ceiling = g.cost.seconds * g.count;
+    if (is_gemv) {
+      CHECK(g.step_seconds == doctest::Approx(2 * ceiling).epsilon(1e-12));
+      gemv += ceiling;
+    } else {
+      CHECK(g.step_seconds == doctest::Approx(ceiling).epsilon(1e-12));
+      other += ceiling;
+    }
+  }
+  CHECK(gemv > 0);
+  CHECK(an.requested.ceiling_s == doctest::Approx(gemv + other).epsilon(1e-9));
+  CHECK(an.requested.prediction_s == doctest::Approx(2 * gemv + other).epsilon(1e-9));
+  double shares = 0;
+  for (const auto& g : an.groups) shares += g.share;
+  CHECK(shares == doctest::Approx(1.0).epsilon(1e-9));
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Self-test of check_avail.sh on two doctored copies of the kernel tree, so a green cross-check
+# means something: (1) an entry point deleted from hopper/gemm_wgmma.cuh is lost by both met and
+# nvcc, and the check still agrees; (2) a kernel nvcc emits but met cannot name (a C++-mangled
+# __global__) makes the check fail and name it.
+# Usage: selftest.sh MET [DEVICE]   (DEVICE: a hopper device, default h100-sxm; env NVCC)
+set -u
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 MET [DEVICE]" >&2
+  exit 2
+fi
+met=$1
+device=${2:-h100-sxm}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/met-nvcc-selftest.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+source_file=hopper/gemm_wgmma.cuh
+passed=0
+failed=0
+
+report() {  # report NAME [REASON...]: pass when no reason is given
+  local name=$1
+  shift
+  if [[ $# -eq 0 ]]; then
+    passed=$((passed + 1))
+    echo "PASS $name"
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name"
+    local r
+    for r in "$@"; do echo "    $r"; done
+  fi
+}
+
+# (1) Delete the first entry point of the source: its `extern "C" __global__` line through the
+# brace that closes its body.
+cp -r "$root/kernels" "$work/removed"
+removed=$(python3 -c '
+import re, sys
+path = sys.argv[1]
+lines = open(path).read().split("\n")
+start = next(i for i, l in enumerate(lines) if re.match(r"\s*extern \"C\" __global__ void met_\w+\(", l))
+name = re.search(r"void (met_\w+)\(", lines[start]).group(1)
+depth, seen, end = 0, False, None
+for i in range(start, len(lines)):
+    depth += lines[i].count("{") - lines[i].count("}")
+    seen = seen or "{" in lines[i]
+    if seen and depth == 0:
+        end = i
+        break
+del lines[start:end + 1]
+open(path, "w").write("\n".join(lines))
+print(name)' "$work/removed/$source_file")
+why=()
+if [[ -z $removed ]]; then
+  why+=("found no entry point to remove in $source_file")
+else
+  echo "removed $removed from $source_file"
+  bash "$here/check_avail.sh" "$met" "$device" "$work/removed" >"$work/removed.log" 2>&1 ||
+    why+=("check_avail.sh disagrees after removing $removed: $(tr '\n' ' ' <"$work/removed.log")")
+  if "$met" --kernels "$work/removed" circuit kernels --hardware "$device" | cut -f1 | grep -qx "$removed"; then
+    why+=("met still lists $removed after it was removed from the source")
+  fi
+fi
+report entry_point_removed_both_lose_it "${why[@]}"
+
+# (2) A mangled kernel: nvcc emits _Z..., which is no entry point name met can report.
+cp -r "$root/kernels" "$work/mangled"
+printf '\n__global__ void met_selftest_mangled(int* p) { *p = 1; }\n' >>"$work/mangled/$source_file"
+why=()
+if bash "$here/check_avail.sh" "$met" "$device" "$work/mangled" >"$work/mangled.log" 2>&1; then
+  why+=("check_avail.sh agreed although nvcc emits a kernel met does not report")
+elif ! grep -A3 "nvcc emits, met does not say available" "$work/mangled.log" | grep -q "met_selftest_mangled"; then
+  why+=("check_avail.sh failed without listing met_selftest_mangled as emitted by nvcc only: $(tr '\n' ' ' <"$work/mangled.log")")
+fi
+report mangled_kernel_is_a_difference "${why[@]}"
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,258 @@
+// Greedy fusion on hand-built node lists and rule sets loaded from an in-memory FUSIONS.toml: the
+// order rules take nodes in, gaps for what is left, the candidates recorded on a gap and why, and
+// the mode and row limits of a rule.
+#include <doctest/doctest.h>
+
+#include "planner/plan.hpp"
+
+using met::Format;
+using met::MemTree;
+using met::planner::fuse;
+using met::planner::Group;
+using met::planner::Mode;
+using met::planner::RuleSet;
+using met::model::Node;
+
+namespace {
+
+Node node(const std::string& op, const std::string& role = "", std::optional<Format> weight = std::nullopt) {
+  Node n;
+  n.op = op;
+  n.role = role;
+  n.weight_format = weight;
+  if (weight) n.weight = op + "." + role + ".weight";
+  return n;
+}
+
+std::string rule(const std::string& id, const std::string& pattern, const std::string& kernel, int priority,
+                 const std::string& modes = "[\"decode\", \"batch\"]", const std::string& rows = "[1, 16]",
+                 const std::string& formats = "[{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" },"
+                                              " { act = \"bf16\", exec = \"native\", math = \"bf16\" }]") {
+  return "[[rule]]\nid = \"" + id + "\"\npattern = " + pattern + "\nkernel = \"" + kernel + "\"\nfamily = \"fam\"\nmodes = " +
+         modes + "\nrows = " + rows + "\npriority = " + std::to_string(priority) + "\nformats = " + formats + "\n\n";
+}
+
+// Rules of a one-class chain; every kernel named in `kernels` is in family "fam".
+RuleSet load(const std::string& fusions, const std::string& kernels) {
+  MemTree tree({{"test/FUSIONS.toml", fusions},
+                {"test/KERNEL_FAMILIES.toml",
+                 "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\nkernels = " + kernels +
+                     "\nevidence = \"unmeasured\"\n"}});
+  met::avail::ClassInfo info;
+  info.id = "test";
+  met::avail::ClassChain chain;
+  chain.chain = {&info};
+  auto rs = met::planner::load_rules(tree, chain);
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  return std::move(rs).value();
+}
+
+met::avail::Availability available(const std::vector<std::string>& names) {
+  met::avail::Availability a;
+  a.klass = "test";
+  a.device = "dev";
+  for (const auto& n : names) {
+    met::avail::KernelStatus st;
+    st.name = n;
+    st.available = true;
+    st.file = "kernels/test/k.cuh";
+    st.line = 1;
+    a.kernels[n] = st;
+  }
+  return a;
+}
+
+// "rule{0,1} gap{2}": groups in node order.
+std::string shape(const std::vector<Group>& groups) {
+  std::string s;
+  for (const auto& g : groups) {
+    if (!s.empty()) s += " ";
+    s += g.gap ? "gap" : g.rule;
+    s += "{";
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) s += (i ? "," : "") + std::to_string(g.nodes[i]);
+    s += "}";
+  }
+  return s;
+}
+
+const std::vector<Node> kNormLinearResidual = {node("rmsnorm", "attn_norm", Format::bf16), node("linear", "o", Format::bf16),
+                                               node("residual")};
+
+}  // namespace
+
+TEST_CASE("the higher-priority rule takes contested nodes first, whatever the file order (catches file-order fusion)") {
+  const std::string kernels = "[\"k_norm_o\", \"k_o_res\", \"k_res\"]";
+  const auto avail = available({"k_norm_o", "k_o_res", "k_res"});
+  {
+    // Listed low first: priority, not file order, decides.
+    const RuleSet rs = load(rule("o_res", "[\"linear:o\", \"residual\"]", "k_o_res", 50) +
+                                rule("norm_o", "[\"rmsnorm\", \"linear:o\"]", "k_norm_o", 100) +
+                                rule("res", "[\"residual\"]", "k_res", 1),
+                            kernels);
+    REQUIRE(rs.rules.size() == 3);
+    CHECK(rs.rules[0].id == "norm_o");
+    CHECK(rs.rules[1].id == "o_res");
+    CHECK(rs.rules[2].id == "res");
+    CHECK(shape(fuse(kNormLinearResidual, rs, avail, Mode::decode, 1, Format::bf16)) == "norm_o{0,1} res{2}");
+  }
+  {
+    const RuleSet rs = load(rule("norm_o", "[\"rmsnorm\", \"linear:o\"]", "k_norm_o", 50) +
+                                rule("o_res", "[\"linear:o\", \"residual\"]", "k_o_res", 100),
+                            kernels);
+    CHECK(shape(fuse(kNormLinearResidual, rs, avail, Mode::decode, 1, Format::bf16)) == "gap{0} o_res{1,2}");
+  }
+}
+
+TEST_CASE("rules of equal priority are tried by id (catches an unstable or file-ordered tie-break)") {
+  const std::string kernels = "[\"k_a\", \"k_b\"]";
+  const auto avail = available({"k_a", "k_b"});
+  const RuleSet rs = load(rule("zeta", "[\"linear:o\", \"residual\"]", "k_b", 100) +
+                              rule("alpha", "[\"rmsnorm\", \"linear:o\"]", "k_a", 100),
+                          kernels);
+  REQUIRE(rs.rules.size() == 2);
+  CHECK(rs.rules[0].id == "alpha");
+  const auto groups = fuse(kNormLinearResidual, rs, avail, Mode::decode, 1, Format::bf16);
+  CHECK(shape(groups) == "alpha{0,1} gap{2}");
+  REQUIRE(groups.size() == 2);
+  CHECK(groups[0].kernels == std::vector<std::string>{"k_a"});
+  CHECK(groups[0].family == "fam");
+  CHECK(groups[0].unit == "cuda_core");
+}
+
+TEST_CASE("a rule takes the leftmost non-overlapping windows") {
+  const RuleSet rs = load(rule("pair", "[\"linear\", \"linear\"]", "k_pair", 10), "[\"k_pair\"]");
+  const std::vector<Node> nodes = {node("linear", "q", Format::bf16), node("linear", "k", Format::bf16),
+                                   node("linear", "v", Format::bf16)};
+  CHECK(shape(fuse(nodes, rs, available({"k_pair"}), Mode::decode, 1, Format::bf16)) == "pair{0,1} gap{2}");
+  const std::vector<Node> four = {nodes[0], nodes[1], nodes[2], node("linear", "o", Format::bf16)};
+  CHECK(shape(fuse(four, rs, available({"k_pair"}), Mode::decode, 1, Format::bf16)) == "pair{0,1} pair{2,3}");
+}
+
+TEST_CASE("a role in a pattern restricts the match; no role matches any role") {
+  const RuleSet rs = load(rule("o_only", "[\"linear:o\"]", "k_o", 20) + rule("any_linear", "[\"linear\"]", "k_any", 10),
+                          "[\"k_o\", \"k_any\"]");
+  const std::vector<Node> nodes = {node("linear", "qkv", Format::bf16), node("linear", "o", Format::bf16)};
+  CHECK(shape(fuse(nodes, rs, available({"k_o", "k_any"}), Mode::decode, 1, Format::bf16)) == "any_linear{0} o_only{1}");
+}
+
+TEST_CASE("a node no rule covers becomes a one-node placeholder group") {
+  const RuleSet rs = load(rule("norm", "[\"rmsnorm\"]", "k_norm", 10), "[\"k_norm\"]");
+  const std::vector<Node> nodes = {node("rmsnorm", "final_norm", Format::bf16), node("linear", "lm_head", Format::bf16),
+                                   node("argmax")};
+  const auto groups = fuse(nodes, rs, available({"k_norm"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(shape(groups) == "norm{0} gap{1} gap{2}");
+  const Group& head = groups[1];
+  CHECK(head.rule.empty());
+  CHECK(head.kernels.empty());
+  CHECK(head.family.empty());
+  CHECK(head.unit == "cuda_core");  // a gap runs as reference ops
+  CHECK(head.blocked.empty());      // no candidate matched
+  REQUIRE(head.exec.has_value());
+  CHECK(head.exec->weight == "bf16");
+  CHECK(head.exec->how == "no path");
+  CHECK_FALSE(groups[2].exec.has_value());  // argmax has no weight
+}
+
+TEST_CASE("a candidate whose kernel is unavailable is recorded on the gap with its why and needs") {
+  const RuleSet rs = load(rule("norm_o_wgmma", "[\"rmsnorm\", \"linear:o\"]", "k_wgmma", 100) +
+                              rule("norm", "[\"rmsnorm\"]", "k_norm", 10),
+                          "[\"k_wgmma\", \"k_norm\"]");
+  auto avail = available({"k_norm"});
+  met::avail::KernelStatus st;
+  st.name = "k_wgmma";
+  st.available = false;
+  st.file = "kernels/test/k.cuh";
+  st.line = 7;
+  st.why = "guard 'MET_HAS_WGMMA' at kernels/test/k.cuh:6 is false: needs wgmma, which dev lacks";
+  st.needs = {"wgmma"};
+  avail.kernels["k_wgmma"] = st;
+
+  const auto groups = fuse(kNormLinearResidual, rs, avail, Mode::decode, 1, Format::bf16);
+  REQUIRE(shape(groups) == "norm{0} gap{1} gap{2}");
+  CHECK(groups[0].blocked.empty());
+  const Group& o = groups[1];
+  REQUIRE(o.blocked.size() == 1);
+  CHECK(o.blocked[0].rule == "norm_o_wgmma");
+  CHECK(o.blocked[0].kernels == std::vector<std::string>{"k_wgmma"});
+  CHECK(o.blocked[0].why.find("k_wgmma") != std::string::npos);
+  CHECK(o.blocked[0].why.find("needs wgmma") != std::string::npos);
+  CHECK(o.blocked[0].needs == std::vector<std::string>{"wgmma"});
+  CHECK_FALSE(o.blocked[0].format);
+  REQUIRE(o.exec.has_value());
+  CHECK(o.exec->how == "gap");  // a kernel is missing, the format pair itself has a path
+  CHECK(groups[2].blocked.empty());
+}
+
+TEST_CASE("a kernel no source defines blocks its rule with 'not defined'") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_gone", 10), "[\"k_gone\"]");
+  const auto groups = fuse({node("linear", "o", Format::bf16)}, rs, available({}), Mode::decode, 1, Format::bf16);
+  REQUIRE(groups.size() == 1);
+  REQUIRE(groups[0].gap);
+  REQUIRE(groups[0].blocked.size() == 1);
+  CHECK(groups[0].blocked[0].why.find("not defined") != std::string::npos);
+}
+
+TEST_CASE("a weight format no entry lists is a format block and no path, never an upcast") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10), "[\"k_o\"]");
+  const auto groups = fuse({node("linear", "o", Format::fp8_e4m3)}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(groups.size() == 1);
+  const Group& g = groups[0];
+  CHECK(g.gap);
+  REQUIRE(g.blocked.size() == 1);
+  CHECK(g.blocked[0].format);
+  CHECK(g.blocked[0].why.find("fp8-e4m3 x bf16") != std::string::npos);
+  REQUIRE(g.exec.has_value());
+  CHECK(g.exec->weight == "fp8-e4m3");
+  CHECK(g.exec->how == "no path");
+}
+
+TEST_CASE("the exec of a group is the matched entry: emulate for fp8, native for bf16") {
+  const std::string formats =
+      "[{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" },"
+      " { weight = \"fp8-e4m3\", act = \"bf16\", exec = \"emulate\", math = \"bf16\" }]";
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", formats), "[\"k_o\"]");
+  const auto fp8 = fuse({node("linear", "o", Format::fp8_e4m3)}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(fp8.size() == 1);
+  REQUIRE_FALSE(fp8[0].gap);
+  REQUIRE(fp8[0].exec.has_value());
+  CHECK(fp8[0].exec->weight == "fp8-e4m3");
+  CHECK(fp8[0].exec->act == "bf16");
+  CHECK(fp8[0].exec->how == "emulate");
+  CHECK(fp8[0].exec->math == "bf16");
+  const auto bf = fuse({node("linear", "o", Format::bf16)}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(bf[0].exec.has_value());
+  CHECK(bf[0].exec->how == "native");
+}
+
+TEST_CASE("a weightless node needs an entry of its activation format") {
+  const RuleSet rs = load(rule("res", "[\"residual\"]", "k_res", 10), "[\"k_res\"]");
+  CHECK(shape(fuse({node("residual")}, rs, available({"k_res"}), Mode::decode, 1, Format::bf16)) == "res{0}");
+  const auto f16 = fuse({node("residual")}, rs, available({"k_res"}), Mode::decode, 1, Format::f16);
+  REQUIRE(f16.size() == 1);
+  CHECK(f16[0].gap);
+  REQUIRE(f16[0].blocked.size() == 1);
+  CHECK(f16[0].blocked[0].format);
+}
+
+TEST_CASE("a rule applies only in its modes and within its row range (catches an off-by-one at rows max)") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\", \"batch\"]", "[2, 16]"), "[\"k_o\"]");
+  const auto avail = available({"k_o"});
+  const std::vector<Node> nodes = {node("linear", "o", Format::bf16)};
+  CHECK(shape(fuse(nodes, rs, avail, Mode::batch, 16, Format::bf16)) == "o{0}");
+  CHECK(shape(fuse(nodes, rs, avail, Mode::batch, 2, Format::bf16)) == "o{0}");
+  CHECK(shape(fuse(nodes, rs, avail, Mode::batch, 17, Format::bf16)) == "gap{0}");
+  CHECK(shape(fuse(nodes, rs, avail, Mode::decode, 1, Format::bf16)) == "gap{0}");
+  CHECK(shape(fuse(nodes, rs, avail, Mode::prefill, 8, Format::bf16)) == "gap{0}");
+}
+
+TEST_CASE("a lower-priority rule still covers what a higher one left (catches stopping at the first rule)") {
+  const RuleSet rs = load(rule("big", "[\"rmsnorm\", \"linear:o\", \"residual\"]", "k_big", 100, "[\"decode\"]", "[1, 1]") +
+                              rule("o", "[\"linear:o\"]", "k_o", 10) + rule("norm", "[\"rmsnorm\"]", "k_norm", 10),
+                          "[\"k_big\", \"k_o\", \"k_norm\"]");
+  const auto avail = available({"k_big", "k_o", "k_norm"});
+  const std::vector<Node> two = {kNormLinearResidual[0], kNormLinearResidual[1], kNormLinearResidual[2], kNormLinearResidual[0],
+                                 kNormLinearResidual[1]};
+  CHECK(shape(fuse(two, rs, avail, Mode::decode, 1, Format::bf16)) == "big{0,1,2} norm{3} o{4}");
+  // In batch mode the big rule does not apply.
+  CHECK(shape(fuse(two, rs, avail, Mode::batch, 4, Format::bf16)) == "norm{0} o{1} gap{2} norm{3} o{4}");
+}

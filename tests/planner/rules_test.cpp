@@ -1,0 +1,135 @@
+// Rule inheritance over a two-class chain in memory (base <- child): overrides by id, `remove`,
+// and the located errors of a broken FUSIONS.toml.
+#include <doctest/doctest.h>
+
+#include "planner/rules.hpp"
+
+using met::MemTree;
+using met::planner::load_rules;
+using met::planner::RuleSet;
+
+namespace {
+
+std::string rule(const std::string& id, const std::string& pattern, const std::string& kernel, int priority) {
+  return "[[rule]]\nid = \"" + id + "\"\npattern = " + pattern + "\nkernel = \"" + kernel +
+         "\"\nfamily = \"fam\"\nmodes = [\"decode\"]\nrows = [1, 16]\npriority = " + std::to_string(priority) +
+         "\nformats = [{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" }]\n\n";
+}
+
+const std::string kBase = rule("r_norm", "[\"rmsnorm\"]", "k_norm", 10) + rule("r_gemv", "[\"linear\"]", "k_gemv", 10) +
+                          rule("r_res", "[\"residual\"]", "k_res", 10);
+
+struct Chain {
+  met::avail::ClassInfo base, child;
+  met::avail::ClassChain chain;
+  Chain() {
+    base.id = "base";
+    child.id = "child";
+    child.inherits = "base";
+    chain.chain = {&base, &child};
+  }
+};
+
+MemTree tree(const std::string& child_fusions) {
+  return MemTree({{"base/FUSIONS.toml", kBase},
+                  {"base/KERNEL_FAMILIES.toml",
+                   "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\n"
+                   "kernels = [\"k_norm\", \"k_gemv\", \"k_res\"]\nevidence = \"unmeasured\"\n"},
+                  {"child/FUSIONS.toml", child_fusions},
+                  {"child/KERNEL_FAMILIES.toml",
+                   "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\n"
+                   "kernels = [\"k_gemv_fast\"]\nevidence = \"unmeasured\"\n"}});
+}
+
+met::Expected<RuleSet> load(const std::string& child_fusions) {
+  const Chain c;
+  const MemTree t = tree(child_fusions);
+  return load_rules(t, c.chain);
+}
+
+const met::planner::Rule* find(const RuleSet& rs, const std::string& id) {
+  for (const auto& r : rs.rules) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("a child inherits every rule of its parent") {
+  auto rs = load("");
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  CHECK(rs->rules.size() == 3);
+  REQUIRE(find(*rs, "r_gemv"));
+  CHECK(find(*rs, "r_gemv")->klass == "base");
+  // A child family of the same id adds its kernels to the parent's.
+  REQUIRE(rs->families.count("fam"));
+  CHECK(rs->family_of_kernel.count("k_norm"));
+  CHECK(rs->family_of_kernel.count("k_gemv_fast"));
+}
+
+TEST_CASE("a child rule with an inherited id replaces it (catches both kept, or the parent winning)") {
+  auto rs = load(rule("r_gemv", "[\"linear\"]", "k_gemv_fast", 50));
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  CHECK(rs->rules.size() == 3);
+  int count = 0;
+  for (const auto& r : rs->rules) count += r.id == "r_gemv";
+  CHECK(count == 1);
+  const auto* r = find(*rs, "r_gemv");
+  REQUIRE(r);
+  CHECK(r->klass == "child");
+  CHECK(r->kernels == std::vector<std::string>{"k_gemv_fast"});
+  CHECK(r->priority == 50);
+  CHECK(rs->rules.front().id == "r_gemv");  // re-sorted by its new priority
+  CHECK(r->location.find("kernels/child/FUSIONS.toml:") == 0);
+}
+
+TEST_CASE("remove drops an inherited rule and keeps the others") {
+  auto rs = load("remove = [\"r_res\"]\n");
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  CHECK(rs->rules.size() == 2);
+  CHECK(find(*rs, "r_res") == nullptr);
+  CHECK(find(*rs, "r_norm") != nullptr);
+  CHECK(find(*rs, "r_gemv") != nullptr);
+}
+
+TEST_CASE("removing an id no parent defines is a located error naming the id") {
+  auto rs = load("# child rules\nremove = [\"r_nope\"]\n");
+  REQUIRE_FALSE(rs.ok());
+  const std::string& msg = rs.error().message;
+  CAPTURE(msg);
+  CHECK(msg.find("kernels/child/FUSIONS.toml:2") == 0);
+  CHECK(msg.find("'r_nope'") != std::string::npos);
+}
+
+TEST_CASE("an unknown op in a pattern is a located error naming the op and the rule") {
+  auto rs = load("\n\n" + rule("r_qkv", "[\"rmsnorm\", \"rope2\"]", "k_gemv_fast", 20));
+  REQUIRE_FALSE(rs.ok());
+  const std::string& msg = rs.error().message;
+  CAPTURE(msg);
+  // The pattern key is on line 5 of the child file (two blank lines, [[rule]], id, pattern).
+  CHECK(msg.find("kernels/child/FUSIONS.toml:5") == 0);
+  CHECK(msg.find("rule 'r_qkv'") != std::string::npos);
+  CHECK(msg.find("unknown op 'rope2'") != std::string::npos);
+}
+
+TEST_CASE("a rule naming a kernel its family does not list is an error") {
+  auto rs = load(rule("r_new", "[\"linear\"]", "k_elsewhere", 20));
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.error().message.find("k_elsewhere") != std::string::npos);
+  CHECK(rs.error().message.find("kernels/child/FUSIONS.toml:") == 0);
+}
+
+TEST_CASE("two rules of one id in the same file are an error, not an override") {
+  auto rs = load(rule("r_x", "[\"linear\"]", "k_gemv_fast", 20) + rule("r_x", "[\"linear\"]", "k_gemv_fast", 30));
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.error().message.find("duplicate rule id 'r_x'") != std::string::npos);
+}
+
+TEST_CASE("an unknown key in a rule is rejected, never ignored") {
+  auto rs = load("[[rule]]\nid = \"r_y\"\npattern = [\"linear\"]\nkernel = \"k_gemv_fast\"\nfamily = \"fam\"\n"
+                 "modes = [\"decode\"]\nrows = [1, 16]\npriority = 1\nprio = 2\n"
+                 "formats = [{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" }]\n");
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.error().message.find("prio") != std::string::npos);
+}

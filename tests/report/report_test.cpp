@@ -1,0 +1,242 @@
+// Renderings of real analyses: the JSON parses, carries its schema and only finite numbers; the
+// golden-file diff names the JSON path or the Markdown section and the values; the HTML page is
+// self-contained.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "planner/real_tree.hpp"
+#include "report/matrix.hpp"
+#include "report/render.hpp"
+
+using met::testing::analyse;
+using met::testing::contains;
+using met::testing::Loaded;
+using nlohmann::json;
+namespace estimate = met::estimate;
+namespace report = met::report;
+
+namespace {
+
+// JSON paths of every number and every null in a document.
+void walk(const json& j, const std::string& path, std::vector<std::string>& bad_numbers, std::vector<std::string>& nulls,
+          int& numbers) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) walk(v, path + "/" + k, bad_numbers, nulls, numbers);
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) walk(j[i], path + "/" + std::to_string(i), bad_numbers, nulls, numbers);
+  } else if (j.is_number()) {
+    ++numbers;
+    if (!std::isfinite(j.get<double>())) bad_numbers.push_back(path);
+  } else if (j.is_null()) {
+    nulls.push_back(path);
+  }
+}
+
+const std::vector<std::pair<std::string, std::string>> kCases = {
+    {"llama-3.1-8b-instruct", "h200-sxm"},  {"deepseek-v3", "h100-sxm"},      {"llama-3.2-1b-instruct", "host-cpu"},
+    {"gpt-oss-20b", "mi300x"},              {"qwen3-8b-fp8", "a100-sxm-80g"}, {"nemotron-3-nano-30b-a3b", "b200"},
+    {"gemma-4-31b-it-nvfp4", "rtx-pro-6000"},
+};
+
+}  // namespace
+
+TEST_CASE("json reports parse, carry schema met-report/1 and only finite numbers (catches NaN or inf written as null)") {
+  const Loaded l;
+  for (const auto& [instance, device] : kCases) {
+    CAPTURE(instance);
+    CAPTURE(device);
+    auto c = analyse(l, instance, device);
+    const std::string text = report::render_json(c->an, {"met circuit plan --hardware " + device + " --model " + instance});
+    const json j = json::parse(text, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j["schema"] == "met-report/1");
+    CHECK(j["model"]["id"] == instance);
+    CHECK(j["device"]["id"] == device);
+    CHECK(j["plan"]["digest"] == c->an.plan.digest);
+    CHECK(j["generated_by"] == "met circuit plan --hardware " + device + " --model " + instance);
+    std::vector<std::string> bad, nulls;
+    int numbers = 0;
+    walk(j, "", bad, nulls, numbers);
+    CHECK(numbers > 100);
+    CHECK(bad.empty());
+    // The one legitimate null: no smallest TP.
+    for (const auto& p : nulls) {
+      CAPTURE(p);
+      CHECK(p == "/memory/smallest_tp");
+    }
+    // Full precision: the weight bytes round-trip exactly.
+    CHECK(j["key"]["weight_bytes"].get<double>() == c->an.key.weight_bytes);
+    CHECK(j["requested"]["ceiling_s"].get<double>() == c->an.requested.ceiling_s);
+    CHECK(j["decode"].size() == c->an.decode.size());
+    CHECK(j["prefill"].size() == c->an.prefill.size());
+  }
+}
+
+TEST_CASE("diff of a changed json number names the json path and the old and new values") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  const std::string before = report::render_json(c->an, {"test"});
+  json j = json::parse(before);
+  const json old_value = j["key"]["weight_bytes"];
+  j["key"]["weight_bytes"] = 17000000000.0;
+  const std::string after = j.dump(1) + "\n";
+  REQUIRE(after != before);
+
+  CHECK(report::diff_file("a--b.json", before, before).empty());
+  const auto diffs = report::diff_file("a--b.json", before, after);
+  REQUIRE(diffs.size() == 1);
+  CAPTURE(diffs[0]);
+  CHECK(contains(diffs[0], "a--b.json"));
+  CHECK(contains(diffs[0], "/key/weight_bytes"));
+  CHECK(contains(diffs[0], old_value.dump() + " -> " + json(17000000000.0).dump()));
+}
+
+TEST_CASE("diff of a json array element names its index") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  const std::string before = report::render_json(c->an, {"test"});
+  json j = json::parse(before);
+  const json old_value = j["decode"][2]["ceiling_s"];
+  j["decode"][2]["ceiling_s"] = 1.5;
+  const auto diffs = report::diff_file("x.json", before, j.dump(1) + "\n");
+  REQUIRE(diffs.size() == 1);
+  CAPTURE(diffs[0]);
+  CHECK(contains(diffs[0], "/decode/2/ceiling_s"));
+  CHECK(contains(diffs[0], old_value.dump() + " -> 1.5"));
+}
+
+TEST_CASE("diff of markdown names the section heading of the changed line and both lines") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  const std::string before = report::render_markdown(c->an, {"test"});
+  const auto at = before.find("| runtime reservation |");
+  REQUIRE(at != std::string::npos);
+  const auto eol = before.find('\n', at);
+  const std::string old_line = before.substr(at, eol - at);
+  std::string after = before;
+  after.replace(at, eol - at, "| runtime reservation | 2.00 GB |");
+
+  const auto diffs = report::diff_file("a--b.md", before, after);
+  REQUIRE(diffs.size() == 1);
+  CAPTURE(diffs[0]);
+  CHECK(contains(diffs[0], "a--b.md"));
+  CHECK(contains(diffs[0], "section '## Memory fit'"));
+  CHECK(contains(diffs[0], old_line));
+  CHECK(contains(diffs[0], "2.00 GB"));
+}
+
+TEST_CASE("compare_outputs reports a golden file no longer produced and a new file missing from the golden set") {
+  const std::map<std::string, std::string> expected = {{"a.md", "# A\nsame\n"}, {"gone.md", "# G\n"}};
+  const std::map<std::string, std::string> actual = {{"a.md", "# A\nsame\n"}, {"new.md", "# N\n"}};
+  const auto diffs = report::compare_outputs(expected, actual);
+  REQUIRE(diffs.size() == 2);
+  int gone = 0, fresh = 0;
+  for (const auto& d : diffs) {
+    CAPTURE(d);
+    if (contains(d, "gone.md")) {
+      ++gone;
+      CHECK(contains(d, "no longer produced"));
+    }
+    if (contains(d, "new.md")) {
+      ++fresh;
+      CHECK(contains(d, "missing"));
+    }
+    CHECK_FALSE(contains(d, "a.md:"));
+  }
+  CHECK(gone == 1);
+  CHECK(fresh == 1);
+  CHECK(report::compare_outputs(expected, expected).empty());
+
+  // A changed file among equal ones is named with its section.
+  auto changed = expected;
+  changed["a.md"] = "# A\nother\n";
+  const auto one = report::compare_outputs(expected, changed);
+  REQUIRE(one.size() == 1);
+  CHECK(contains(one[0], "a.md"));
+  CHECK(contains(one[0], "section '# A'"));
+}
+
+TEST_CASE("the html page is self-contained: no scripts, no external resources, only the svg namespace") {
+  const Loaded l;
+  for (const auto& [instance, device] : kCases) {
+    CAPTURE(instance);
+    CAPTURE(device);
+    auto c = analyse(l, instance, device);
+    std::string html = report::render_html(c->an, {"met circuit plan --format html"});
+    CHECK(html.rfind("<!DOCTYPE html>", 0) == 0);
+    CHECK(contains(html, "</html>"));
+    CHECK(contains(html, "<svg"));
+    CHECK_FALSE(contains(html, "<script"));
+    CHECK_FALSE(contains(html, "<link"));
+    CHECK_FALSE(contains(html, "src="));
+    // Remove the SVG namespace; nothing else may point at the network.
+    const std::string ns = "http://www.w3.org/2000/svg";
+    for (auto p = html.find(ns); p != std::string::npos; p = html.find(ns)) html.erase(p, ns.size());
+    CHECK_FALSE(contains(html, "http://"));
+    CHECK_FALSE(contains(html, "https://"));
+    CHECK_FALSE(contains(html, "//cdn"));
+  }
+}
+
+TEST_CASE("markdown names the basis, the digest and the generating command") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  const std::string md = report::render_markdown(c->an, {"met circuit plan --hardware h200-sxm --model llama-3.1-8b-instruct"});
+  CHECK(contains(md, "generated by `met circuit plan --hardware h200-sxm --model llama-3.1-8b-instruct`"));
+  CHECK(contains(md, c->an.plan.digest));
+  CHECK(contains(md, "4800 GB/s (datasheet"));
+  CHECK(contains(md, "measured on our device (met-h200-measured): bandwidth 4250 GB/s"));
+  for (const char* heading : {"## Key figures", "## Fused plan", "## Gaps", "## Port list", "## Formats", "## Tensor-core policy",
+                              "## Decode", "## Prefill", "## Tensor parallelism", "## Memory fit"}) {
+    CHECK_MESSAGE(contains(md, std::string("\n") + heading), heading);
+  }
+}
+
+TEST_CASE("markdown words key figures and fit verdicts from the analysis (llama 8b, llama 70b, deepseek-v3, host-cpu)") {
+  const Loaded l;
+  {
+    estimate::Options opt;
+    opt.basis = estimate::BasisChoice::datasheet;
+    auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", opt);
+    const auto md = report::render_markdown(c->an, {"test"});
+    CHECK(contains(md, "| weights | 16.06 GB"));
+    CHECK(contains(md, "| weights read per decode step (C = 1) | 15.01 GB |"));
+    CHECK(contains(md, "| KV cache per token | 131072 bytes (bf16) |"));
+    CHECK(contains(md, "4800 GB/s (datasheet"));
+  }
+  {
+    auto c = analyse(l, "llama-3.1-70b-instruct", "h100-sxm");
+    REQUIRE(c->an.fit.smallest_tp.has_value());
+    CHECK(contains(report::render_markdown(c->an, {"test"}), "does not fit: needs "));
+    CHECK(contains(report::render_markdown(c->an, {"test"}), "; fits at TP 2"));
+  }
+  {
+    auto c = analyse(l, "deepseek-v3", "h100-sxm");
+    const auto md = report::render_markdown(c->an, {"test"});
+    CHECK(contains(md, "does not fit"));
+    if (c->an.fit.devices_that_fit.empty()) {
+      CHECK(contains(md, "no TP degree or listed device holds it"));
+    } else {
+      std::string list;
+      for (const auto& d : c->an.fit.devices_that_fit) list += (list.empty() ? "" : ", ") + d;
+      CHECK(contains(md, "; fits on " + list));
+    }
+  }
+  {
+    auto c = analyse(l, "llama-3.2-1b-instruct", "host-cpu");
+    CHECK(contains(report::render_markdown(c->an, {"test"}), "Not applicable: host-cpu has no device interconnect"));
+  }
+}
+
+TEST_CASE("diff of a removed or added json key names the path and says absent") {
+  const std::string before = "{\"a\": {\"b\": 1, \"c\": 2}}\n";
+  const std::string after = "{\"a\": {\"b\": 1, \"d\": 3}}\n";
+  const auto diffs = report::diff_file("k.json", before, after);
+  REQUIRE(diffs.size() == 2);
+  std::string all = diffs[0] + "\n" + diffs[1];
+  CAPTURE(all);
+  CHECK(contains(all, "/a/c: 2 -> (absent)"));
+  CHECK(contains(all, "/a/d: (absent) -> 3"));
+}
