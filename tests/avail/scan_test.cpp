@@ -109,3 +109,11 @@ TEST_CASE("a conditional error in a source fails the scan with its location") {
   REQUIRE(!r.ok());
   CHECK(r.error().message == "kernels/hopper/x.cuh:3: #elif with no expression");
 }
+
+TEST_CASE("an entry point declaration split across lines is an error, not a silently missing kernel (nvcc would emit it)") {
+  const std::string text = "extern \"C\" __global__ void\nmet_split(int* p) { *p = 1; }\n";
+  auto r = met::avail::scan_entry_points(text, "kernels/x/split.cuh", {});
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("kernels/x/split.cuh:1") != std::string::npos);
+  CHECK(r.error().message.find("same line") != std::string::npos);
+}

@@ -283,13 +283,9 @@ TEST_CASE("fp8 weights on a device without fp8 MMA plan as emulation or no path,
   }
 }
 
-// BUG: the plan digest depends on the device id. build_plan (src/planner/plan.cpp, canonical_text)
-// hashes each gap's blocked candidates and each port item with their `why`, and the availability
-// why of a guarded-out kernel (src/avail/availability.cpp) ends "needs mma_sync, which mi300x
-// lacks": b200/b300/gb200 and mi300x/mi325x, mi350x/mi355x get different digests for one class
-// (hopper passes only because its plans have no guard-blocked candidates). DESIGN.md section 2:
-// "same class, same plan digest". Remove the skip once the canonical text is device-independent.
-TEST_CASE("every golden instance has one digest per class, whichever device of the class plans it" * doctest::skip()) {
+// DESIGN.md section 2: "same class, same plan digest". The availability why of a guarded-out
+// kernel names the device ("which mi300x lacks"); the canonical text must leave it out.
+TEST_CASE("every golden instance has one digest per class, whichever device of the class plans it") {
   const Loaded l;
   std::map<std::string, std::vector<std::string>> by_class;
   for (const auto& d : l.lib.registry.devices) by_class[d.klass].push_back(d.id);
