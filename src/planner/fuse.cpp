@@ -102,7 +102,9 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
       if (!fm.entry || !missing_kernels.empty()) {
         Blocked b;
         b.rule = r.id;
-        if (!missing_kernels.empty()) {
+        // A rule that cannot read the format would not run here even with its kernels: the
+        // format is the reason to report, so a port list never asks for a kernel that would not help.
+        if (fm.entry) {
           b.kernels = missing_kernels;
           b.why = why;
           b.needs = needs;
@@ -116,6 +118,7 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
             return fmt::format("{}", fmt::join(pairs, ", "));
           }());
           b.format = true;
+          b.pair = fm.missing;
         }
         for (std::size_t k = pos; k < pos + len; ++k) blocked[k].push_back(b);
         continue;

@@ -122,7 +122,8 @@ Plan build_plan(const PlanInput& in) {
         }
         if (!best && !g.blocked.empty()) best = &g.blocked.front();
         if (best) {
-          item.kernel = join(best->kernels, "+");
+          // A format port asks for a kernel that reads the pair, not for the rule's kernel.
+          item.kernel = best->format ? fmt::format("(a {} kernel)", best->pair) : join(best->kernels, "+");
           item.rule = best->rule;
           item.why = best->why;
           item.needs = best->needs;

@@ -33,6 +33,7 @@ struct Blocked {
   std::string why;
   std::vector<std::string> needs;    // instruction kinds the device lacks, when that is the reason
   bool format = false;               // blocked by the format pair, not by availability
+  std::string pair;                  // the format pair it lacks ("fp8-e4m3 x bf16") when format
 };
 
 struct Group {
