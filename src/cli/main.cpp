@@ -4,8 +4,11 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "cli/circuit.hpp"
+#include "cli/commands.hpp"
 #include "cli/embedded_tree.hpp"
 #include "tree/disk_tree.hpp"
 
@@ -47,23 +50,44 @@ int main(int argc, char** argv) {
   plan->add_flag("--check", args.check, "compare with --out FILE (or the --matrix DIR) instead of writing");
   plan->add_option("--matrix", matrix, "render every golden instance x golden device into DIR");
 
+  std::unique_ptr<met::KernelTree> tree;
+  std::optional<met::planner::Library> library;
+  bool library_failed = false;
+  const met::cli::LibraryFn load = [&]() -> const met::planner::Library* {
+    if (library) return &*library;
+    if (library_failed) return nullptr;
+    if (kernels.empty()) {
+      tree = std::make_unique<met::MemTree>(met::cli::embedded_kernel_files(), "kernels/");
+    } else {
+      tree = std::make_unique<met::DiskTree>(kernels, kernels + "/");
+    }
+    auto lib = met::planner::load_library(*tree);
+    if (!lib) {
+      std::fprintf(stderr, "error: %s\n", lib.error().message.c_str());
+      library_failed = true;
+      return nullptr;
+    }
+    library = std::move(lib).value();
+    return &*library;
+  };
+  std::vector<met::cli::Command> commands;
+  auto* model = app.add_subcommand("model", "make and inspect model checkpoints");
+  model->require_subcommand(1);
+  met::cli::add_model_commands(*model, commands);
+  met::cli::add_packet_commands(*circuit, commands);
+  met::cli::add_run_commands(*circuit, load, commands);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
 
-  std::unique_ptr<met::KernelTree> tree;
-  if (kernels.empty()) {
-    tree = std::make_unique<met::MemTree>(met::cli::embedded_kernel_files(), "kernels/");
-  } else {
-    tree = std::make_unique<met::DiskTree>(kernels, kernels + "/");
+  for (const auto& c : commands) {
+    if (c.app->parsed()) return c.run();
   }
-  auto lib = met::planner::load_library(*tree);
-  if (!lib) {
-    std::fprintf(stderr, "error: %s\n", lib.error().message.c_str());
-    return 1;
-  }
+  const met::planner::Library* lib = load();
+  if (!lib) return 1;
   if (*devices) return met::cli::run_devices(*lib);
   if (*kernels_cmd) return kernels_build ? met::cli::run_class_build(*lib, kernels_hw) : met::cli::run_kernels(*lib, kernels_hw);
   if (!matrix.empty()) {

@@ -1,0 +1,28 @@
+// Subcommand registration: each command file adds its subcommands to a parent and records the
+// function that runs when one was parsed. `library()` loads the kernel tree once, on first use.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <vector>
+
+#include "planner/library.hpp"
+
+namespace met::cli {
+
+using LibraryFn = std::function<const planner::Library*()>;  // nullptr after printing an error
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// `met model synth` (src/cli/model_cmd.cpp).
+void add_model_commands(CLI::App& model, std::vector<Command>& out);
+// `met circuit disasm|verify` (src/cli/packet_cmd.cpp).
+void add_packet_commands(CLI::App& circuit, std::vector<Command>& out);
+// `met circuit emit|run` (src/cli/run_cmd.cpp).
+void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out);
+
+}  // namespace met::cli
