@@ -5,10 +5,11 @@ cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMET_FUZZ=ON \
   -DMET_BUILD_TESTS=OFF -DMET_BUILD_BENCH=OFF -DMET_NVCC_CHECK=OFF >/dev/null
-cmake --build build-fuzz -j "$(nproc)"
-for target in build-fuzz/fuzz/*_fuzz; do
-  [ -x "$target" ] || continue
-  name=$(basename "$target")
+targets=()
+for src in fuzz/*_fuzz.cpp; do targets+=("$(basename "$src" .cpp)"); done
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+for name in "${targets[@]}"; do
+  target="build-fuzz/fuzz/$name"
   corpus="build-fuzz/corpus-$name"
   mkdir -p "$corpus"
   seeds="fuzz/seeds/${name%_fuzz}"

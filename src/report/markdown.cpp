@@ -37,7 +37,7 @@ std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool pr
   for (const auto& c : cases) {
     s += md_row({fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
                  c.prediction_basis == "unmeasured" ? "= ceiling (unmeasured)" : ms(c.prediction_s) + " (" + c.prediction_basis + ")",
-                 fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), fmt_sig(c.flops, 4), pct(c.memory_bound_share),
+                 fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share),
                  fmt_int(c.gaps)});
   }
   return s;
@@ -121,9 +121,9 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   } else {
     s += fmt::format("{} at {}; all-reduce over {} ({} per direction).\n\n", planner::mode_name(an.options.mode), an.options.rows,
                      d.interconnect.kind, gbps(an.basis.interconnect.value));
-    s += md_head({"TP", "step", "all-reduce", "tokens/s", "memory"});
+    s += md_head({"TP", "step", "all-reduce", "tokens/s", "weights read per device"});
     for (const auto& c : an.tp) {
-      s += md_row({fmt_int(c.tp), ms(c.ceiling_s), ms(c.allreduce_s), rate(c.tokens_per_s), ""});
+      s += md_row({fmt_int(c.tp), ms(c.ceiling_s), ms(c.allreduce_s), rate(c.tokens_per_s), fmt_bytes(c.weight_bytes)});
     }
   }
   s += "\n## Memory fit\n\n";

@@ -19,6 +19,13 @@ std::string rate(double per_second) { return std::isinf(per_second) || per_secon
 std::string gbps(double bytes_per_s) { return fmt_sig(bytes_per_s / 1e9, 4) + " GB/s"; }
 std::string tflops(double flops_per_s) { return fmt_sig(flops_per_s / 1e12, 4) + " TFLOP/s"; }
 
+std::string flop_text(double flops) {
+  if (flops >= 1e15) return fmt_sig(flops / 1e15, 4) + " PFLOP";
+  if (flops >= 1e12) return fmt_sig(flops / 1e12, 4) + " TFLOP";
+  if (flops >= 1e9) return fmt_sig(flops / 1e9, 4) + " GFLOP";
+  return fmt_sig(flops / 1e6, 4) + " MFLOP";
+}
+
 std::string md_escape(std::string s) {
   std::string out;
   for (char c : s) {

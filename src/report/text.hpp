@@ -14,6 +14,7 @@ std::string pct(double share);           // "12.3%"
 std::string rate(double per_second);     // "133.1"
 std::string gbps(double bytes_per_s);    // "4250 GB/s"
 std::string tflops(double flops_per_s);  // "790 TFLOP/s"
+std::string flop_text(double flops);     // "17.16 GFLOP", "7.22 TFLOP"
 std::string md_row(const std::vector<std::string>& cells);
 std::string md_head(const std::vector<std::string>& cells);
 std::string case_label(const estimate::Analysis& an);

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The transformers oracle: runs Hugging Face transformers on a checkpoint made by `met model synth`
+and writes greedy tokens and logits for fixed prompts as a small JSON fixture.
+
+Run on a machine with a GPU, PyTorch and transformers (the device machine); the exact command that
+made each committed fixture is recorded in the fixture itself and in tests/oracle/README.md.
+
+fp8 checkpoints are run weight-only: the e4m3 weights are dequantised exactly with their
+128x128 block scales into a bf16 model, which is what met's CPU backend computes (transformers'
+own fp8 path would also quantise the activations).
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoConfig, AutoModelForCausalLM
+
+
+def dequantised_state(checkpoint):
+    state = {}
+    files = sorted(f for f in os.listdir(checkpoint) if f.endswith(".safetensors"))
+    for name in files:
+        state.update(load_file(os.path.join(checkpoint, name)))
+    out = {}
+    for key, t in state.items():
+        if key.endswith("_scale_inv"):
+            continue
+        scale = state.get(key + "_scale_inv")
+        if scale is not None:
+            w = t.to(torch.float32)
+            rows, cols = w.shape
+            s = scale.to(torch.float32).repeat_interleave(128, 0)[:rows].repeat_interleave(128, 1)[:, :cols]
+            out[key] = (w * s).to(torch.bfloat16)
+        else:
+            out[key] = t
+    return out
+
+
+def load(checkpoint, device):
+    config = AutoConfig.from_pretrained(checkpoint)
+    quant = getattr(config, "quantization_config", None)
+    if quant is None:
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
+    else:
+        del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        missing, unexpected = model.load_state_dict(dequantised_state(checkpoint), strict=False)
+        missing = [m for m in missing if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
+        if missing or unexpected:
+            sys.exit(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
+        if config.tie_word_embeddings:
+            model.tie_weights()
+    return model.to(device).eval()
+
+
+@torch.no_grad()
+def greedy(model, prompt, steps, device):
+    ids = torch.tensor([prompt], device=device)
+    out = model(input_ids=ids, use_cache=True)
+    past = out.past_key_values
+    logits = [out.logits[0, -1].float().cpu()]
+    tokens = []
+    for _ in range(steps):
+        nxt = int(torch.argmax(logits[-1]))
+        tokens.append(nxt)
+        out = model(input_ids=torch.tensor([[nxt]], device=device), past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        logits.append(out.logits[0, -1].float().cpu())
+    return tokens, logits[:-1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--prompt-ids", action="append", required=True, help="comma-separated token ids; repeat for several")
+    ap.add_argument("--steps", type=int, default=32)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--command", default="", help="the command line to record in the fixture")
+    args = ap.parse_args()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load(args.checkpoint, device)
+    cases = []
+    for text in args.prompt_ids:
+        prompt = [int(x) for x in text.split(",")]
+        tokens, logits = greedy(model, prompt, args.steps, device)
+        cases.append({"prompt": prompt, "tokens": tokens, "logits": [[round(float(v), 5) for v in l] for l in logits]})
+    import transformers
+    fixture = {
+        "schema": "met-oracle/1",
+        "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+        "generated_by": args.command,
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "dtype": "bfloat16",
+        "steps": args.steps,
+        "cases": cases,
+    }
+    with open(args.out, "w") as f:
+        json.dump(fixture, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
