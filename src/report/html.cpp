@@ -84,12 +84,24 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
                         {"memory", fit_verdict(an.fit)}});
 
   s += "<h2>Step time by group</h2>\n";
+  // Groups under half a percent of the step are drawn as one bar, so the chart shows what matters.
+  constexpr double kMinShare = 0.005;
   std::vector<Bar> bars;
+  double rest_share = 0, rest_seconds = 0;
+  int rest = 0;
   for (const auto& g : an.groups) {
-    bars.push_back({fmt::format("{} {}", g.scope, g.group), g.share, pct(g.share) + " " + ms(g.step_seconds),
+    if (g.share < kMinShare && g.group != "gap") {
+      rest_share += g.share;
+      rest_seconds += g.step_seconds;
+      ++rest;
+      continue;
+    }
+    bars.push_back({fmt::format("{} {}", g.scope, g.group), g.share, pct(g.share) + " " + dur(g.step_seconds),
                     g.group == "gap" ? "#d9534f" : (g.unit == "tensor_core" ? "#5b8def" : "#6cbf84")});
   }
+  if (rest) bars.push_back({fmt::format("{} small groups", rest), rest_share, pct(rest_share) + " " + dur(rest_seconds), "#bbbbbb"});
   s += bar_chart(bars);
+  s += "<p>Green: CUDA-core or memory kernels; blue: tensor-core kernels; red: gaps (unfused reference ops).</p>\n";
 
   s += "<h2>Gaps</h2>\n";
   if (an.gaps.empty()) {

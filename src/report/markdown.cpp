@@ -74,7 +74,7 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += fmt::format("\n## Fused plan ({} {})\n\n", planner::mode_name(an.options.mode), an.options.rows);
   s += md_head({"scope", "layers", "group", "nodes", "kernels", "unit", "exec", "time per layer", "share"});
   for (const auto& g : an.groups) {
-    s += md_row({g.scope, fmt_int(g.count), g.group, g.nodes, g.kernels, g.unit, g.exec, us(g.cost.seconds), pct(g.share)});
+    s += md_row({g.scope, fmt_int(g.count), g.group, g.nodes, g.kernels, g.unit, g.exec, dur(g.cost.seconds), pct(g.share)});
   }
 
   s += "\n## Gaps\n\n";
@@ -84,7 +84,7 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
     s += "Costed as unfused reference ops on CUDA cores, ranked by share of the step.\n\n";
     s += md_head({"scope", "op", "layers", "time per step", "share", "missing", "why"});
     for (const auto& g : an.gaps) {
-      s += md_row({g.scope, g.op, fmt_int(g.count), ms(g.step_seconds), pct(g.share), g.kernel.empty() ? "(none)" : g.kernel, g.why});
+      s += md_row({g.scope, g.op, fmt_int(g.count), dur(g.step_seconds), pct(g.share), g.kernel.empty() ? "(none)" : g.kernel, g.why});
     }
   }
 

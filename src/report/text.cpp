@@ -14,6 +14,15 @@ std::string ms(double seconds) {
   return fmt_sig(seconds * 1e3, 4) + " ms";
 }
 std::string us(double seconds) { return fmt_sig(seconds * 1e6, 3) + " µs"; }
+std::string dur(double seconds) {
+  if (std::isinf(seconds)) return "n/a";
+  const double a = std::fabs(seconds);
+  if (a == 0) return "0 s";
+  if (a >= 1) return fmt_sig(seconds, 4) + " s";
+  if (a >= 1e-3) return fmt_sig(seconds * 1e3, 4) + " ms";
+  if (a >= 1e-6) return fmt_sig(seconds * 1e6, 3) + " µs";
+  return fmt_sig(seconds * 1e9, 3) + " ns";
+}
 std::string pct(double share) { return fmt_fixed(share * 100.0, 1) + "%"; }
 std::string rate(double per_second) { return std::isinf(per_second) || per_second <= 0 ? "n/a" : fmt_sig(per_second, 4); }
 std::string gbps(double bytes_per_s) { return fmt_sig(bytes_per_s / 1e9, 4) + " GB/s"; }

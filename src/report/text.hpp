@@ -10,6 +10,7 @@ namespace met::report {
 
 std::string ms(double seconds);          // "7.512 ms" style, 4 significant digits
 std::string us(double seconds);          // "12.3 µs"
+std::string dur(double seconds);         // adaptive: "1.963 s", "11.42 ms", "12.3 µs", "45.0 ns"
 std::string pct(double share);           // "12.3%"
 std::string rate(double per_second);     // "133.1"
 std::string gbps(double bytes_per_s);    // "4250 GB/s"
