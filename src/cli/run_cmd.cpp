@@ -1,12 +1,216 @@
-// `met circuit emit|run` (filled in by the emit and interpreter work).
+// `met circuit emit|run`: thin wiring. emit: checkpoint + device -> assets directory (written
+// atomically: a temporary directory renamed into place). run: assets -> backend -> generated ids.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.hpp"
+#include "emit/emit.hpp"
+#include "emit/verify.hpp"
+#include "interp/assets.hpp"
+#include "interp/cpu_backend.hpp"
+#include "interp/generate.hpp"
+#include "model/instantiate.hpp"
+#include "tree/checkpoint_dir.hpp"
 
 namespace met::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EmitArgs {
+  std::string hardware, checkpoint, out;
+  std::int64_t max_ctx = 4096;
+  std::string decode_rungs, prefill_buckets;
+  std::uint32_t threads = 0;
+};
+
+struct RunArgs {
+  std::string assets, backend = "cpu", logits_out;
+  std::vector<std::string> prompts;
+  std::int64_t max_tokens = 16;
+  float temperature = 0.0f, top_p = 1.0f;
+  std::uint64_t seed = 0;
+  std::uint32_t threads = 0;
+};
+
+int error(const std::string& m) {
+  std::fprintf(stderr, "error: %s\n", m.c_str());
+  return 1;
+}
+
+// "1,2,4" -> {1, 2, 4}; every element a non-negative integer.
+Expected<std::vector<std::int64_t>> int_list(const std::string& flag, const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 12)
+      return fail(flag + " '" + text + "': '" + item + "' is not a non-negative integer");
+    out.push_back(std::stoll(item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+Expected<void> write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  if (!f || !f.write(bytes.data(), static_cast<std::streamsize>(bytes.size())) || !f.flush())
+    return fail(p.string() + ": cannot write");
+  return {};
+}
+
+int run_emit(const LibraryFn& library, const EmitArgs& a) {
+  const planner::Library* lib = library();
+  if (!lib) return 1;
+  if (a.hardware.empty() || a.checkpoint.empty() || a.out.empty()) return error("circuit emit needs --hardware, --checkpoint and --out");
+  auto target = planner::resolve_target(*lib, a.hardware);
+  if (!target) return error(target.error().message);
+  DiskCheckpoint source(a.checkpoint);
+  auto graph = model::instantiate_checkpoint(*lib->tree, lib->circuits, source);
+  if (!graph) return error(graph.error().message);
+  auto layout = emit::read_checkpoint_layout(source);
+  if (!layout) return error(layout.error().message);
+  auto config = source.read("config.json");
+  if (!config) return error(config.error().message);
+  emit::EmitOptions o;
+  o.max_ctx = a.max_ctx;
+  if (!a.decode_rungs.empty()) {
+    auto r = int_list("--decode-rungs", a.decode_rungs);
+    if (!r) return error(r.error().message);
+    o.decode_rungs = *r;
+  }
+  if (!a.prefill_buckets.empty()) {
+    auto r = int_list("--prefill-buckets", a.prefill_buckets);
+    if (!r) return error(r.error().message);
+    o.prefill_buckets = *r;
+  }
+  o.sm_count = a.threads;
+  o.config_json = *config;
+  std::error_code ec;
+  o.checkpoint = fs::absolute(a.checkpoint, ec).lexically_normal().string();
+  o.network = emit::network_slug(source.name());
+  o.flags = {{"hardware", a.hardware}, {"checkpoint", a.checkpoint}, {"out", a.out}, {"max_ctx", std::to_string(a.max_ctx)},
+             {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}};
+  std::fprintf(stderr, "emit: planning %s on %s\n", graph->id.c_str(), a.hardware.c_str());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto assets = emit::emit(*lib, *target, *graph, *layout, o);
+  if (!assets) return error(assets.error().message);
+  const auto problems = emit::verify(assets->packet, emit::opcode_table());
+  if (!problems.empty()) {
+    std::string all;
+    for (const auto& p : problems) all += "\n  " + p;
+    return error("emit: the verifier refused the packets:" + all);
+  }
+  std::size_t instrs = 0;
+  for (const auto& p : assets->packet.programs) instrs += p.instrs.size();
+  std::fprintf(stderr, "emit: %zu programs, %zu instructions, %zu tensors, %zu weights in %.3f s\n",
+               assets->packet.programs.size(), instrs, assets->packet.tensors.size(), assets->weights.tensors.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+  const fs::path out(a.out);
+  const fs::path tmp = out.string() + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) return error(tmp.string() + ": " + ec.message());
+  for (const auto& [name, bytes] : std::map<std::string, std::string>{{"model.pkt", emit::serialize(assets->packet)},
+                                                                       {"weights.json", emit::to_json(assets->weights)},
+                                                                       {"build.json", assets->build_json}}) {
+    if (auto w = write_file(tmp / name, bytes); !w) return error(w.error().message);
+  }
+  fs::create_directory_symlink(o.checkpoint, tmp / "checkpoint", ec);
+  if (ec) return error((tmp / "checkpoint").string() + ": " + ec.message());
+  if (fs::exists(fs::path(o.checkpoint) / "tokenizer.json")) fs::create_symlink(fs::path(o.checkpoint) / "tokenizer.json", tmp / "tokenizer.json", ec);
+  const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+  if (fs::exists(out)) fs::rename(out, old, ec);
+  if (ec) return error(out.string() + ": " + ec.message());
+  fs::rename(tmp, out, ec);
+  if (ec) return error(out.string() + ": " + ec.message());
+  fs::remove_all(old, ec);
+  std::fprintf(stderr, "emit: wrote %s\n", a.out.c_str());
+  return 0;
+}
+
+int run_run(const RunArgs& a) {
+  if (a.backend == "cuda") return error("the cuda backend is not built yet; use --backend cpu");
+  if (a.backend != "cpu") return error("--backend '" + a.backend + "': expected cpu or cuda");
+  if (a.prompts.empty()) return error("circuit run needs --prompt-ids (one per sequence)");
+  interp::GenerateRequest req;
+  for (const auto& p : a.prompts) {
+    auto ids = int_list("--prompt-ids", p);
+    if (!ids) return error(ids.error().message);
+    std::vector<std::int32_t> v;
+    for (auto id : *ids) {
+      if (id > INT32_MAX) return error("--prompt-ids '" + p + "': id " + std::to_string(id) + " is too large");
+      v.push_back(static_cast<std::int32_t>(id));
+    }
+    req.prompts.push_back(std::move(v));
+  }
+  req.max_tokens = a.max_tokens;
+  req.sampling = {a.temperature, a.top_p, a.seed};
+  if (a.top_p <= 0.0f || a.top_p > 1.0f) return error("--top-p must be in (0, 1]");
+  req.keep_logits = !a.logits_out.empty();
+  auto assets = interp::load_assets(a.assets);
+  if (!assets) return error(assets.error().message);
+  auto backend = interp::CpuBackend::create(*assets, a.threads);
+  if (!backend) return error(backend.error().message);
+  auto res = interp::generate(**backend, assets->packet, assets->build, req);
+  if (!res) return error(res.error().message);
+  for (const auto& seq : res->tokens) {
+    std::string line;
+    for (auto t : seq) line += (line.empty() ? "" : " ") + std::to_string(t);
+    std::printf("%s\n", line.c_str());
+  }
+  const double toks = static_cast<double>(res->decode_steps) * static_cast<double>(req.prompts.size());
+  std::fprintf(stderr, "run: prefill %.4f s; decode %lld steps x %zu seqs in %.4f s = %.1f tokens/s\n", res->prefill_seconds,
+               static_cast<long long>(res->decode_steps), req.prompts.size(), res->decode_seconds,
+               res->decode_seconds > 0 ? toks / res->decode_seconds : 0.0);
+  if (!a.logits_out.empty()) {
+    nlohmann::json j;
+    j["schema"] = "met-logits/1";
+    j["sequences"] = nlohmann::json::array();
+    for (std::size_t s = 0; s < res->tokens.size(); ++s)
+      j["sequences"].push_back({{"prompt", req.prompts[s]}, {"tokens", res->tokens[s]}, {"logits", res->logits[s]}});
+    if (auto w = write_file(a.logits_out, j.dump() + "\n"); !w) return error(w.error().message);
+  }
+  return 0;
+}
+
+}  // namespace
 
 void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out) {
-  (void)circuit;
-  (void)library;
-  (void)out;
+  auto ea = std::make_shared<EmitArgs>();
+  auto* emit = circuit.add_subcommand("emit", "emit the accepted plan of a checkpoint on a device as assets (model.pkt, weights.json, build.json)");
+  emit->fallthrough();
+  emit->add_option("--hardware", ea->hardware, "device id")->required();
+  emit->add_option("--checkpoint", ea->checkpoint, "Hugging Face checkpoint directory")->required();
+  emit->add_option("--out", ea->out, "assets directory (replaced atomically)")->required();
+  emit->add_option("--max-ctx", ea->max_ctx, "tokens per sequence the KV cache holds")->capture_default_str();
+  emit->add_option("--decode-rungs", ea->decode_rungs, "decode batch sizes, e.g. 1,2,4 (default: the class's)");
+  emit->add_option("--prefill-buckets", ea->prefill_buckets, "prefill row counts, e.g. 64,128 (default: the class's)");
+  emit->add_option("--threads", ea->threads, "cpu: worker threads (default 4); GPU: SMs (default: the device's)");
+  out.push_back({emit, [library, ea] { return run_emit(library, *ea); }});
+
+  auto ra = std::make_shared<RunArgs>();
+  auto* run = circuit.add_subcommand("run", "run emitted assets: prefill the prompts, decode, print the generated ids");
+  run->fallthrough();
+  run->add_option("--assets", ra->assets, "assets directory from `met circuit emit`")->required();
+  run->add_option("--backend", ra->backend, "cpu | cuda")->capture_default_str();
+  run->add_option("--prompt-ids", ra->prompts, "comma-separated token ids; repeat for several sequences");
+  run->add_option("--max-tokens", ra->max_tokens, "tokens to generate per sequence")->capture_default_str();
+  run->add_option("--temperature", ra->temperature, "0 = greedy")->capture_default_str();
+  run->add_option("--top-p", ra->top_p, "nucleus sampling mass")->capture_default_str();
+  run->add_option("--seed", ra->seed, "sampling seed")->capture_default_str();
+  run->add_option("--threads", ra->threads, "cpu worker threads (must equal the emit's --threads)");
+  run->add_option("--logits-out", ra->logits_out, "write the last-position logits of the prompt and each step as JSON");
+  out.push_back({run, [ra] { return run_run(*ra); }});
 }
 
 }  // namespace met::cli

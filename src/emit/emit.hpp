@@ -1,0 +1,89 @@
+// emit: an accepted plan + a checkpoint's headers -> assets (model.pkt, weights.json, build.json).
+// One program per prefill bucket and per decode rung, each built from the planner's Plan for that
+// mode and row count (the Plan the report prints); a plan with gaps is refused. Pure: the caller
+// reads config.json and the safetensors headers and writes the files.
+//
+// Runtime contract the host follows (src/interp):
+//  - KV cache of a layer: [max_seqs * max_ctx + pad_slots, kv_heads, head_dim] (k and v tensors);
+//    sequence s owns slots [s*max_ctx, (s+1)*max_ctx); the last pad_slots slots take the writes of
+//    prefill padding rows. In a decode program row r IS sequence r (padding row r writes slot
+//    r*max_ctx of its own unused region).
+//  - prefill: one sequence; the real tokens are the LAST rows of the bucket (the head reads row
+//    rows-1); padding rows sit first with position 0, seq_base and slot in the pad region.
+//  - IO tensors (source io, ref = IoField) per program; the host fills tokens, positions, slots,
+//    seq_base, seq_len before a run and reads out_tokens and logits after it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "emit/packet.hpp"
+#include "emit/weights_manifest.hpp"
+#include "model/graph.hpp"
+#include "planner/library.hpp"
+#include "planner/plan.hpp"
+
+namespace met::emit {
+
+enum class IoField : std::uint32_t {
+  tokens = 0,      // i32 [rows]
+  positions = 1,   // i32 [rows]
+  slots = 2,       // i64 [rows]: KV slot each row writes
+  seq_base = 3,    // i64 [rows]: first slot of the row's sequence
+  seq_len = 4,     // i32 [rows]: keys the row attends to, its own included (decode)
+  out_tokens = 5,  // i32 [head rows]: argmax of the head
+  logits = 6,      // bf16 [head rows, vocab]
+};
+inline constexpr std::uint32_t kIoFields = 7;
+const char* io_field_name(IoField f);
+
+struct EmitOptions {
+  std::int64_t max_ctx = 4096;
+  std::vector<std::int64_t> decode_rungs;     // empty: the class defaults
+  std::vector<std::int64_t> prefill_buckets;  // empty: the class defaults
+  std::uint32_t sm_count = 0;                 // cpu: worker threads (0: 4); GPU: 0 = the device's SMs/CUs
+  std::int64_t max_seqs = 0;                  // 0: the largest decode rung
+  std::string config_json;                    // config.json text: rope_theta, rms_norm_eps
+  std::string checkpoint;                     // the checkpoint directory as given (build.json, weights.json)
+  std::string network;                        // weights.json network slug; empty: from the directory name
+  std::map<std::string, std::string> flags;   // every command-line flag that produced it (build.json)
+};
+
+struct ProgramInfo {
+  std::string name;
+  std::string mode;                 // decode | batch | prefill
+  std::int64_t rows = 0;
+  std::string digest;               // the plan's digest
+  std::vector<std::string> groups;  // rule id of every instruction group, in instruction order
+};
+
+struct Assets {
+  PacketFile packet;
+  WeightsManifest weights;
+  std::string build_json;
+  std::vector<ProgramInfo> programs;
+  std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
+};
+
+Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
+                      const CheckpointLayout& layout, const EmitOptions& options);
+
+// The rule ids of a plan's non-gap groups in execution order: pre, then per layer (model order)
+// the groups of the layer's scope, then post. What an emitted program's instruction groups list.
+std::vector<std::string> plan_group_rules(const planner::Plan& plan, const model::ModelGraph& graph);
+
+// build.json fields the interpreter reads back.
+struct BuildInfo {
+  std::string target_class;
+  std::string device;
+  std::uint32_t sm_count = 0;
+  std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
+  std::uint32_t abi_hash = 0;
+  std::string checkpoint;
+};
+Expected<BuildInfo> parse_build_json(const std::string& text, const std::string& display);
+
+}  // namespace met::emit

@@ -1,0 +1,379 @@
+// weights.json: building entries from safetensors headers, the canonical text, and a strict
+// parser. Stacking rules are checked here once so the interpreter only concatenates bytes.
+#include "emit/weights_manifest.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/strings.hpp"
+#include "model/synth.hpp"
+
+namespace met::emit {
+namespace {
+
+using json = nlohmann::json;
+using ordered = nlohmann::ordered_json;
+
+const char* json_type(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array";
+    case json::value_t::string: return "a string";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a float";
+    default: return "a binary value";
+  }
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  std::vector<std::string> parts;
+  for (auto d : s) parts.push_back(std::to_string(d));
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+// Safetensors dtype -> manifest format name; empty when a manifest cannot hold it.
+std::string format_of_dtype(const std::string& dtype) {
+  if (dtype == "BF16") return "bf16";
+  if (dtype == "F16") return "f16";
+  if (dtype == "F32") return "f32";
+  if (dtype == "F8_E4M3") return "fp8-e4m3";
+  return "";
+}
+
+std::uint64_t elems(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+ordered part_json(const WeightPart& p) {
+  ordered j;
+  j["tensor"] = p.tensor;
+  j["file"] = p.file;
+  j["offset"] = p.offset;
+  j["bytes"] = p.bytes;
+  j["shape"] = p.shape;
+  j["dtype"] = p.dtype;
+  return j;
+}
+
+// Strict object reader: every key must be known; required keys must be present.
+Expected<void> check_keys(const json& j, const std::set<std::string>& required, const std::set<std::string>& optional,
+                          const std::string& ctx) {
+  if (!j.is_object()) return fail(fmt::format("{}: expected an object, found {}", ctx, json_type(j)));
+  for (const auto& [k, v] : j.items()) {
+    if (!required.count(k) && !optional.count(k)) {
+      std::vector<std::string> known(required.begin(), required.end());
+      known.insert(known.end(), optional.begin(), optional.end());
+      std::sort(known.begin(), known.end());
+      return fail(fmt::format("{}: unknown key '{}' (known: {})", ctx, k, join(known, ", ")));
+    }
+  }
+  for (const auto& k : required) {
+    if (!j.contains(k)) return fail(fmt::format("{}: missing key '{}'", ctx, k));
+  }
+  return {};
+}
+
+Expected<std::string> get_string(const json& j, const std::string& key, const std::string& ctx) {
+  const json& v = j.at(key);
+  if (!v.is_string()) return fail(fmt::format("{}: '{}' is {}, expected a string", ctx, key, json_type(v)));
+  return v.get<std::string>();
+}
+
+Expected<std::uint64_t> get_u64(const json& v, const std::string& ctx) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  return fail(fmt::format("{} is {}, expected a non-negative integer", ctx, json_type(v)));
+}
+
+Expected<std::vector<std::uint64_t>> get_dims(const json& j, const std::string& key, const std::string& ctx) {
+  const json& v = j.at(key);
+  if (!v.is_array()) return fail(fmt::format("{}: '{}' is {}, expected a list of integers", ctx, key, json_type(v)));
+  std::vector<std::uint64_t> out;
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    MET_TRY(auto d, get_u64(v[k], fmt::format("{}: '{}' entry {}", ctx, key, k)));
+    out.push_back(d);
+  }
+  return out;
+}
+
+Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
+  MET_CHECK(check_keys(j, {"tensor", "file", "offset", "bytes", "shape", "dtype"}, {}, ctx));
+  WeightPart p;
+  MET_TRY(p.tensor, get_string(j, "tensor", ctx));
+  MET_TRY(p.file, get_string(j, "file", ctx));
+  MET_TRY(p.dtype, get_string(j, "dtype", ctx));
+  MET_TRY(p.offset, get_u64(j.at("offset"), ctx + ": 'offset'"));
+  MET_TRY(p.bytes, get_u64(j.at("bytes"), ctx + ": 'bytes'"));
+  MET_TRY(p.shape, get_dims(j, "shape", ctx));
+  const auto bits = model::dtype_bits(p.dtype);
+  if (!bits) return fail(fmt::format("{}: unknown dtype '{}'", ctx, p.dtype));
+  if (elems(p.shape) * static_cast<std::uint64_t>(*bits) / 8 != p.bytes) {
+    return fail(fmt::format("{}: tensor '{}' {} {} needs {} bytes, the part says {}", ctx, p.tensor, p.dtype,
+                            shape_text(p.shape), elems(p.shape) * static_cast<std::uint64_t>(*bits) / 8, p.bytes));
+  }
+  if (p.file.empty() || p.file.find("..") != std::string::npos || p.file.front() == '/') {
+    return fail(fmt::format("{}: file '{}' is not a file name inside the checkpoint", ctx, p.file));
+  }
+  return p;
+}
+
+// Parts stack along dim 0: same rank, trailing dims and dtype. Returns the stacked shape.
+Expected<std::vector<std::uint64_t>> stacked_shape(const std::vector<WeightPart>& parts, const std::string& ctx) {
+  if (parts.empty()) return fail(fmt::format("{}: no parts", ctx));
+  std::vector<std::uint64_t> shape = parts[0].shape;
+  if (shape.empty()) return fail(fmt::format("{}: part '{}' is a scalar; parts stack along dim 0", ctx, parts[0].tensor));
+  for (std::size_t k = 1; k < parts.size(); ++k) {
+    const auto& s = parts[k].shape;
+    if (parts[k].dtype != parts[0].dtype) {
+      return fail(fmt::format("{}: parts disagree in dtype: '{}' is {}, '{}' is {}", ctx, parts[0].tensor, parts[0].dtype,
+                              parts[k].tensor, parts[k].dtype));
+    }
+    if (s.size() != shape.size() || !std::equal(s.begin() + 1, s.end(), shape.begin() + 1)) {
+      return fail(fmt::format("{}: parts do not stack along dim 0: '{}' is {}, '{}' is {}", ctx, parts[0].tensor,
+                              shape_text(parts[0].shape), parts[k].tensor, shape_text(s)));
+    }
+    shape[0] += s[0];
+  }
+  return shape;
+}
+
+// Each scale part covers its weight part: F32 [ceil(r/br), ceil(c/bc)].
+Expected<void> check_scales(const WeightEntry& e, const std::string& ctx) {
+  if (e.scale_parts.empty()) {
+    if (!e.block.empty()) return fail(fmt::format("{}: 'block' without 'scale_parts'", ctx));
+    if (e.dtype == "fp8-e4m3") return fail(fmt::format("{}: fp8-e4m3 weights need 'scale_parts'", ctx));
+    return {};
+  }
+  if (e.dtype != "fp8-e4m3") return fail(fmt::format("{}: scale_parts on a {} weight", ctx, e.dtype));
+  if (e.block.size() != 2 || e.block[0] == 0 || e.block[1] == 0) {
+    return fail(fmt::format("{}: 'block' must be two positive integers, found {}", ctx, shape_text(e.block)));
+  }
+  if (e.scale_parts.size() != e.parts.size()) {
+    return fail(fmt::format("{}: {} scale parts for {} parts", ctx, e.scale_parts.size(), e.parts.size()));
+  }
+  for (std::size_t k = 0; k < e.parts.size(); ++k) {
+    const auto& w = e.parts[k];
+    const auto& s = e.scale_parts[k];
+    if (w.shape.size() != 2) return fail(fmt::format("{}: block-scaled part '{}' is {}, expected 2-d", ctx, w.tensor, shape_text(w.shape)));
+    const std::vector<std::uint64_t> want{ceil_div(w.shape[0], e.block[0]), ceil_div(w.shape[1], e.block[1])};
+    if (s.dtype != "F32" || s.shape != want) {
+      return fail(fmt::format("{}: scale '{}' is {} {}, expected F32 {} for '{}' {} in {}x{} blocks", ctx, s.tensor,
+                              s.dtype, shape_text(s.shape), shape_text(want), w.tensor, shape_text(w.shape), e.block[0],
+                              e.block[1]));
+    }
+  }
+  return {};
+}
+
+Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
+  MET_CHECK(check_keys(j, {"name", "dtype", "shape", "parts", "scale_parts"}, {"block"}, ctx0));
+  WeightEntry e;
+  MET_TRY(e.name, get_string(j, "name", ctx0));
+  const std::string ctx = fmt::format("{} '{}'", ctx0, e.name);
+  MET_TRY(e.dtype, get_string(j, "dtype", ctx));
+  if (format_element_bytes(e.dtype) == 0) {
+    return fail(fmt::format("{}: unknown dtype '{}' (known: bf16, f16, f32, fp8-e4m3)", ctx, e.dtype));
+  }
+  MET_TRY(e.shape, get_dims(j, "shape", ctx));
+  for (const char* key : {"parts", "scale_parts"}) {
+    const json& arr = j.at(key);
+    if (!arr.is_array()) return fail(fmt::format("{}: '{}' is {}, expected a list", ctx, key, json_type(arr)));
+    for (std::size_t k = 0; k < arr.size(); ++k) {
+      MET_TRY(auto p, parse_part(arr[k], fmt::format("{}: {} {}", ctx, key, k)));
+      (std::string(key) == "parts" ? e.parts : e.scale_parts).push_back(std::move(p));
+    }
+  }
+  if (j.contains("block")) {
+    MET_TRY(e.block, get_dims(j, "block", ctx));
+  }
+  MET_TRY(auto shape, stacked_shape(e.parts, ctx));
+  if (shape != e.shape) {
+    return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
+  }
+  if (format_of_dtype(e.parts[0].dtype) != e.dtype) {
+    return fail(fmt::format("{}: dtype '{}' but part '{}' is {}", ctx, e.dtype, e.parts[0].tensor, e.parts[0].dtype));
+  }
+  MET_CHECK(check_scales(e, ctx));
+  return e;
+}
+
+Expected<WeightPart> part_of(const std::string& tensor, const CheckpointLayout& layout, const std::string& ctx) {
+  auto it = layout.tensors.find(tensor);
+  if (it == layout.tensors.end()) return fail(fmt::format("{}: no tensor '{}' in the safetensors headers", ctx, tensor));
+  const model::TensorInfo& t = it->second;
+  auto start = layout.data_start.find(t.file);
+  if (start == layout.data_start.end()) {
+    return fail(fmt::format("{}: tensor '{}' is in '{}', whose header was not read", ctx, tensor, t.file));
+  }
+  WeightPart p;
+  p.tensor = tensor;
+  p.file = t.file;
+  p.dtype = t.dtype;
+  p.offset = start->second + t.begin;
+  p.bytes = t.end - t.begin;
+  p.shape = t.shape;
+  return p;
+}
+
+}  // namespace
+
+std::uint64_t format_element_bytes(const std::string& dtype) {
+  if (dtype == "f32") return 4;
+  if (dtype == "bf16" || dtype == "f16") return 2;
+  if (dtype == "fp8-e4m3") return 1;
+  return 0;
+}
+
+std::string to_json(const WeightsManifest& m) {
+  ordered root;
+  root["schema"] = kWeightsSchema;
+  root["network"] = m.network;
+  root["checkpoint"] = m.checkpoint;
+  root["tensors"] = ordered::array();
+  for (const auto& e : m.tensors) {
+    ordered j;
+    j["name"] = e.name;
+    j["dtype"] = e.dtype;
+    j["shape"] = e.shape;
+    j["parts"] = ordered::array();
+    for (const auto& p : e.parts) j["parts"].push_back(part_json(p));
+    j["scale_parts"] = ordered::array();
+    for (const auto& p : e.scale_parts) j["scale_parts"].push_back(part_json(p));
+    if (!e.block.empty()) j["block"] = e.block;
+    root["tensors"].push_back(std::move(j));
+  }
+  return root.dump(2) + "\n";
+}
+
+Expected<WeightsManifest> parse_weights_manifest(const std::string& text, const std::string& display) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::exception& e) {
+    return fail(fmt::format("{}: invalid json: {}", display, e.what()));
+  }
+  MET_CHECK(check_keys(root, {"schema", "network", "checkpoint", "tensors"}, {}, display));
+  MET_TRY(std::string schema, get_string(root, "schema", display));
+  if (schema != kWeightsSchema) {
+    return fail(fmt::format("{}: schema '{}', this met reads '{}'", display, schema, kWeightsSchema));
+  }
+  WeightsManifest m;
+  MET_TRY(m.network, get_string(root, "network", display));
+  MET_TRY(m.checkpoint, get_string(root, "checkpoint", display));
+  const json& ts = root.at("tensors");
+  if (!ts.is_array()) return fail(fmt::format("{}: 'tensors' is {}, expected a list", display, json_type(ts)));
+  std::set<std::string> names;
+  for (std::size_t k = 0; k < ts.size(); ++k) {
+    MET_TRY(auto e, parse_entry(ts[k], fmt::format("{}: tensors {}", display, k)));
+    if (!names.insert(e.name).second) return fail(fmt::format("{}: tensors {}: duplicate name '{}'", display, k, e.name));
+    m.tensors.push_back(std::move(e));
+  }
+  return m;
+}
+
+Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src) {
+  MET_TRY(auto tensors, model::read_checkpoint_tensors(src));
+  if (!tensors) {
+    return fail(fmt::format("{}: no {} or {}", src.display(""), model::kSingleFile, model::kIndexFile));
+  }
+  CheckpointLayout layout;
+  layout.tensors = std::move(*tensors);
+  std::set<std::string> files;
+  for (const auto& [name, t] : layout.tensors) files.insert(t.file);
+  constexpr std::uint64_t kLengthBytes = 8;
+  for (const auto& f : files) {
+    MET_TRY(auto h, model::read_safetensors_header(src, f));
+    layout.data_start[f] = kLengthBytes + h.header_length;
+  }
+  return layout;
+}
+
+Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,
+                                 const CheckpointLayout& layout, const std::string& display) {
+  const std::string ctx = fmt::format("{}: weight '{}'", display, name);
+  WeightEntry e;
+  e.name = name;
+  for (const auto& t : tensors) {
+    MET_TRY(auto p, part_of(t, layout, ctx));
+    e.parts.push_back(std::move(p));
+  }
+  MET_TRY(e.shape, stacked_shape(e.parts, ctx));
+  e.dtype = format_of_dtype(e.parts[0].dtype);
+  if (e.dtype.empty()) {
+    return fail(fmt::format("{}: tensor '{}' is {}; weights.json holds BF16, F16, F32 and F8_E4M3", ctx, tensors[0],
+                            e.parts[0].dtype));
+  }
+  std::size_t with_scale = 0;
+  for (const auto& t : tensors) with_scale += layout.tensors.count(t + kScaleSuffix);
+  if (with_scale != 0 && with_scale != tensors.size()) {
+    return fail(fmt::format("{}: only {} of {} fused tensors have a '{}' tensor", ctx, with_scale, tensors.size(), kScaleSuffix));
+  }
+  if (with_scale != 0) {
+    for (const auto& t : tensors) {
+      MET_TRY(auto s, part_of(t + kScaleSuffix, layout, ctx));
+      e.scale_parts.push_back(std::move(s));
+    }
+    e.block = {kFp8BlockRows, kFp8BlockCols};
+  }
+  if (e.dtype == "fp8-e4m3" && e.scale_parts.empty()) {
+    return fail(fmt::format("{}: F8_E4M3 tensor '{}' has no '{}{}' (only block-scaled fp8 checkpoints are supported)",
+                            ctx, tensors[0], tensors[0], kScaleSuffix));
+  }
+  MET_CHECK(check_scales(e, ctx));
+  return e;
+}
+
+std::string network_slug(const std::string& checkpoint_dir_name) {
+  std::string s = checkpoint_dir_name;
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  const auto slash = s.rfind('/');
+  if (slash != std::string::npos) s = s.substr(slash + 1);
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+std::string entry_name(const std::vector<std::string>& tensors, const std::string& role) {
+  if (tensors.size() == 1) return tensors[0];
+  std::string prefix = tensors[0].substr(0, tensors[0].rfind('.') + 1);
+  for (const auto& t : tensors) {
+    while (!prefix.empty() && !starts_with(t, prefix)) {
+      prefix.pop_back();
+      prefix = prefix.substr(0, prefix.rfind('.') + 1);
+    }
+  }
+  return prefix + (role.empty() ? "fused" : role);
+}
+
+Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, const model::ModelGraph& graph,
+                                                 const CheckpointSource& src, const std::string& checkpoint) {
+  MET_TRY(auto layout, read_checkpoint_layout(src));
+  MET_TRY(auto nodes, model::weight_nodes(circuit, graph));
+  WeightsManifest m;
+  m.network = network_slug(src.name());
+  m.checkpoint = checkpoint;
+  std::set<std::string> seen;
+  for (const auto& n : nodes) {
+    std::vector<std::string> tensors;
+    for (const auto& t : n.tensors) tensors.push_back(t.name);
+    const std::string name = entry_name(n.names, n.role);
+    MET_TRY(auto e, make_entry(name, tensors, layout, src.display("")));
+    if (!seen.insert(name).second) {
+      return fail(fmt::format("{}: two weight nodes share the entry name '{}'", n.where, name));
+    }
+    m.tensors.push_back(std::move(e));
+  }
+  return m;
+}
+
+}  // namespace met::emit

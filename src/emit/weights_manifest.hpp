@@ -1,0 +1,80 @@
+// weights.json ("met-weights/1"): which checkpoint bytes back each weight the packets name. A
+// manifest tensor is one or more checkpoint tensors stacked along dim 0 (fused q/k/v, gate/up),
+// with block-fp8 scales (`<tensor>_scale_inv`) stacked the same way. Pure: headers arrive through
+// a CheckpointSource; the interpreter (src/interp/weights.hpp) maps the bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "model/circuit.hpp"
+#include "model/graph.hpp"
+#include "model/safetensors.hpp"
+
+namespace met::emit {
+
+inline constexpr const char* kWeightsSchema = "met-weights/1";
+inline constexpr const char* kScaleSuffix = "_scale_inv";   // block-fp8 checkpoints: "<weight>_scale_inv"
+inline constexpr std::uint64_t kFp8BlockRows = 128;         // weight_block_size of DeepSeek-V3 / Qwen3-FP8
+inline constexpr std::uint64_t kFp8BlockCols = 128;
+
+struct WeightPart {
+  std::string tensor;                 // checkpoint tensor name
+  std::string file;                   // shard, relative to the checkpoint directory
+  std::string dtype;                  // safetensors dtype: "BF16", "F8_E4M3", "F32"
+  std::uint64_t offset = 0;           // byte offset of the data in the file, length prefix and header included
+  std::uint64_t bytes = 0;
+  std::vector<std::uint64_t> shape;
+};
+
+struct WeightEntry {
+  std::string name;                   // "model.layers.0.self_attn.qkv"
+  std::string dtype;                  // format name: "bf16", "fp8-e4m3", "f16", "f32"
+  std::vector<std::uint64_t> shape;   // parts stacked along dim 0
+  std::vector<WeightPart> parts;
+  std::vector<WeightPart> scale_parts;  // one per part (F32 [ceil(r/128), ceil(c/128)]) or empty
+  std::vector<std::uint64_t> block;     // scale block [rows, cols] of each part; empty iff scale_parts is
+};
+
+struct WeightsManifest {
+  std::string network;                // lower-cased checkpoint directory name
+  std::string checkpoint;             // the checkpoint directory as given
+  std::vector<WeightEntry> tensors;
+};
+
+// Canonical text (2-space indent, fixed key order, trailing newline).
+std::string to_json(const WeightsManifest& m);
+// Strict: unknown keys, missing keys, wrong types and parts that do not stack are located errors.
+Expected<WeightsManifest> parse_weights_manifest(const std::string& text, const std::string& display);
+
+// Every tensor of a checkpoint plus, per shard, where its data begins (8 + header length).
+struct CheckpointLayout {
+  std::map<std::string, model::TensorInfo> tensors;
+  std::map<std::string, std::uint64_t> data_start;  // file -> byte offset of the first data byte
+};
+Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src);
+
+// One manifest entry from checkpoint tensors stacked along dim 0: same rank, trailing dims and
+// dtype; fp8 parts must each have a `<tensor>_scale_inv` F32 [ceil(r/128), ceil(c/128)].
+// display names the checkpoint in errors.
+Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,
+                                 const CheckpointLayout& layout, const std::string& display);
+
+// "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
+std::string network_slug(const std::string& checkpoint_dir_name);
+// Name of the entry of a node: its one tensor, or for a fused node the tensors' common dotted
+// prefix plus the role ("model.layers.0.self_attn." + "qkv").
+std::string entry_name(const std::vector<std::string>& tensors, const std::string& role);
+
+// Every weight of the graph, layer by layer in execution order (pre, layers, post); a tied node
+// (lm_head on the embedding) gets its own entry over the embedding's bytes.
+Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, const model::ModelGraph& graph,
+                                                 const CheckpointSource& src, const std::string& checkpoint);
+
+// Bytes per element of the manifest formats (f32 4, bf16/f16 2, fp8 1); 0 when unknown.
+std::uint64_t format_element_bytes(const std::string& dtype);
+
+}  // namespace met::emit

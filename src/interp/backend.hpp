@@ -1,0 +1,27 @@
+// Backend: what the host driver (generate.hpp) needs from an executor of packet programs: run one
+// program to completion, and host-visible IO buffers per program. The cpu backend is the
+// reference; the cuda backend (later) implements the same interface over device memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/expected.hpp"
+#include "emit/emit.hpp"
+
+namespace met::interp {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Host pointer to an IO tensor of a program (nullptr when the program has none of that field).
+  virtual void* io(std::size_t program, emit::IoField field) = 0;
+  // Runs every stream of the program to completion; the IO inputs must be filled before.
+  virtual Expected<void> run(std::size_t program) = 0;
+  // Zeroes the KV caches (a new set of sequences).
+  virtual void reset_kv() = 0;
+};
+
+}  // namespace met::interp

@@ -1,0 +1,197 @@
+// cpu backend: tensor storage (mapped weights, one scratch arena, KV caches, IO buffers), operand
+// tables per instruction, and a persistent pool of stream workers. Worker 0 is the calling thread.
+#include "interp/cpu_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "emit/opcodes.hpp"
+
+namespace met::interp {
+
+namespace {
+constexpr std::size_t kMaxOperands = 12;  // Instr.tensors
+constexpr std::size_t kBufferAlign = 64;
+
+struct Aligned {
+  std::unique_ptr<std::byte[]> raw;
+  std::byte* data = nullptr;
+  void allocate(std::uint64_t bytes) {
+    raw = std::make_unique<std::byte[]>(bytes + kBufferAlign);
+    auto p = reinterpret_cast<std::uintptr_t>(raw.get());
+    data = raw.get() + ((kBufferAlign - p % kBufferAlign) % kBufferAlign);
+    std::memset(data, 0, bytes);
+  }
+};
+}  // namespace
+
+struct CpuBackend::Impl {
+  const emit::PacketFile* packet = nullptr;
+  std::optional<LoadedWeights> weights;
+  std::vector<MetHostWeight> host;              // per manifest entry
+  Aligned arena;
+  std::vector<Aligned> owned;                   // KV and IO tensors
+  std::vector<std::uint64_t> owned_bytes;
+  std::vector<void*> ptr;                       // per tensor handle
+  std::vector<std::vector<std::array<void*, kMaxOperands>>> operands;  // [program][instr]
+  std::vector<std::vector<const emit::OpcodeInfo*>> ops;               // [program][instr]
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> counters; // [program][instr]
+
+  std::uint32_t workers = 1;
+  std::vector<std::thread> pool;
+  std::atomic<std::uint32_t> generation{0};
+  std::atomic<std::uint32_t> done{0};
+  std::atomic<bool> stop{false};
+  std::size_t current = 0;
+
+  void walk(std::size_t program, std::uint32_t stream) {
+    const auto& p = packet->programs[program];
+    auto* ctr = counters[program].get();
+    for (const auto& e : p.streams[stream]) {
+      for (const auto& w : e.waits) {
+        std::uint32_t v = ctr[w.counter].load(std::memory_order_acquire);
+        while (v < w.value) {
+          ctr[w.counter].wait(v, std::memory_order_acquire);
+          v = ctr[w.counter].load(std::memory_order_acquire);
+        }
+      }
+      ops[program][e.instr]->cpu(p.instrs[e.instr], e.slice, operands[program][e.instr].data());
+      ctr[e.instr].fetch_add(1, std::memory_order_release);
+      ctr[e.instr].notify_all();
+    }
+  }
+
+  void worker(std::uint32_t stream) {
+    std::uint32_t seen = 0;
+    for (;;) {
+      generation.wait(seen, std::memory_order_acquire);
+      seen = generation.load(std::memory_order_acquire);
+      if (stop.load(std::memory_order_acquire)) return;
+      walk(current, stream);
+      done.fetch_add(1, std::memory_order_release);
+      done.notify_all();
+    }
+  }
+};
+
+std::string target_mismatch(const Assets& a, const std::string& backend_class, std::uint32_t threads) {
+  const bool cpu_target = a.packet.target_class == "cpu";
+  return a.dir + " were emitted for class '" + a.packet.target_class + "' with " + std::to_string(a.packet.sm_count) +
+         (cpu_target ? " threads" : " SMs") + "; this backend runs class '" + backend_class + "' with " +
+         std::to_string(threads) + " threads";
+}
+
+CpuBackend::CpuBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+CpuBackend::~CpuBackend() {
+  if (!impl_) return;
+  impl_->stop.store(true, std::memory_order_release);
+  impl_->generation.fetch_add(1, std::memory_order_release);
+  impl_->generation.notify_all();
+  for (auto& t : impl_->pool) t.join();
+}
+
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::uint32_t threads) {
+  const std::uint32_t want = threads ? threads : a.packet.sm_count;
+  if (a.packet.target_class != "cpu" || want != a.packet.sm_count) return fail(target_mismatch(a, "cpu", want));
+  auto impl = std::make_unique<Impl>();
+  impl->packet = &a.packet;
+  impl->workers = a.packet.sm_count;
+  MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
+  impl->weights.emplace(std::move(w));
+  for (std::size_t e = 0; e < impl->weights->size(); ++e) {
+    MET_TRY(MetHostWeight h, impl->weights->host_weight(e));
+    impl->host.push_back(h);
+  }
+  const auto& tensors = a.packet.tensors;
+  std::uint64_t arena = 0;
+  for (const auto& t : tensors)
+    if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
+  impl->arena.allocate(arena);
+  impl->ptr.assign(tensors.size(), nullptr);
+  impl->owned.resize(tensors.size());
+  impl->owned_bytes.assign(tensors.size(), 0);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    switch (t.source) {
+      case MET_SOURCE_CHECKPOINT: {
+        if (t.ref >= impl->host.size())
+          return fail(a.dir + "/model.pkt: tensor '" + t.name + "' names weights.json entry " + std::to_string(t.ref) +
+                      " of " + std::to_string(impl->host.size()));
+        const auto& hw = impl->host[t.ref];
+        if (t.shape.size() == 1 && hw.format != MET_WEIGHT_BF16)
+          return fail(a.dir + "/weights.json: vector weight '" + t.name + "' must be bf16 for the cpu bodies");
+        impl->ptr[i] = &impl->host[t.ref];
+        break;
+      }
+      case MET_SOURCE_SCRATCH: impl->ptr[i] = impl->arena.data + t.ref; break;
+      case MET_SOURCE_KV:
+      case MET_SOURCE_IO:
+        impl->owned[i].allocate(t.bytes);
+        impl->owned_bytes[i] = t.bytes;
+        impl->ptr[i] = impl->owned[i].data;
+        break;
+      default: return fail(a.dir + "/model.pkt: tensor '" + t.name + "': source " + std::to_string(t.source) + " is not run by the cpu backend");
+    }
+  }
+  for (const auto& p : a.packet.programs) {
+    std::vector<std::array<void*, kMaxOperands>> opnds;
+    std::vector<const emit::OpcodeInfo*> rows;
+    for (std::size_t k = 0; k < p.instrs.size(); ++k) {
+      const auto& d = p.instrs[k];
+      const auto* op = emit::find_opcode(d.opcode);
+      if (!op || !op->cpu)
+        return fail(a.dir + "/model.pkt: program " + p.name + " instruction " + std::to_string(k) + ": opcode " +
+                    std::to_string(d.opcode) + " has no cpu body");
+      std::array<void*, kMaxOperands> o{};
+      for (std::size_t t = 0; t < d.tensors.size() && t < kMaxOperands; ++t)
+        o[t] = d.tensors[t] == MET_NO_TENSOR ? nullptr : impl->ptr[d.tensors[t]];
+      opnds.push_back(o);
+      rows.push_back(op);
+    }
+    impl->operands.push_back(std::move(opnds));
+    impl->ops.push_back(std::move(rows));
+    impl->counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
+  }
+  auto* raw = impl.get();
+  for (std::uint32_t s = 1; s < raw->workers; ++s) raw->pool.emplace_back([raw, s] { raw->worker(s); });
+  return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(impl)));
+}
+
+void* CpuBackend::io(std::size_t program, emit::IoField field) {
+  const auto& tensors = impl_->packet->tensors;
+  const std::string suffix = std::string(".io.") + emit::io_field_name(field);
+  const std::string name = impl_->packet->programs[program].name + suffix;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].source == MET_SOURCE_IO && tensors[i].ref == static_cast<std::uint64_t>(field) && tensors[i].name == name)
+      return impl_->ptr[i];
+  return nullptr;
+}
+
+Expected<void> CpuBackend::run(std::size_t program) {
+  auto& m = *impl_;
+  if (program >= m.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
+  const std::size_t n = m.packet->programs[program].instrs.size();
+  for (std::size_t i = 0; i < n; ++i) m.counters[program][i].store(0, std::memory_order_relaxed);
+  m.current = program;
+  m.done.store(0, std::memory_order_relaxed);
+  m.generation.fetch_add(1, std::memory_order_release);  // publishes counters, current and the IO inputs
+  m.generation.notify_all();
+  m.walk(program, 0);
+  const std::uint32_t others = m.workers - 1;
+  std::uint32_t d = m.done.load(std::memory_order_acquire);
+  while (d < others) {
+    m.done.wait(d, std::memory_order_acquire);
+    d = m.done.load(std::memory_order_acquire);
+  }
+  return {};
+}
+
+void CpuBackend::reset_kv() {
+  const auto& tensors = impl_->packet->tensors;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].source == MET_SOURCE_KV) std::memset(impl_->owned[i].data, 0, impl_->owned_bytes[i]);
+}
+
+}  // namespace met::interp

@@ -1,0 +1,39 @@
+// The cpu backend: executes packet programs on the host with sm_count worker threads, each walking
+// its stream: wait on counters (acquire; C++20 atomic wait, no spinning), run the opcode's cpu body
+// for the slice, signal (release + notify). Same packets as the GPU; the oracle for it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "interp/assets.hpp"
+#include "interp/backend.hpp"
+#include "interp/weights.hpp"
+
+namespace met::interp {
+
+class CpuBackend final : public Backend {
+ public:
+  // threads: 0 = the emit's SM count; any other count than the emit's is refused, as is another class.
+  static Expected<std::unique_ptr<CpuBackend>> create(const Assets& assets, std::uint32_t threads = 0);
+  ~CpuBackend() override;
+
+  std::string name() const override { return "cpu"; }
+  void* io(std::size_t program, emit::IoField field) override;
+  Expected<void> run(std::size_t program) override;
+  void reset_kv() override;
+
+ private:
+  struct Impl;
+  explicit CpuBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The refusal message of an emit made for another target (exposed for tests).
+std::string target_mismatch(const Assets& assets, const std::string& backend_class, std::uint32_t threads);
+
+}  // namespace met::interp

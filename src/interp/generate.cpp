@@ -1,0 +1,173 @@
+// Prefill and decode scheduling on the host. Program choice: the smallest prefill bucket holding the
+// rest of the prompt (else the largest, chunking), the smallest decode rung holding the highest
+// sequence index (row r of a decode program is sequence r).
+#include "interp/generate.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "../../kernels/cpu/bf16.hpp"
+
+namespace met::interp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using emit::IoField;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Prog {
+  std::size_t index = 0;
+  std::int64_t rows = 0;
+};
+
+template <class T>
+T* field(Backend& b, std::size_t program, IoField f) {
+  return static_cast<T*>(b.io(program, f));
+}
+
+std::vector<float> logits_row(Backend& b, std::size_t program, std::int64_t row, std::int64_t vocab) {
+  const auto* l = field<std::uint16_t>(b, program, IoField::logits);
+  std::vector<float> out(static_cast<std::size_t>(vocab));
+  for (std::int64_t i = 0; i < vocab; ++i) out[static_cast<std::size_t>(i)] = cpu::bf16_to_f32(l[row * vocab + i]);
+  return out;
+}
+
+}  // namespace
+
+std::int32_t sample(const std::vector<float>& logits, const Sampling& s, std::uint64_t& draws, std::uint64_t stream) {
+  std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + stream);
+  rng.discard(draws++);
+  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1), portable (no std distribution)
+  const float m = *std::max_element(logits.begin(), logits.end());
+  std::vector<std::pair<double, std::int32_t>> p;
+  p.reserve(logits.size());
+  double sum = 0;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const double e = std::exp(static_cast<double>(logits[i] - m) / s.temperature);
+    p.push_back({e, static_cast<std::int32_t>(i)});
+    sum += e;
+  }
+  std::stable_sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  double keep = 0;
+  std::size_t n = 0;
+  while (n < p.size() && (n == 0 || keep < s.top_p * sum)) keep += p[n++].first;
+  double acc = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    acc += p[i].first;
+    if (u * keep < acc) return p[i].second;
+  }
+  return p[n - 1].second;
+}
+
+Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build,
+                                  const GenerateRequest& req) {
+  std::vector<Prog> prefill, decode;
+  std::int64_t vocab = 0;
+  for (std::size_t i = 0; i < packet.programs.size(); ++i) {
+    const auto& p = packet.programs[i];
+    (p.kind == MET_PROGRAM_PREFILL ? prefill : decode).push_back({i, p.rows});
+  }
+  for (const auto& t : packet.tensors)
+    if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(IoField::logits) && t.shape.size() == 2)
+      vocab = static_cast<std::int64_t>(t.shape[1]);
+  auto by_rows = [](const Prog& a, const Prog& b) { return a.rows < b.rows; };
+  std::sort(prefill.begin(), prefill.end(), by_rows);
+  std::sort(decode.begin(), decode.end(), by_rows);
+  if (prefill.empty() || decode.empty() || vocab == 0) return fail("assets: model.pkt needs prefill and decode programs with logits");
+  const auto n_seq = static_cast<std::int64_t>(req.prompts.size());
+  if (n_seq == 0) return fail("generate: no prompt");
+  if (n_seq > build.max_seqs || n_seq > decode.back().rows)
+    return fail("generate: " + std::to_string(n_seq) + " sequences, but the emit holds at most " +
+                std::to_string(std::min(build.max_seqs, decode.back().rows)));
+  if (req.max_tokens < 1) return fail("generate: --max-tokens must be >= 1");
+  for (std::size_t s = 0; s < req.prompts.size(); ++s) {
+    const auto len = static_cast<std::int64_t>(req.prompts[s].size());
+    if (len == 0) return fail("generate: prompt " + std::to_string(s) + " is empty");
+    if (len + req.max_tokens - 1 > build.max_ctx)
+      return fail("generate: prompt " + std::to_string(s) + " (" + std::to_string(len) + " tokens) plus " +
+                  std::to_string(req.max_tokens) + " new tokens exceeds the emit's max context " + std::to_string(build.max_ctx));
+    for (auto t : req.prompts[s])
+      if (t < 0 || t >= vocab) return fail("generate: prompt " + std::to_string(s) + ": token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
+  }
+  backend.reset_kv();
+  GenerateResult out;
+  out.tokens.assign(static_cast<std::size_t>(n_seq), {});
+  out.logits.assign(static_cast<std::size_t>(n_seq), {});
+  const bool greedy = req.sampling.temperature <= 0.0f;
+  std::vector<std::uint64_t> draws(static_cast<std::size_t>(n_seq), 0);
+  auto pick = [&](std::size_t seq, std::size_t program, std::int64_t row) -> std::int32_t {
+    std::vector<float> l;
+    if (req.keep_logits || !greedy) l = logits_row(backend, program, row, vocab);
+    const std::int32_t tok = greedy ? field<std::int32_t>(backend, program, IoField::out_tokens)[row]
+                                    : sample(l, req.sampling, draws[seq], seq);
+    if (req.keep_logits) out.logits[seq].push_back(std::move(l));
+    return tok;
+  };
+  const std::int64_t pad_base = build.max_seqs * build.max_ctx;
+
+  const auto t0 = Clock::now();
+  for (std::int64_t s = 0; s < n_seq; ++s) {
+    const auto& prompt = req.prompts[static_cast<std::size_t>(s)];
+    const std::int64_t len = static_cast<std::int64_t>(prompt.size());
+    const std::int64_t base = s * build.max_ctx;
+    std::int64_t start = 0;
+    while (start < len) {
+      const std::int64_t rest = len - start;
+      auto it = std::find_if(prefill.begin(), prefill.end(), [&](const Prog& p) { return p.rows >= rest; });
+      const Prog& p = it == prefill.end() ? prefill.back() : *it;
+      const std::int64_t n = std::min(rest, p.rows), pad = p.rows - n;
+      auto* tok = field<std::int32_t>(backend, p.index, IoField::tokens);
+      auto* pos = field<std::int32_t>(backend, p.index, IoField::positions);
+      auto* slot = field<std::int64_t>(backend, p.index, IoField::slots);
+      auto* sb = field<std::int64_t>(backend, p.index, IoField::seq_base);
+      auto* sl = field<std::int32_t>(backend, p.index, IoField::seq_len);
+      for (std::int64_t r = 0; r < p.rows; ++r) {
+        const bool real = r >= pad;
+        const std::int64_t ps = real ? start + r - pad : 0;
+        if (tok) tok[r] = real ? prompt[static_cast<std::size_t>(ps)] : 0;
+        if (pos) pos[r] = static_cast<std::int32_t>(ps);
+        if (slot) slot[r] = real ? base + ps : pad_base + r;
+        if (sb) sb[r] = real ? base : pad_base;
+        if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
+      }
+      MET_CHECK(backend.run(p.index));
+      start += n;
+      if (start == len) out.tokens[static_cast<std::size_t>(s)].push_back(pick(static_cast<std::size_t>(s), p.index, 0));
+    }
+  }
+  out.prefill_seconds = seconds_since(t0);
+
+  const auto t1 = Clock::now();
+  for (std::int64_t step = 1; step < req.max_tokens; ++step) {
+    auto it = std::find_if(decode.begin(), decode.end(), [&](const Prog& p) { return p.rows >= n_seq; });
+    const Prog& p = *it;
+    auto* tok = field<std::int32_t>(backend, p.index, IoField::tokens);
+    auto* pos = field<std::int32_t>(backend, p.index, IoField::positions);
+    auto* slot = field<std::int64_t>(backend, p.index, IoField::slots);
+    auto* sb = field<std::int64_t>(backend, p.index, IoField::seq_base);
+    auto* sl = field<std::int32_t>(backend, p.index, IoField::seq_len);
+    for (std::int64_t r = 0; r < p.rows; ++r) {
+      const bool real = r < n_seq;
+      const auto ur = static_cast<std::size_t>(r);
+      // Position of the newest token: prompt + tokens generated so far - 1 (its K/V is not cached yet).
+      const std::int64_t ps = real ? static_cast<std::int64_t>(req.prompts[ur].size() + out.tokens[ur].size()) - 1 : 0;
+      const std::int64_t base = r * build.max_ctx;  // a padding row writes its own unused region
+      if (tok) tok[r] = real ? out.tokens[ur].back() : 0;
+      if (pos) pos[r] = static_cast<std::int32_t>(ps);
+      if (slot) slot[r] = base + ps;
+      if (sb) sb[r] = base;
+      if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
+    }
+    MET_CHECK(backend.run(p.index));
+    for (std::int64_t r = 0; r < n_seq; ++r) out.tokens[static_cast<std::size_t>(r)].push_back(pick(static_cast<std::size_t>(r), p.index, r));
+    ++out.decode_steps;
+  }
+  out.decode_seconds = seconds_since(t1);
+  return out;
+}
+
+}  // namespace met::interp

@@ -1,0 +1,226 @@
+// Maps checkpoint shards (mmap, read-only), re-reads each shard's safetensors header and holds the
+// manifest to it, then lays out one contiguous buffer per manifest entry. Only fused entries and
+// misaligned tensors cost a copy; everything else is read in place from the page cache.
+#include "interp/weights.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string_view>
+
+#include "core/strings.hpp"
+#include "model/safetensors.hpp"
+
+namespace met::interp {
+
+struct LoadedWeights::Mapping {
+  std::string path;
+  const std::byte* addr = nullptr;
+  std::uint64_t size = 0;
+  std::uint64_t data_start = 0;                       // 8 + header length
+  std::map<std::string, model::TensorInfo> tensors;   // its header
+  ~Mapping() {
+    if (addr) munmap(const_cast<std::byte*>(addr), size);
+  }
+};
+
+namespace {
+
+constexpr std::uint64_t kLengthBytes = 8;
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  std::vector<std::string> parts;
+  for (auto d : s) parts.push_back(std::to_string(d));
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+std::size_t element_align(const std::string& safetensors_dtype) {
+  const int bits = model::dtype_bits(safetensors_dtype).value_or(8);
+  return bits >= 8 ? static_cast<std::size_t>(bits / 8) : 1;
+}
+
+bool aligned(const std::byte* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
+
+}  // namespace
+
+LoadedWeights::LoadedWeights() = default;
+LoadedWeights::LoadedWeights(LoadedWeights&&) noexcept = default;
+LoadedWeights& LoadedWeights::operator=(LoadedWeights&&) noexcept = default;
+LoadedWeights::~LoadedWeights() = default;
+
+std::optional<std::size_t> LoadedWeights::find(const std::string& name) const {
+  for (std::size_t k = 0; k < manifest_.tensors.size(); ++k) {
+    if (manifest_.tensors[k].name == name) return k;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t LoadedWeights::mapped_bytes() const {
+  std::uint64_t n = 0;
+  for (const auto& m : maps_) n += m->size;
+  return n;
+}
+
+std::uint64_t LoadedWeights::owned_bytes() const { return owned_bytes_; }
+
+Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifest, const std::string& checkpoint_dir) {
+  LoadedWeights w;
+  w.manifest_ = manifest;
+  std::map<std::string, Mapping*> by_file;
+
+  auto map_file = [&](const std::string& file, const std::string& who) -> Expected<Mapping*> {
+    auto it = by_file.find(file);
+    if (it != by_file.end()) return it->second;
+    auto m = std::make_unique<Mapping>();
+    m->path = checkpoint_dir + "/" + file;
+    const int fd = ::open(m->path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(fmt::format("{}: {} (needed by {})", m->path, std::strerror(errno), who));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return fail(fmt::format("{}: not a regular file (needed by {})", m->path, who));
+    }
+    m->size = static_cast<std::uint64_t>(st.st_size);
+    if (m->size < kLengthBytes) {
+      ::close(fd);
+      return fail(fmt::format("{}: truncated: {} bytes, shorter than the 8-byte header length", m->path, m->size));
+    }
+    void* addr = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    if (addr == MAP_FAILED) return fail(fmt::format("{}: mmap failed: {}", m->path, std::strerror(errno)));
+    m->addr = static_cast<const std::byte*>(addr);
+    std::uint64_t len = 0;
+    for (std::size_t k = 0; k < kLengthBytes; ++k) len |= static_cast<std::uint64_t>(m->addr[k]) << (8 * k);
+    if (len > m->size - kLengthBytes) {
+      return fail(fmt::format("{}: truncated: header of {} bytes, file of {}", m->path, len, m->size));
+    }
+    m->data_start = kLengthBytes + len;
+    const std::string_view text(reinterpret_cast<const char*>(m->addr + kLengthBytes), len);
+    MET_TRY(auto header, model::parse_safetensors_header(text, m->size - m->data_start, m->path, file));
+    m->tensors = std::move(header.tensors);
+    Mapping* raw = m.get();
+    w.maps_.push_back(std::move(m));
+    by_file[file] = raw;
+    return raw;
+  };
+
+  // The part's bytes in the mapping, after checking the header still says what the manifest does.
+  auto part_bytes = [&](const emit::WeightPart& p, const std::string& entry) -> Expected<const std::byte*> {
+    const std::string who = fmt::format("weight '{}' tensor '{}'", entry, p.tensor);
+    MET_TRY(Mapping * m, map_file(p.file, who));
+    auto it = m->tensors.find(p.tensor);
+    if (it == m->tensors.end()) {
+      return fail(fmt::format("{}: {}: not in the safetensors header; the checkpoint changed since emit", m->path, who));
+    }
+    const model::TensorInfo& t = it->second;
+    auto differ = [&](const char* what, const std::string& have, const std::string& want) {
+      return fail(fmt::format("{}: {}: {} is {} in the checkpoint, {} in weights.json; the checkpoint changed since emit",
+                              m->path, who, what, have, want));
+    };
+    if (t.dtype != p.dtype) return differ("dtype", t.dtype, p.dtype);
+    if (t.shape != p.shape) return differ("shape", shape_text(t.shape), shape_text(p.shape));
+    if (m->data_start + t.begin != p.offset) {
+      return differ("offset", std::to_string(m->data_start + t.begin), std::to_string(p.offset));
+    }
+    if (t.end - t.begin != p.bytes) return differ("size", std::to_string(t.end - t.begin), std::to_string(p.bytes));
+    return m->addr + p.offset;
+  };
+
+  auto own = [&](std::uint64_t n) -> std::byte* {
+    w.owned_.push_back(std::make_unique<std::byte[]>(n));
+    w.owned_bytes_ += n;
+    return w.owned_.back().get();
+  };
+
+  for (const auto& e : manifest.tensors) {
+    Slot s;
+    // Weight bytes: in place when one aligned part, else concatenated.
+    std::vector<const std::byte*> srcs;
+    for (const auto& p : e.parts) {
+      MET_TRY(auto ptr, part_bytes(p, e.name));
+      srcs.push_back(ptr);
+    }
+    const std::size_t align = element_align(e.parts.at(0).dtype);
+    for (const auto& p : e.parts) s.bytes += p.bytes;
+    if (srcs.size() == 1 && aligned(srcs[0], align)) {
+      s.data = srcs[0];
+    } else {
+      std::byte* buf = own(s.bytes);
+      std::uint64_t at = 0;
+      for (std::size_t k = 0; k < srcs.size(); ++k) {
+        std::memcpy(buf + at, srcs[k], e.parts[k].bytes);
+        at += e.parts[k].bytes;
+      }
+      s.data = buf;
+    }
+    // Scales: stacked like the parts. A part that does not end on a block boundary would shift
+    // the next part's blocks, so rows are re-blocked at g = gcd(block, rows of every part but the last).
+    if (!e.scale_parts.empty()) {
+      const std::uint64_t br = e.block.at(0), bc = e.block.at(1);
+      std::uint64_t g = br;
+      for (std::size_t k = 0; k + 1 < e.parts.size(); ++k) g = std::gcd(g, e.parts[k].shape[0]);
+      const std::uint64_t cols = e.parts[0].shape[1];
+      const std::uint64_t row_bytes = ceil_div(cols, bc) * sizeof(float);
+      std::vector<const std::byte*> ssrcs;
+      for (const auto& p : e.scale_parts) {
+        MET_TRY(auto ptr, part_bytes(p, e.name));
+        ssrcs.push_back(ptr);
+      }
+      if (g == br && ssrcs.size() == 1 && aligned(ssrcs[0], sizeof(float))) {
+        s.scales = ssrcs[0];
+        s.scale_bytes = e.scale_parts[0].bytes;
+      } else {
+        std::uint64_t rows_out = 0;
+        for (const auto& p : e.parts) rows_out += ceil_div(p.shape[0], g);
+        s.scale_bytes = rows_out * row_bytes;
+        std::byte* buf = own(s.scale_bytes);
+        std::uint64_t at = 0;
+        for (std::size_t k = 0; k < e.parts.size(); ++k) {
+          for (std::uint64_t j = 0; j < ceil_div(e.parts[k].shape[0], g); ++j) {
+            std::memcpy(buf + at, ssrcs[k] + (j * g / br) * row_bytes, row_bytes);
+            at += row_bytes;
+          }
+        }
+        s.scales = buf;
+      }
+      s.block_rows = static_cast<std::int32_t>(g);
+      s.block_cols = static_cast<std::int32_t>(bc);
+    }
+    w.slots_.push_back(s);
+  }
+  return w;
+}
+
+Expected<MetHostWeight> LoadedWeights::host_weight(std::size_t e) const {
+  const emit::WeightEntry& m = manifest_.tensors.at(e);
+  MetHostWeight h{};
+  if (m.dtype == "bf16") h.format = MET_WEIGHT_BF16;
+  else if (m.dtype == "fp8-e4m3") h.format = MET_WEIGHT_FP8_E4M3;
+  else return fail(fmt::format("weight '{}': {} has no cpu weight view (bf16, fp8-e4m3)", m.name, m.dtype));
+  if (m.shape.size() == 1) {
+    h.rows = 1;
+    h.cols = static_cast<std::int64_t>(m.shape[0]);
+  } else {
+    h.rows = static_cast<std::int64_t>(m.shape[0]);
+    std::uint64_t cols = 1;
+    for (std::size_t k = 1; k < m.shape.size(); ++k) cols *= m.shape[k];
+    h.cols = static_cast<std::int64_t>(cols);
+  }
+  h.data = slots_[e].data;
+  h.scales = slots_[e].scales;
+  h.block_rows = slots_[e].block_rows;
+  h.block_cols = slots_[e].block_cols;
+  h.tensor_scale = 1.0f;
+  return h;
+}
+
+}  // namespace met::interp

@@ -1,0 +1,446 @@
+// Synthetic checkpoints: the tensor list comes from the circuit instantiated for the config (every
+// weight node of every layer, fused nodes split into their checkpoint tensors); values come from
+// a counter-based generator keyed by (seed, tensor name, element index). Value ranges keep a tiny
+// model's activations and logits informative: linear ~ U(-1/sqrt(in), 1/sqrt(in)), embeddings and
+// lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1).
+#include "model/synth.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "core/strings.hpp"
+#include "model/checkpoint.hpp"
+#include "model/instantiate.hpp"
+#include "model/ops.hpp"
+#include "model/safetensors.hpp"
+#include "model/safetensors_writer.hpp"
+
+namespace met::model {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;   // splitmix64 increment
+constexpr std::uint64_t kSeedSalt = 0x6d65742d73796e74ull;  // "met-synt": separates seed 0 from key 0
+constexpr float kFp8Max = 448.0f;
+constexpr double kNormNoise = 0.1;
+constexpr double kOtherRange = 0.1;
+constexpr double kEmbedGain = 2.0;
+
+std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+std::uint64_t fnv1a(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::uint64_t tensor_key(std::uint64_t seed, const std::string& name) { return mix64(mix64(seed ^ kSeedSalt) ^ fnv1a(name)); }
+
+// Uniform in [-1, 1) from the top 24 bits: exact in float, identical on every platform.
+float uniform(std::uint64_t key, std::uint64_t e) {
+  const std::uint64_t h = mix64(key + (e + 1) * kGolden);
+  constexpr float kStep = 1.0f / 16777216.0f;  // 2^-24
+  return static_cast<float>(h >> 40) * kStep * 2.0f - 1.0f;
+}
+
+std::string substitute_layer(const std::string& name, int layer) {
+  std::string out = name;
+  const std::string mark = "{i}";
+  const std::string idx = std::to_string(layer);
+  for (std::size_t at = out.find(mark); at != std::string::npos; at = out.find(mark, at)) {
+    out.replace(at, mark.size(), idx);
+    at += idx.size();
+  }
+  return out;
+}
+
+std::string shape_text(const std::vector<std::uint64_t>& s) {
+  std::vector<std::string> parts;
+  for (auto d : s) parts.push_back(std::to_string(d));
+  return "[" + join(parts, ", ") + "]";
+}
+
+const NodeTemplate* template_at(const std::vector<NodeTemplate>& ts, const std::string& where) {
+  for (const auto& t : ts) {
+    if (t.where == where) return &t;
+  }
+  return nullptr;
+}
+
+double param(const Node& n, const char* key) {
+  auto it = n.params.find(key);
+  return it == n.params.end() ? 0 : it->second;
+}
+
+// dim-0 sizes of a fused node's tensors.
+Expected<std::vector<std::uint64_t>> split_rows(const Node& node, std::uint64_t rows, std::size_t parts,
+                                                const std::vector<Node>& siblings, const std::string& ctx) {
+  std::vector<std::uint64_t> out;
+  if (node.role == "qkv" && (parts == 2 || parts == 3)) {
+    const Node* attn = nullptr;
+    for (const auto& s : siblings) {
+      if (s.op == "attention") attn = &s;
+    }
+    if (!attn) return fail(fmt::format("{}: fused qkv node without an attention node to split it by", ctx));
+    const auto hd = static_cast<std::uint64_t>(param(*attn, "head_dim"));
+    const auto vd = static_cast<std::uint64_t>(param(*attn, "v_head_dim"));
+    const auto heads = static_cast<std::uint64_t>(param(*attn, "heads"));
+    const auto kv = static_cast<std::uint64_t>(param(*attn, "kv_heads"));
+    out = {heads * hd, kv * hd};
+    if (parts == 3) out.push_back(kv * vd);
+  } else {
+    if (rows % parts != 0) return fail(fmt::format("{}: {} rows do not split evenly among {} tensors", ctx, rows, parts));
+    out.assign(parts, rows / parts);
+  }
+  std::uint64_t sum = 0;
+  for (auto r : out) sum += r;
+  if (sum != rows) {
+    return fail(fmt::format("{}: the tensors' rows sum to {}, the node's weight has {}", ctx, sum, rows));
+  }
+  return out;
+}
+
+TensorKind kind_of(const Node& n, const OpInfo& op) {
+  if (n.op == "embed") return TensorKind::embedding;
+  if (n.op == "rmsnorm") return TensorKind::norm;
+  if (n.role == "lm_head") return TensorKind::lm_head;
+  if (op.quantizable) return TensorKind::linear;
+  return TensorKind::other;
+}
+
+Expected<std::optional<WeightNodeSpec>> node_spec(const Node& n, const NodeTemplate* t, int layer,
+                                                  const std::vector<Node>& siblings) {
+  if (!has_weight(n)) return std::optional<WeightNodeSpec>{};
+  const std::string ctx = layer >= 0 ? fmt::format("{}: layer {}", n.where, layer) : n.where;
+  if (!t) return fail(fmt::format("{}: no node template at this place in the circuit", ctx));
+  const OpInfo* op = find_op(n.op);
+  WeightNodeSpec s;
+  s.layer = layer;
+  s.op = n.op;
+  s.role = n.role;
+  s.where = n.where;
+  s.tied = n.tied;
+  for (const auto& w : t->weight) s.names.push_back(substitute_layer(w, std::max(layer, 0)));
+  const std::vector<std::string> tensors =
+      n.tied ? std::vector<std::string>{substitute_layer(t->tied, std::max(layer, 0))} : s.names;
+  std::vector<std::uint64_t> shape;
+  for (double d : weight_shape(n)) shape.push_back(static_cast<std::uint64_t>(d));
+  if (shape.size() > 2) {
+    return fail(fmt::format("{}: op '{}' has a weight {} that the checkpoint stores as one tensor per expert; "
+                            "weight listing (synth, weights.json) does not cover expert tensors yet",
+                            ctx, n.op, shape_text(shape)));
+  }
+  const TensorKind kind = kind_of(n, *op);
+  s.quantizable = op->quantizable && !n.tied && n.role != "lm_head" && shape.size() == 2;
+  if (n.tied || tensors.size() == 1 || static_cast<int>(tensors.size()) == op->weight_tensors) {
+    for (const auto& name : tensors) s.tensors.push_back({name, shape, n.tied ? TensorKind::embedding : kind});
+    return std::optional<WeightNodeSpec>(std::move(s));
+  }
+  MET_TRY(auto rows, split_rows(n, shape[0], tensors.size(), siblings, ctx));
+  for (std::size_t k = 0; k < tensors.size(); ++k) {
+    auto part = shape;
+    part[0] = rows[k];
+    s.tensors.push_back({tensors[k], part, kind});
+  }
+  return std::optional<WeightNodeSpec>(std::move(s));
+}
+
+std::uint64_t bytes_of(const std::string& dtype, const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n * static_cast<std::uint64_t>(dtype_bits(dtype).value_or(8)) / 8;
+}
+
+// A tensor's values are offset + gain * u, u ~ U(-1, 1); fp8 codes are round(448 u).
+struct Affine {
+  double offset = 0, gain = 0;
+};
+
+Affine affine_of(const SynthTensor& t) {
+  const double fan = static_cast<double>(std::max<std::uint64_t>(t.fan_in, 1));
+  switch (t.kind) {
+    case TensorKind::embedding:
+    case TensorKind::lm_head: return {0, kEmbedGain / std::sqrt(fan)};
+    case TensorKind::linear: return {0, 1 / std::sqrt(fan)};
+    case TensorKind::norm: return {1, kNormNoise};
+    case TensorKind::other: return {0, kOtherRange};
+    case TensorKind::scale: {
+      // value = fp8 * scale with fp8 ~ U(-448, 448): scale ~ (1/sqrt(in)) / 448, varied by 25% per block.
+      const double base = 1 / std::sqrt(fan) / kFp8Max;
+      return {base, 0.25 * base};
+    }
+  }
+  return {};
+}
+
+enum class Elem { bf16, fp8, f32 };
+
+Elem elem_of(const std::string& dtype) { return dtype == "F8_E4M3" ? Elem::fp8 : dtype == "F32" ? Elem::f32 : Elem::bf16; }
+
+// One element's bytes (little-endian) into out.
+void element(Elem dtype, const Affine& f, std::uint64_t key, std::uint64_t e, std::array<std::byte, 4>& out) {
+  const float u = uniform(key, e);
+  if (dtype == Elem::fp8) {
+    out[0] = static_cast<std::byte>(f32_to_fp8_e4m3(u * kFp8Max));
+    return;
+  }
+  const auto v = static_cast<float>(f.offset + f.gain * static_cast<double>(u));
+  if (dtype == Elem::f32) {
+    const auto bits = std::bit_cast<std::uint32_t>(v);
+    for (std::size_t k = 0; k < 4; ++k) out[k] = static_cast<std::byte>((bits >> (8 * k)) & 0xffu);
+    return;
+  }
+  const std::uint16_t b = f32_to_bf16(v);
+  out[0] = static_cast<std::byte>(b & 0xffu);
+  out[1] = static_cast<std::byte>(b >> 8);
+}
+
+std::size_t element_size(const std::string& dtype) {
+  if (dtype == "F8_E4M3") return 1;
+  if (dtype == "F32") return 4;
+  return 2;
+}
+
+const char* json_type(const nlohmann::ordered_json& j) {
+  if (j.is_object()) return "an object";
+  if (j.is_array()) return "an array";
+  if (j.is_string()) return "a string";
+  if (j.is_null()) return "null";
+  return "a scalar";
+}
+
+}  // namespace
+
+std::uint16_t f32_to_bf16(float f) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);  // quiet, sign kept
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+float fp8_e4m3_value(std::uint8_t v) {
+  const int exp = (v >> 3) & 0xf;
+  const int man = v & 0x7;
+  if (exp == 0xf && man == 0x7) return std::nanf("");
+  const float mag = exp == 0 ? std::ldexp(static_cast<float>(man), -9) : std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+  return (v & 0x80) ? -mag : mag;
+}
+
+std::uint8_t f32_to_fp8_e4m3(float f) {
+  // Magnitudes of codes 0..126 ascending (127 is NaN); nearest, ties to the even code.
+  static const std::array<float, 127> kMags = [] {
+    std::array<float, 127> m{};
+    for (int c = 0; c < 127; ++c) m[static_cast<std::size_t>(c)] = fp8_e4m3_value(static_cast<std::uint8_t>(c));
+    return m;
+  }();
+  if (std::isnan(f)) return 0x7f;
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  const float a = std::fabs(f);
+  std::uint8_t code = 126;
+  if (a < kMags[126]) {
+    const auto it = std::lower_bound(kMags.begin(), kMags.end(), a);
+    const auto hi = static_cast<std::uint8_t>(it - kMags.begin());
+    if (kMags[hi] == a || hi == 0) {
+      code = hi;
+    } else {
+      const auto lo = static_cast<std::uint8_t>(hi - 1);
+      const float dlo = a - kMags[lo], dhi = kMags[hi] - a;
+      code = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) == 0 ? lo : hi);
+    }
+  }
+  return code == 0 ? sign : static_cast<std::uint8_t>(sign | code);
+}
+
+Expected<std::vector<WeightNodeSpec>> weight_nodes(const Circuit& circuit, const ModelGraph& graph) {
+  std::vector<WeightNodeSpec> out;
+  auto add_list = [&](const std::vector<Node>& nodes, const std::vector<NodeTemplate>& ts, int layer) -> Expected<void> {
+    for (const auto& n : nodes) {
+      MET_TRY(auto s, node_spec(n, template_at(ts, n.where), layer, nodes));
+      if (s) out.push_back(std::move(*s));
+    }
+    return {};
+  };
+  MET_CHECK(add_list(graph.pre, circuit.pre, -1));
+  for (std::size_t i = 0; i < graph.layer_kinds.size(); ++i) {
+    const LayerGroup& g = graph.kinds[static_cast<std::size_t>(graph.layer_kinds[i])];
+    auto it = circuit.kinds.find(g.kind);
+    if (it == circuit.kinds.end()) return fail(fmt::format("{}: layer {}: no kind '{}'", circuit.file, i, g.kind));
+    MET_CHECK(add_list(g.nodes, it->second, static_cast<int>(i)));
+  }
+  MET_CHECK(add_list(graph.post, circuit.post, -1));
+  return out;
+}
+
+Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, const std::string& config_text,
+                               const std::string& display, const SynthOptions& options) {
+  if (options.dtype != Format::bf16 && options.dtype != Format::fp8_e4m3) {
+    return fail(fmt::format("synth: dtype '{}' is not written (known: bf16, fp8-e4m3)", format_name(options.dtype)));
+  }
+  nlohmann::ordered_json config;  // keeps the input's key order in the written config.json
+  try {
+    config = nlohmann::ordered_json::parse(config_text);
+  } catch (const json::exception& e) {
+    return fail(fmt::format("{}: invalid json: {}", display, e.what()));
+  }
+  if (!config.is_object()) return fail(fmt::format("{}: expected a json object, found {}", display, json_type(config)));
+  std::string arch;
+  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0].is_string()) {
+    arch = config["architectures"][0].get<std::string>();
+  }
+  MET_TRY(const Circuit* circuit, circuit_for(circuits, arch, display));
+
+  config["torch_dtype"] = "bfloat16";
+  if (config.contains("dtype")) config["dtype"] = "bfloat16";
+  config.erase("quantization_config");
+  if (options.dtype == Format::fp8_e4m3) {
+    config["quantization_config"] = {{"quant_method", "fp8"},
+                                     {"fmt", "e4m3"},
+                                     {"activation_scheme", "dynamic"},
+                                     {"weight_block_size", {kSynthBlock, kSynthBlock}}};
+  }
+  SynthPlan plan;
+  plan.circuit = circuit->id;
+  plan.options = options;
+  plan.config_json = config.dump(2) + "\n";
+
+  // Instantiate from the config alone (recipe bf16): the graph fixes the tensor list.
+  MemCheckpoint src("synth", {{"config.json", plan.config_json}});
+  MET_TRY(auto graph, instantiate(*circuit, src, FormatChoice::recipe({}, Format::bf16), "synth"));
+  MET_TRY(auto nodes, weight_nodes(*circuit, graph));
+  std::set<std::string> seen;
+  for (const auto& n : nodes) {
+    if (n.tied) continue;  // stored once, under the embedding
+    for (const auto& w : n.tensors) {
+      if (!seen.insert(w.name).second) {
+        return fail(fmt::format("{}: layer {}: tensor '{}' is named twice", n.where, n.layer, w.name));
+      }
+      SynthTensor t;
+      t.name = w.name;
+      t.shape = w.shape;
+      t.kind = w.kind;
+      t.fan_in = w.shape.empty() ? 1 : w.shape.back();
+      const bool fp8 = options.dtype == Format::fp8_e4m3 && n.quantizable;
+      t.dtype = fp8 ? "F8_E4M3" : "BF16";
+      t.bytes = bytes_of(t.dtype, t.shape);
+      plan.tensors.push_back(t);
+      if (fp8) {
+        SynthTensor s;
+        s.name = w.name + "_scale_inv";
+        s.dtype = "F32";
+        s.shape = {(w.shape[0] + kSynthBlock - 1) / kSynthBlock, (w.shape[1] + kSynthBlock - 1) / kSynthBlock};
+        s.kind = TensorKind::scale;
+        s.fan_in = t.fan_in;
+        s.bytes = bytes_of(s.dtype, s.shape);
+        plan.tensors.push_back(s);
+      }
+    }
+  }
+  for (const auto& t : plan.tensors) plan.total_bytes += t.bytes;
+  return plan;
+}
+
+void synth_bytes(const SynthPlan& plan, std::size_t t, std::uint64_t begin, std::span<std::byte> out) {
+  const SynthTensor& tensor = plan.tensors[t];
+  const std::uint64_t key = tensor_key(plan.options.seed, tensor.name);
+  const std::size_t esz = element_size(tensor.dtype);
+  const Affine f = affine_of(tensor);
+  const Elem kind = elem_of(tensor.dtype);
+  std::array<std::byte, 4> buf{};
+  std::uint64_t pos = begin;
+  const std::uint64_t end = begin + out.size();
+  std::byte* dst = out.data();
+  // Ragged head and tail elements go through buf; whole elements are written directly.
+  auto partial = [&](std::uint64_t upto) {
+    const std::uint64_t e = pos / esz;
+    const std::size_t skip = static_cast<std::size_t>(pos % esz);
+    element(kind, f, key, e, buf);
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(esz - skip, upto - pos));
+    std::memcpy(dst, buf.data() + skip, n);
+    dst += n;
+    pos += n;
+  };
+  if (pos % esz != 0 && pos < end) partial(end);
+  const std::uint64_t whole_end = end - end % esz;
+  for (std::uint64_t e = pos / esz; pos + esz <= whole_end && pos < end; ++e) {
+    element(kind, f, key, e, buf);
+    std::memcpy(dst, buf.data(), esz);
+    dst += esz;
+    pos += esz;
+  }
+  if (pos < end) partial(end);
+}
+
+Expected<std::vector<SynthShard>> shard_synth(const SynthPlan& plan, std::uint64_t shard_bytes) {
+  if (shard_bytes == 0) return fail("synth: --shard-bytes must be positive");
+  std::vector<SynthShard> shards;
+  std::uint64_t cur = 0;
+  for (std::size_t k = 0; k < plan.tensors.size(); ++k) {
+    const std::uint64_t b = plan.tensors[k].bytes;
+    if (shards.empty() || (!shards.back().tensors.empty() && cur + b > shard_bytes)) {
+      shards.emplace_back();
+      cur = 0;
+    }
+    shards.back().tensors.push_back(k);
+    cur += b;
+  }
+  if (shards.empty()) shards.emplace_back();
+  const std::size_t n = shards.size();
+  for (std::size_t s = 0; s < n; ++s) {
+    shards[s].file = n == 1 ? std::string(kSingleFile) : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, n);
+    std::vector<HeaderTensor> hs;
+    for (auto k : shards[s].tensors) hs.push_back({plan.tensors[k].name, plan.tensors[k].dtype, plan.tensors[k].shape});
+    MET_TRY(auto layout, write_safetensors_header(hs));
+    shards[s].header = std::move(layout.bytes);
+    shards[s].data_bytes = layout.data_bytes;
+  }
+  return shards;
+}
+
+std::string index_json(const SynthPlan& plan, const std::vector<SynthShard>& shards) {
+  nlohmann::ordered_json j;
+  j["metadata"] = {{"total_size", plan.total_bytes}};
+  std::map<std::string, std::string> map;
+  for (const auto& s : shards) {
+    for (auto k : s.tensors) map[plan.tensors[k].name] = s.file;
+  }
+  nlohmann::ordered_json wm = nlohmann::ordered_json::object();
+  for (const auto& [name, file] : map) wm[name] = file;
+  j["weight_map"] = std::move(wm);
+  return j.dump(2) + "\n";
+}
+
+Expected<std::map<std::string, std::string>> synth_files(const SynthPlan& plan, std::uint64_t shard_bytes) {
+  MET_TRY(auto shards, shard_synth(plan, shard_bytes));
+  std::map<std::string, std::string> files;
+  files["config.json"] = plan.config_json;
+  for (const auto& s : shards) {
+    std::string bytes = s.header;
+    for (auto k : s.tensors) {
+      const std::size_t at = bytes.size();
+      bytes.resize(at + plan.tensors[k].bytes);
+      synth_bytes(plan, k, 0, std::span<std::byte>(reinterpret_cast<std::byte*>(bytes.data() + at), plan.tensors[k].bytes));
+    }
+    files[s.file] = std::move(bytes);
+  }
+  if (shards.size() > 1) files[kIndexFile] = index_json(plan, shards);
+  return files;
+}
+
+}  // namespace met::model

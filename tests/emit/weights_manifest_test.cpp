@@ -1,0 +1,198 @@
+// weights.json (src/emit/weights_manifest.cpp): entries built from synthetic checkpoints point at
+// the right bytes, stacking and scale rules are enforced, the text round-trips and the parser is
+// strict about keys and types.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "emit/weights_manifest.hpp"
+#include "model/checkpoint.hpp"
+#include "model/instantiate.hpp"
+#include "model/synth.hpp"
+#include "tree/disk_tree.hpp"
+
+namespace {
+
+using namespace met;
+using namespace met::emit;
+
+const DiskTree& tree() {
+  static DiskTree t(std::string(MET_SOURCE_DIR) + "/kernels", "kernels/");
+  return t;
+}
+
+const std::map<std::string, model::Circuit>& circuits() {
+  static const auto c = [] {
+    auto r = model::load_circuits(tree());
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  }();
+  return c;
+}
+
+std::map<std::string, std::string> synth(const std::string& name, Format dtype, std::uint64_t shard = model::kDefaultShardBytes) {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + name);
+  auto cfg = d.read("config.json");
+  REQUIRE(cfg.ok());
+  auto p = model::plan_synth(circuits(), *cfg, name, model::SynthOptions{11, dtype});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  auto f = model::synth_files(*p, shard);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+WeightsManifest manifest_of(const model::MemCheckpoint& src) {
+  auto g = model::instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  auto m = build_weights_manifest(circuits().at(g->circuit), *g, src, "/ckpt/" + src.name());
+  REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+  return *m;
+}
+
+const WeightEntry& entry(const WeightsManifest& m, const std::string& name) {
+  for (const auto& e : m.tensors) {
+    if (e.name == name) return e;
+  }
+  FAIL("no entry " << name);
+  return m.tensors.front();
+}
+
+}  // namespace
+
+TEST_CASE("fused qkv entry stacks q, k, v in order and each part's offset points at that tensor's bytes (catches offsets relative to the header end)") {
+  model::MemCheckpoint src("Tiny-Llama", synth("tiny-llama", Format::bf16, 40'000));
+  const WeightsManifest m = manifest_of(src);
+  CHECK(m.network == "tiny-llama");
+  CHECK(m.checkpoint == "/ckpt/Tiny-Llama");
+  const WeightEntry& qkv = entry(m, "model.layers.1.self_attn.qkv");
+  CHECK(qkv.dtype == "bf16");
+  CHECK(qkv.shape == std::vector<std::uint64_t>{128, 64});
+  REQUIRE(qkv.parts.size() == 3);
+  CHECK(qkv.parts[0].tensor == "model.layers.1.self_attn.q_proj.weight");
+  CHECK(qkv.parts[1].tensor == "model.layers.1.self_attn.k_proj.weight");
+  CHECK(qkv.parts[2].tensor == "model.layers.1.self_attn.v_proj.weight");
+  CHECK(qkv.parts[1].shape == std::vector<std::uint64_t>{32, 64});
+  CHECK(qkv.scale_parts.empty());
+  CHECK(entry(m, "model.layers.0.mlp.gate_up").shape == std::vector<std::uint64_t>{256, 64});
+  CHECK(entry(m, "lm_head.weight").parts[0].tensor == "lm_head.weight");
+  CHECK(m.tensors.size() == 1 + 2 * 6 + 2);
+  // Offsets address the tensor bytes in the (sharded) files: compare with a re-synthesis.
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/tiny-llama");
+  auto p = model::plan_synth(circuits(), *d.read("config.json"), "tiny-llama", model::SynthOptions{11, Format::bf16});
+  REQUIRE(p.ok());
+  for (const auto& e : m.tensors) {
+    for (const auto& part : e.parts) {
+      std::size_t t = 0;
+      while (p->tensors[t].name != part.tensor) ++t;
+      std::string want(part.bytes, '\0');
+      model::synth_bytes(*p, t, 0, std::span<std::byte>(reinterpret_cast<std::byte*>(want.data()), want.size()));
+      CAPTURE(part.tensor);
+      CHECK(src.files().at(part.file).substr(part.offset, part.bytes) == want);
+    }
+  }
+}
+
+TEST_CASE("tied lm_head gets an entry over the embedding's bytes; qwen3 q/k norms are entries (catches a tied head without weights)") {
+  model::MemCheckpoint src("tiny-qwen3", synth("tiny-qwen3", Format::bf16));
+  const WeightsManifest m = manifest_of(src);
+  const WeightEntry& head = entry(m, "lm_head.weight");
+  REQUIRE(head.parts.size() == 1);
+  CHECK(head.parts[0].tensor == "model.embed_tokens.weight");
+  CHECK(head.parts[0].offset == entry(m, "model.embed_tokens.weight").parts[0].offset);
+  CHECK(entry(m, "model.layers.0.self_attn.q_norm.weight").shape == std::vector<std::uint64_t>{32});
+  CHECK(m.tensors.size() == 1 + 2 * 8 + 2);
+}
+
+TEST_CASE("fp8 entries carry one 128x128 F32 scale part per weight part (catches scales left out of a fused entry)") {
+  model::MemCheckpoint src("tiny-qwen3-fp8", synth("tiny-qwen3", Format::fp8_e4m3));
+  const WeightsManifest m = manifest_of(src);
+  const WeightEntry& qkv = entry(m, "model.layers.0.self_attn.qkv");
+  CHECK(qkv.dtype == "fp8-e4m3");
+  CHECK(qkv.shape == std::vector<std::uint64_t>{256, 128});
+  REQUIRE(qkv.scale_parts.size() == 3);
+  CHECK(qkv.scale_parts[1].tensor == "model.layers.0.self_attn.k_proj.weight_scale_inv");
+  CHECK(qkv.scale_parts[1].shape == std::vector<std::uint64_t>{1, 1});
+  CHECK(qkv.block == std::vector<std::uint64_t>{128, 128});
+  CHECK(entry(m, "model.norm.weight").scale_parts.empty());
+  CHECK(entry(m, "model.norm.weight").block.empty());
+  const auto again = parse_weights_manifest(to_json(m), "weights.json");
+  REQUIRE_MESSAGE(again.ok(), (again.ok() ? "" : again.error().message));
+  CHECK(to_json(*again) == to_json(m));
+}
+
+TEST_CASE("make_entry refuses parts that do not stack, mixed dtypes, fp8 without scales (catches stacking q_proj with down_proj)") {
+  auto fs = synth("tiny-llama", Format::bf16);
+  model::MemCheckpoint src("t", fs);
+  auto layout = read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  auto bad = make_entry("x", {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.down_proj.weight"}, *layout, "t");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message ==
+        "t: weight 'x': parts do not stack along dim 0: 'model.layers.0.self_attn.q_proj.weight' is [64, 64], "
+        "'model.layers.0.mlp.down_proj.weight' is [64, 128]");
+  auto missing = make_entry("y", {"model.layers.9.self_attn.q_proj.weight"}, *layout, "t");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message == "t: weight 'y': no tensor 'model.layers.9.self_attn.q_proj.weight' in the safetensors headers");
+
+  CheckpointLayout l2 = *layout;
+  l2.tensors.at("model.layers.0.self_attn.k_proj.weight").dtype = "F16";
+  auto mixed = make_entry("z", {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"}, l2, "t");
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error().message.find("parts disagree in dtype") != std::string::npos);
+
+  auto f8 = synth("tiny-llama", Format::fp8_e4m3);
+  model::MemCheckpoint src8("t8", f8);
+  auto l8 = read_checkpoint_layout(src8);
+  REQUIRE(l8.ok());
+  auto ok = make_entry("o", {"model.layers.0.self_attn.o_proj.weight"}, *l8, "t8");
+  REQUIRE(ok.ok());
+  CHECK(ok->scale_parts.size() == 1);
+  l8->tensors.erase("model.layers.0.self_attn.o_proj.weight_scale_inv");
+  auto noscale = make_entry("o", {"model.layers.0.self_attn.o_proj.weight"}, *l8, "t8");
+  REQUIRE_FALSE(noscale.ok());
+  CHECK(noscale.error().message.find("F8_E4M3 tensor 'model.layers.0.self_attn.o_proj.weight' has no "
+                                     "'model.layers.0.self_attn.o_proj.weight_scale_inv'") != std::string::npos);
+  l8->tensors.at("model.layers.0.self_attn.q_proj.weight_scale_inv").shape = {2, 1};
+  auto wrong = make_entry("q", {"model.layers.0.self_attn.q_proj.weight"}, *l8, "t8");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message.find("expected F32 [1, 1]") != std::string::npos);
+}
+
+TEST_CASE("the parser is strict: unknown keys, wrong types, bad schema, parts that disagree with the shape (catches silently defaulted fields)") {
+  model::MemCheckpoint src("tiny-llama", synth("tiny-llama", Format::bf16));
+  const std::string good = to_json(manifest_of(src));
+  REQUIRE(parse_weights_manifest(good, "w.json").ok());
+  auto mutate = [&](auto fn) {
+    auto j = nlohmann::json::parse(good);
+    fn(j);
+    auto r = parse_weights_manifest(j.dump(), "w.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(mutate([](auto& j) { j["extra"] = 1; }) ==
+        "w.json: unknown key 'extra' (known: checkpoint, network, schema, tensors)");
+  CHECK(mutate([](auto& j) { j["schema"] = "met-weights/2"; }) == "w.json: schema 'met-weights/2', this met reads 'met-weights/1'");
+  CHECK(mutate([](auto& j) { j["tensors"][1]["dtype"] = 3; }) ==
+        "w.json: tensors 1 'model.layers.0.input_layernorm.weight': 'dtype' is an integer, expected a string");
+  CHECK(mutate([](auto& j) { j["tensors"][2]["parts"][1]["bytes"] = -1; }) ==
+        "w.json: tensors 2 'model.layers.0.self_attn.qkv': parts 1: 'bytes' is an integer, expected a non-negative integer");
+  CHECK(mutate([](auto& j) { j["tensors"][2]["parts"][1]["colour"] = "red"; }).find("parts 1: unknown key 'colour'") !=
+        std::string::npos);
+  CHECK(mutate([](auto& j) { j["tensors"][2]["shape"][0] = 129; }) ==
+        "w.json: tensors 2 'model.layers.0.self_attn.qkv': shape [129, 64] but the parts stack to [128, 64]");
+  CHECK(mutate([](auto& j) { j["tensors"][2]["parts"][0]["bytes"] = 10; }).find("needs 8192 bytes, the part says 10") !=
+        std::string::npos);
+  CHECK(mutate([](auto& j) { j["tensors"][2]["parts"][0]["file"] = "../x.safetensors"; }).find("is not a file name inside the checkpoint") !=
+        std::string::npos);
+  CHECK(mutate([](auto& j) { j["tensors"][3] = j["tensors"][2]; }).find("duplicate name 'model.layers.0.self_attn.qkv'") !=
+        std::string::npos);
+  CHECK(mutate([](auto& j) { j["tensors"][2].erase("scale_parts"); }).find("missing key 'scale_parts'") != std::string::npos);
+  CHECK(mutate([](auto& j) { j["tensors"][2]["block"] = {128, 128}; }).find("'block' without 'scale_parts'") != std::string::npos);
+}
+
+TEST_CASE("network slug is the lower-cased directory name, trailing slashes ignored (catches a slug from the full path)") {
+  CHECK(network_slug("/models/Meta-Llama-3.1-8B/") == "meta-llama-3.1-8b");
+  CHECK(network_slug("Qwen3-0.6B") == "qwen3-0.6b");
+  CHECK(entry_name({"a.b.q_proj.weight", "a.b.k_proj.weight"}, "qkv") == "a.b.qkv");
+  CHECK(entry_name({"a.b.weight"}, "norm") == "a.b.weight");
+}

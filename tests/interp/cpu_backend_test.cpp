@@ -1,0 +1,319 @@
+// The cpu backend end to end on a tiny synth Llama: emit -> assets on disk -> load -> prefill and
+// decode. Checked against a straightforward fp32 forward pass written here (the in-repo oracle
+// until the transformers fixtures land), across thread counts, batching and chunked prefill.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "interp/assets.hpp"
+#include "interp/cpu_backend.hpp"
+#include "interp/generate.hpp"
+#include "tiny_model.hpp"
+
+namespace {
+
+using namespace met;
+using testing::EmitSpec;
+
+constexpr double kLogitRel = 2e-2;  // max |interp - reference| <= 2e-2 * max |reference| per position
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Run {
+  std::vector<std::vector<std::int32_t>> tokens;
+  std::vector<std::vector<std::vector<float>>> logits;
+};
+
+Expected<Run> run_assets(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
+                         std::int64_t max_tokens, std::uint32_t threads = 0, interp::Sampling sampling = {}) {
+  MET_TRY(interp::Assets a, interp::load_assets(assets.string()));
+  MET_TRY(std::unique_ptr<interp::CpuBackend> b, interp::CpuBackend::create(a, threads));
+  interp::GenerateRequest req;
+  req.prompts = prompts;
+  req.max_tokens = max_tokens;
+  req.keep_logits = true;
+  req.sampling = sampling;
+  MET_TRY(interp::GenerateResult r, interp::generate(*b, a.packet, a.build, req));
+  return Run{r.tokens, r.logits};
+}
+
+Run must_run(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
+             std::int64_t max_tokens, std::uint32_t threads = 0) {
+  auto r = run_assets(assets, prompts, max_tokens, threads);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return *r;
+}
+
+// ---- the fp32 reference forward pass (Llama: embed, rmsnorm, rope, GQA attention, silu MLP) ----
+struct RefModel {
+  std::map<std::string, std::vector<float>> w;
+  int hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 128, vocab = 256, layers = 2;
+  float eps = 1e-5f, theta = 10000.0f;
+
+  explicit RefModel(const std::filesystem::path& ckpt) {
+    const std::string bytes = slurp(ckpt / "model.safetensors");
+    std::uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const auto header = nlohmann::json::parse(bytes.substr(8, n));
+    for (const auto& [name, info] : header.items()) {
+      if (name == "__metadata__") continue;
+      REQUIRE(info["dtype"] == "BF16");
+      const auto b = info["data_offsets"][0].get<std::uint64_t>(), e = info["data_offsets"][1].get<std::uint64_t>();
+      std::vector<float> v((e - b) / 2);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, bytes.data() + 8 + n + b + 2 * i, 2);
+        const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+        std::memcpy(&v[i], &bits, 4);
+      }
+      w[name] = std::move(v);
+    }
+  }
+  const std::vector<float>& W(const std::string& n) const {
+    auto it = w.find(n);
+    REQUIRE_MESSAGE(it != w.end(), n);
+    return it->second;
+  }
+  static std::vector<float> matvec(const std::vector<float>& m, const std::vector<float>& x, int out) {
+    std::vector<float> y(static_cast<std::size_t>(out), 0.0f);
+    const std::size_t in = x.size();
+    for (int o = 0; o < out; ++o) {
+      double acc = 0;
+      for (std::size_t i = 0; i < in; ++i) acc += static_cast<double>(m[static_cast<std::size_t>(o) * in + i]) * x[i];
+      y[static_cast<std::size_t>(o)] = static_cast<float>(acc);
+    }
+    return y;
+  }
+  std::vector<float> norm(const std::vector<float>& x, const std::vector<float>& g) const {
+    double ss = 0;
+    for (float v : x) ss += static_cast<double>(v) * v;
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+    std::vector<float> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(x[i] * inv * g[i]);
+    return y;
+  }
+  void rope(std::vector<float>& v, int n_heads, int pos) const {
+    const int half = head_dim / 2;
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < half; ++i) {
+        const double a = pos * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+        float& x1 = v[static_cast<std::size_t>(h * head_dim + i)];
+        float& x2 = v[static_cast<std::size_t>(h * head_dim + i + half)];
+        const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
+        x1 = static_cast<float>(r1);
+        x2 = static_cast<float>(r2);
+      }
+  }
+  // Logits after each token of `tokens` (a full causal pass).
+  std::vector<std::vector<float>> forward(const std::vector<std::int32_t>& tokens) const {
+    const int T = static_cast<int>(tokens.size());
+    std::vector<std::vector<float>> x(static_cast<std::size_t>(T));
+    const auto& emb = W("model.embed_tokens.weight");
+    for (int t = 0; t < T; ++t)
+      x[static_cast<std::size_t>(t)].assign(emb.begin() + tokens[static_cast<std::size_t>(t)] * hidden,
+                                            emb.begin() + (tokens[static_cast<std::size_t>(t)] + 1) * hidden);
+    for (int l = 0; l < layers; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      std::vector<std::vector<float>> q(static_cast<std::size_t>(T)), k(static_cast<std::size_t>(T)), v(static_cast<std::size_t>(T));
+      for (int t = 0; t < T; ++t) {
+        const auto h = norm(x[static_cast<std::size_t>(t)], W(p + "input_layernorm.weight"));
+        q[static_cast<std::size_t>(t)] = matvec(W(p + "self_attn.q_proj.weight"), h, heads * head_dim);
+        k[static_cast<std::size_t>(t)] = matvec(W(p + "self_attn.k_proj.weight"), h, kv_heads * head_dim);
+        v[static_cast<std::size_t>(t)] = matvec(W(p + "self_attn.v_proj.weight"), h, kv_heads * head_dim);
+        rope(q[static_cast<std::size_t>(t)], heads, t);
+        rope(k[static_cast<std::size_t>(t)], kv_heads, t);
+      }
+      for (int t = 0; t < T; ++t) {
+        std::vector<float> att(static_cast<std::size_t>(heads * head_dim), 0.0f);
+        for (int h = 0; h < heads; ++h) {
+          const int kh = h / (heads / kv_heads);
+          std::vector<double> s(static_cast<std::size_t>(t + 1));
+          double m = -1e300;
+          for (int j = 0; j <= t; ++j) {
+            double d = 0;
+            for (int i = 0; i < head_dim; ++i)
+              d += static_cast<double>(q[static_cast<std::size_t>(t)][static_cast<std::size_t>(h * head_dim + i)]) *
+                   k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * head_dim + i)];
+            s[static_cast<std::size_t>(j)] = d / std::sqrt(static_cast<double>(head_dim));
+            m = std::max(m, s[static_cast<std::size_t>(j)]);
+          }
+          double sum = 0;
+          for (auto& e : s) sum += (e = std::exp(e - m));
+          for (int i = 0; i < head_dim; ++i) {
+            double acc = 0;
+            for (int j = 0; j <= t; ++j)
+              acc += s[static_cast<std::size_t>(j)] * v[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * head_dim + i)];
+            att[static_cast<std::size_t>(h * head_dim + i)] = static_cast<float>(acc / sum);
+          }
+        }
+        const auto o = matvec(W(p + "self_attn.o_proj.weight"), att, hidden);
+        auto& xt = x[static_cast<std::size_t>(t)];
+        for (int i = 0; i < hidden; ++i) xt[static_cast<std::size_t>(i)] += o[static_cast<std::size_t>(i)];
+        const auto h2 = norm(xt, W(p + "post_attention_layernorm.weight"));
+        const auto g = matvec(W(p + "mlp.gate_proj.weight"), h2, inter);
+        const auto u = matvec(W(p + "mlp.up_proj.weight"), h2, inter);
+        std::vector<float> mm(static_cast<std::size_t>(inter));
+        for (int i = 0; i < inter; ++i) {
+          const float gi = g[static_cast<std::size_t>(i)];
+          mm[static_cast<std::size_t>(i)] = gi / (1.0f + std::exp(-gi)) * u[static_cast<std::size_t>(i)];
+        }
+        const auto d = matvec(W(p + "mlp.down_proj.weight"), mm, hidden);
+        for (int i = 0; i < hidden; ++i) xt[static_cast<std::size_t>(i)] += d[static_cast<std::size_t>(i)];
+      }
+    }
+    std::vector<std::vector<float>> out;
+    for (int t = 0; t < T; ++t)
+      out.push_back(matvec(W("lm_head.weight"), norm(x[static_cast<std::size_t>(t)], W("model.norm.weight")), vocab));
+    return out;
+  }
+};
+
+void check_against_reference(const RefModel& ref, const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& generated,
+                             const std::vector<std::vector<float>>& logits) {
+  std::vector<std::int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end() - 1);  // the last token was never fed back
+  const auto want = ref.forward(all);
+  REQUIRE(logits.size() == generated.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const auto& r = want[prompt.size() - 1 + i];
+    double max_ref = 0, max_err = 0;
+    for (std::size_t j = 0; j < r.size(); ++j) {
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(r[j])));
+      max_err = std::max(max_err, std::abs(static_cast<double>(logits[i][j]) - r[j]));
+    }
+    INFO("position " << prompt.size() - 1 + i << " max_err=" << max_err << " max_ref=" << max_ref);
+    CHECK(max_err <= kLogitRel * max_ref);
+  }
+}
+
+const std::vector<std::int32_t> kPrompt = {1, 17, 42, 99, 3, 250, 7};
+
+struct Fixture {
+  std::filesystem::path ckpt;
+  std::filesystem::path assets4, assets1;
+  Fixture() {
+    ckpt = testing::tiny_checkpoint("interp", testing::tiny_llama_config());
+    EmitSpec s;
+    s.threads = 4;
+    assets4 = testing::write_assets(ckpt, s, "assets4");
+    s.threads = 1;
+    assets1 = testing::write_assets(ckpt, s, "assets1");
+  }
+};
+
+Fixture& fx() {
+  static Fixture f;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("the interpreter's logits match an fp32 reference forward pass (a wrong op body, operand or rope breaks it)") {
+  const RefModel ref(fx().ckpt);
+  const auto r = must_run(fx().assets4, {kPrompt}, 6);
+  check_against_reference(ref, kPrompt, r.tokens[0], r.logits[0]);
+}
+
+TEST_CASE("a prompt longer than the largest bucket is prefilled in chunks that agree with the reference") {
+  const RefModel ref(fx().ckpt);
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back((i * 37 + 11) % 256);  // buckets 8, 32: chunks 32 + 8 + 8 (5 real)
+  const auto r = must_run(fx().assets4, {prompt}, 3);
+  check_against_reference(ref, prompt, r.tokens[0], r.logits[0]);
+}
+
+TEST_CASE("greedy tokens are deterministic from run to run") {
+  const auto a = must_run(fx().assets4, {kPrompt}, 8);
+  const auto b = must_run(fx().assets4, {kPrompt}, 8);
+  CHECK(a.tokens == b.tokens);
+  CHECK(a.tokens[0].size() == 8);
+}
+
+TEST_CASE("4 worker threads give the same tokens and logits as 1 (a missing counter wait races)") {
+  const auto one = must_run(fx().assets1, {kPrompt, {5, 6, 7}}, 8, 1);
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto four = must_run(fx().assets4, {kPrompt, {5, 6, 7}}, 8, 4);
+    CHECK(four.tokens == one.tokens);
+    CHECK(four.logits == one.logits);
+  }
+}
+
+TEST_CASE("two sequences at once give the same tokens as each alone (rows of a batch leak into each other otherwise)") {
+  const std::vector<std::int32_t> other = {200, 100, 50, 25};
+  const auto both = must_run(fx().assets4, {kPrompt, other}, 6);
+  const auto a = must_run(fx().assets4, {kPrompt}, 6);
+  const auto b = must_run(fx().assets4, {other}, 6);
+  CHECK(both.tokens[0] == a.tokens[0]);
+  CHECK(both.tokens[1] == b.tokens[0]);
+  const RefModel ref(fx().ckpt);
+  check_against_reference(ref, other, both.tokens[1], both.logits[1]);
+}
+
+TEST_CASE("three sequences run on the rung of 4 with one padding row and keep their own tokens") {
+  const auto three = must_run(fx().assets4, {kPrompt, {9, 8}, {4, 4, 4}}, 4);
+  const auto alone = must_run(fx().assets4, {{9, 8}}, 4);
+  CHECK(three.tokens[1] == alone.tokens[0]);
+}
+
+TEST_CASE("seeded temperature sampling is reproducible and differs from greedy") {
+  interp::Sampling s{1.5f, 0.95f, 1234};
+  auto a = run_assets(fx().assets4, {kPrompt}, 12, 0, s);
+  auto b = run_assets(fx().assets4, {kPrompt}, 12, 0, s);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->tokens == b->tokens);
+  s.seed = 99;
+  auto c = run_assets(fx().assets4, {kPrompt}, 12, 0, s);
+  REQUIRE(c.ok());
+  CHECK(c->tokens != a->tokens);
+}
+
+TEST_CASE("assets emitted for h200-sxm are refused by the cpu backend, naming both classes and SM counts") {
+  EmitSpec s;
+  s.device = "h200-sxm";
+  s.buckets = {128};
+  s.max_ctx = 256;
+  const auto dir = testing::write_assets(fx().ckpt, s, "assets-h200");
+  auto a = interp::load_assets(dir.string());
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto b = interp::CpuBackend::create(*a, 4);
+  REQUIRE_FALSE(b.ok());
+  const std::string m = b.error().message;
+  INFO(m);
+  CHECK(m.find("class 'hopper' with 132 SMs") != std::string::npos);
+  CHECK(m.find("class 'cpu' with 4 threads") != std::string::npos);
+}
+
+TEST_CASE("a thread count other than the emit's is refused") {
+  auto a = interp::load_assets(fx().assets4.string());
+  REQUIRE(a.ok());
+  auto b = interp::CpuBackend::create(*a, 2);
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message.find("with 4 threads; this backend runs class 'cpu' with 2 threads") != std::string::npos);
+}
+
+TEST_CASE("a truncated model.pkt is refused with its path") {
+  const auto dir = testing::temp_dir("truncated");
+  for (const char* f : {"weights.json", "build.json"}) std::filesystem::copy_file(fx().assets4 / f, dir / f);
+  const std::string pkt = slurp(fx().assets4 / "model.pkt");
+  testing::write(dir / "model.pkt", pkt.substr(0, pkt.size() / 2));
+  auto a = interp::load_assets(dir.string());
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("model.pkt") != std::string::npos);
+}
+
+TEST_CASE("a prompt that does not fit the emit's context is refused before running") {
+  std::vector<std::int32_t> prompt(120, 3);
+  auto r = run_assets(fx().assets4, {prompt}, 20);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("exceeds the emit's max context 128") != std::string::npos);
+}

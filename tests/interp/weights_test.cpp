@@ -1,0 +1,207 @@
+// LoadedWeights (src/interp/weights.cpp) on synthetic checkpoints written to a temporary directory:
+// entry bytes equal the checkpoint tensors, fused fp8 scales decode every row with its own block's
+// scale, and a missing, truncated or changed checkpoint is refused with the tensor named.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "emit/weights_manifest.hpp"
+#include "interp/weights.hpp"
+#include "model/checkpoint.hpp"
+#include "model/instantiate.hpp"
+#include "model/synth.hpp"
+#include "tree/disk_tree.hpp"
+
+namespace {
+
+using namespace met;
+namespace fs = std::filesystem;
+
+const DiskTree& tree() {
+  static DiskTree t(std::string(MET_SOURCE_DIR) + "/kernels", "kernels/");
+  return t;
+}
+
+const std::map<std::string, model::Circuit>& circuits() {
+  static const auto c = [] {
+    auto r = model::load_circuits(tree());
+    REQUIRE(r.ok());
+    return std::move(r).value();
+  }();
+  return c;
+}
+
+// A synthetic checkpoint on disk, removed when the test ends.
+struct TempCheckpoint {
+  fs::path dir;
+  model::SynthPlan plan;
+  TempCheckpoint(const std::string& fixture, Format dtype, std::uint64_t shard_bytes) {
+    static int counter = 0;
+    dir = fs::temp_directory_path() / ("met-weights-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + fixture);
+    auto cfg = d.read("config.json");
+    REQUIRE(cfg.ok());
+    auto p = model::plan_synth(circuits(), *cfg, fixture, model::SynthOptions{21, dtype});
+    REQUIRE(p.ok());
+    plan = *p;
+    auto files = model::synth_files(plan, shard_bytes);
+    REQUIRE(files.ok());
+    for (const auto& [name, bytes] : *files) {
+      std::ofstream out(dir / name, std::ios::binary);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+  }
+  ~TempCheckpoint() { fs::remove_all(dir); }
+  emit::WeightsManifest manifest() const {
+    DiskCheckpoint src(dir.string());
+    auto g = model::instantiate_checkpoint(tree(), circuits(), src);
+    REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+    auto m = emit::build_weights_manifest(circuits().at(g->circuit), *g, src, dir.string());
+    REQUIRE_MESSAGE(m.ok(), (m.ok() ? "" : m.error().message));
+    return *m;
+  }
+  std::string tensor(const std::string& name) const {
+    for (std::size_t t = 0; t < plan.tensors.size(); ++t) {
+      if (plan.tensors[t].name != name) continue;
+      std::string b(plan.tensors[t].bytes, '\0');
+      model::synth_bytes(plan, t, 0, std::span<std::byte>(reinterpret_cast<std::byte*>(b.data()), b.size()));
+      return b;
+    }
+    FAIL("no tensor " << name);
+    return "";
+  }
+};
+
+std::string bytes_of(const std::byte* p, std::uint64_t n) { return std::string(reinterpret_cast<const char*>(p), n); }
+
+}  // namespace
+
+TEST_CASE("every entry's bytes are its parts concatenated; only fused entries are copied (catches a fused entry that reads only its first part)") {
+  TempCheckpoint ck("tiny-llama", Format::bf16, /*shard_bytes=*/40'000);
+  const auto m = ck.manifest();
+  auto w = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
+  REQUIRE(w->size() == m.tensors.size());
+  std::uint64_t fused = 0;
+  for (std::size_t e = 0; e < w->size(); ++e) {
+    const auto& entry = m.tensors[e];
+    CAPTURE(entry.name);
+    std::string want;
+    for (const auto& p : entry.parts) want += ck.tensor(p.tensor);
+    CHECK(bytes_of(w->data(e), w->bytes(e)) == want);
+    CHECK(w->scales(e) == nullptr);
+    if (entry.parts.size() > 1) fused += w->bytes(e);
+  }
+  CHECK(w->owned_bytes() == fused);
+  const auto qkv = w->find("model.layers.1.self_attn.qkv");
+  REQUIRE(qkv);
+  auto h = w->host_weight(*qkv);
+  REQUIRE(h.ok());
+  CHECK(h->format == MET_WEIGHT_BF16);
+  CHECK(h->rows == 128);
+  CHECK(h->cols == 64);
+  auto norm = w->host_weight(*w->find("model.norm.weight"));
+  REQUIRE(norm.ok());
+  CHECK(norm->rows == 1);
+  CHECK(norm->cols == 64);
+}
+
+TEST_CASE("fused fp8 q/k/v decode each row with its own part's block scale (catches scales stacked across a block boundary)") {
+  for (const char* fixture : {"tiny-llama", "tiny-qwen3"}) {  // q rows 64 / 128, k and v rows 32 / 64
+    CAPTURE(fixture);
+    TempCheckpoint ck(fixture, Format::fp8_e4m3, model::kDefaultShardBytes);
+    const auto m = ck.manifest();
+    auto w = interp::LoadedWeights::load(m, ck.dir.string());
+    REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
+    const auto e = *w->find("model.layers.0.self_attn.qkv");
+    auto h = w->host_weight(e);
+    REQUIRE(h.ok());
+    CHECK(h->format == MET_WEIGHT_FP8_E4M3);
+    std::vector<float> got(static_cast<std::size_t>(h->cols));
+    std::int64_t row0 = 0;
+    for (const auto& part : m.tensors[e].parts) {
+      const std::string data = ck.tensor(part.tensor);
+      const std::string sc = ck.tensor(part.tensor + "_scale_inv");
+      const auto rows = static_cast<std::int64_t>(part.shape[0]);
+      const auto cols = static_cast<std::int64_t>(part.shape[1]);
+      const std::int64_t blocks_per_row = (cols + 127) / 128;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        met::cpu::weight_row(*h, row0 + r, got.data());
+        for (std::int64_t c = 0; c < cols; ++c) {
+          float s;
+          std::memcpy(&s, sc.data() + 4 * ((r / 128) * blocks_per_row + c / 128), 4);
+          const float want = model::fp8_e4m3_value(static_cast<std::uint8_t>(data[static_cast<std::size_t>(r * cols + c)])) * s;
+          if (got[static_cast<std::size_t>(c)] != want) {
+            FAIL_CHECK(part.tensor << " row " << r << " col " << c << ": " << got[static_cast<std::size_t>(c)] << " != " << want);
+            r = rows;
+            break;
+          }
+        }
+      }
+      row0 += rows;
+    }
+    // A single-part fp8 weight keeps the checkpoint's block and reads its scales in place.
+    const auto o = *w->find("model.layers.0.self_attn.o_proj.weight");
+    CHECK(w->block_rows(o) == 128);
+    CHECK(w->scale_bytes(o) == m.tensors[o].scale_parts[0].bytes);
+  }
+}
+
+TEST_CASE("a missing shard is refused naming the file and the tensor that needs it (catches a lazy load that faults later)") {
+  TempCheckpoint ck("tiny-llama", Format::bf16, /*shard_bytes=*/40'000);
+  const auto m = ck.manifest();
+  const std::string shard = m.tensors.back().parts[0].file;  // lm_head: the last shard
+  CHECK(shard != "model.safetensors");
+  fs::remove(ck.dir / shard);
+  auto w = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message == (ck.dir / shard).string() + ": No such file or directory (needed by weight 'lm_head.weight' tensor 'lm_head.weight')");
+}
+
+TEST_CASE("a truncated shard is refused (catches reading past the end of a mapping)") {
+  TempCheckpoint ck("tiny-qwen3", Format::bf16, model::kDefaultShardBytes);
+  const auto m = ck.manifest();
+  const auto file = ck.dir / "model.safetensors";
+  fs::resize_file(file, fs::file_size(file) - 100);
+  auto w = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message.find(file.string()) == 0);
+  fs::resize_file(file, 4);
+  auto w2 = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_FALSE(w2.ok());
+  CHECK(w2.error().message == file.string() + ": truncated: 4 bytes, shorter than the 8-byte header length");
+}
+
+TEST_CASE("a checkpoint that changed since emit is refused naming the tensor and both values (catches trusting weights.json offsets)") {
+  TempCheckpoint ck("tiny-llama", Format::bf16, model::kDefaultShardBytes);
+  const auto m = ck.manifest();
+  auto shifted = m;
+  shifted.tensors[2].parts[1].offset += 2;
+  auto w = interp::LoadedWeights::load(shifted, ck.dir.string());
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message ==
+        fmt::format("{}: weight 'model.layers.0.self_attn.qkv' tensor 'model.layers.0.self_attn.k_proj.weight': offset is {} in "
+                    "the checkpoint, {} in weights.json; the checkpoint changed since emit",
+                    (ck.dir / "model.safetensors").string(), m.tensors[2].parts[1].offset, m.tensors[2].parts[1].offset + 2));
+  // Rewrite the checkpoint as fp8: same names, other dtypes.
+  TempCheckpoint fp8("tiny-llama", Format::fp8_e4m3, model::kDefaultShardBytes);
+  auto w8 = interp::LoadedWeights::load(m, fp8.dir.string());
+  REQUIRE_FALSE(w8.ok());
+  CHECK(w8.error().message.find("weight 'model.embed_tokens.weight' tensor 'model.embed_tokens.weight': offset is ") !=
+        std::string::npos);
+  // Same offsets, another dtype: the dtype is named.
+  auto f16 = m;
+  f16.tensors[1].parts[0].dtype = "F16";
+  auto w9 = interp::LoadedWeights::load(f16, ck.dir.string());
+  REQUIRE_FALSE(w9.ok());
+  CHECK(w9.error().message.find("tensor 'model.layers.0.input_layernorm.weight': dtype is BF16 in the checkpoint, F16 in weights.json") !=
+        std::string::npos);
+}

@@ -1,0 +1,314 @@
+// Synthetic checkpoints (src/model/synth.cpp): determinism, the tensor list against an independent
+// listing, instantiation of the produced directory with declared formats, fp8 block scales,
+// sharding, and the bf16/fp8 encoders against their definitions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "../../src/model/safetensors_writer.hpp"
+#include "model/instantiate.hpp"
+#include "model/safetensors.hpp"
+#include "model/safetensors_writer.hpp"  // tests/model/: the independent tiny-llama listing
+#include "model/synth.hpp"
+#include "tree/disk_tree.hpp"
+
+namespace {
+
+using namespace met;
+using namespace met::model;
+
+const DiskTree& tree() {
+  static DiskTree t(std::string(MET_SOURCE_DIR) + "/kernels", "kernels/");
+  return t;
+}
+
+const std::map<std::string, Circuit>& circuits() {
+  static const auto c = [] {
+    auto r = load_circuits(tree());
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    return std::move(r).value();
+  }();
+  return c;
+}
+
+std::string fixture(const std::string& name) {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + name);
+  auto r = d.read("config.json");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return *r;
+}
+
+SynthPlan plan(const std::string& name, std::uint64_t seed, Format dtype = Format::bf16) {
+  auto p = plan_synth(circuits(), fixture(name), name + "/config.json", SynthOptions{seed, dtype});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(p).value();
+}
+
+std::map<std::string, std::string> files(const SynthPlan& p, std::uint64_t shard = kDefaultShardBytes) {
+  auto f = synth_files(p, shard);
+  REQUIRE_MESSAGE(f.ok(), (f.ok() ? "" : f.error().message));
+  return std::move(f).value();
+}
+
+ModelGraph instantiate_files(const std::string& name, std::map<std::string, std::string> fs) {
+  MemCheckpoint src(name, std::move(fs));
+  auto g = instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  return std::move(g).value();
+}
+
+std::vector<const Node*> weight_nodes_of(const ModelGraph& g) {
+  std::vector<const Node*> out;
+  for (const auto& n : g.pre) if (n.weight_format) out.push_back(&n);
+  for (const auto& k : g.kinds) for (const auto& n : k.nodes) if (n.weight_format) out.push_back(&n);
+  for (const auto& n : g.post) if (n.weight_format) out.push_back(&n);
+  return out;
+}
+
+std::vector<std::byte> tensor_bytes(const SynthPlan& p, std::size_t t) {
+  std::vector<std::byte> b(p.tensors[t].bytes);
+  synth_bytes(p, t, 0, b);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("same seed gives identical files, another seed changes every tensor (catches a generator that ignores the seed)") {
+  const auto a = files(plan("tiny-llama", 7));
+  const auto b = files(plan("tiny-llama", 7));
+  CHECK(a == b);
+  const SynthPlan p7 = plan("tiny-llama", 7), p8 = plan("tiny-llama", 8);
+  REQUIRE(p7.tensors.size() == p8.tensors.size());
+  for (std::size_t t = 0; t < p7.tensors.size(); ++t) {
+    CAPTURE(p7.tensors[t].name);
+    CHECK(tensor_bytes(p7, t) != tensor_bytes(p8, t));
+  }
+}
+
+TEST_CASE("bytes do not depend on how a tensor is chunked (catches a generator keyed by chunk or buffer offset)") {
+  for (Format f : {Format::bf16, Format::fp8_e4m3}) {
+    const SynthPlan p = plan("tiny-qwen3", 3, f);
+    for (std::size_t t = 0; t < p.tensors.size(); ++t) {
+      CAPTURE(p.tensors[t].name);
+      const auto whole = tensor_bytes(p, t);
+      std::vector<std::byte> pieces(whole.size());
+      constexpr std::size_t kOddChunk = 7;  // splits bf16 and f32 elements
+      for (std::size_t at = 0; at < pieces.size(); at += kOddChunk) {
+        const std::size_t n = std::min(kOddChunk, pieces.size() - at);
+        synth_bytes(p, t, at, std::span<std::byte>(pieces.data() + at, n));
+      }
+      CHECK(whole == pieces);
+    }
+  }
+}
+
+TEST_CASE("tiny llama: the tensor list is the checkpoint's, and the directory instantiates with declared bf16 (catches a missing or misshaped tensor)") {
+  const SynthPlan p = plan("tiny-llama", 1);
+  testing::TinyDims d;  // hidden 64, heads 4, kv 2, head_dim 16, inter 128, vocab 256, 2 layers
+  std::map<std::string, std::vector<std::uint64_t>> want, have;
+  for (const auto& t : testing::tiny_llama_tensors(d)) want[t.name] = t.shape;
+  for (const auto& t : p.tensors) {
+    CHECK(t.dtype == "BF16");
+    have[t.name] = t.shape;
+  }
+  CHECK(have == want);
+  const ModelGraph g = instantiate_files("tiny-llama", files(p));
+  CHECK(g.formats_basis == "declared");
+  CHECK(g.notes.empty());
+  for (const Node* n : weight_nodes_of(g)) {
+    CAPTURE(n->weight);
+    CHECK(*n->weight_format == Format::bf16);
+    CHECK(n->format_source == "safetensors header");
+  }
+}
+
+TEST_CASE("tiny qwen3: q/k norms present, tied lm_head stores no tensor (catches writing lm_head.weight for a tied model)") {
+  const SynthPlan p = plan("tiny-qwen3", 1);
+  std::map<std::string, std::vector<std::uint64_t>> have;
+  for (const auto& t : p.tensors) have[t.name] = t.shape;
+  CHECK(have.count("lm_head.weight") == 0);
+  CHECK(have.at("model.layers.1.self_attn.q_norm.weight") == std::vector<std::uint64_t>{32});
+  CHECK(have.at("model.layers.1.self_attn.k_norm.weight") == std::vector<std::uint64_t>{32});
+  CHECK(have.at("model.layers.0.self_attn.q_proj.weight") == std::vector<std::uint64_t>{128, 128});
+  CHECK(have.at("model.layers.0.self_attn.k_proj.weight") == std::vector<std::uint64_t>{64, 128});
+  CHECK(have.at("model.layers.0.self_attn.v_proj.weight") == std::vector<std::uint64_t>{64, 128});
+  CHECK(have.at("model.layers.0.self_attn.o_proj.weight") == std::vector<std::uint64_t>{128, 128});
+  CHECK(have.at("model.layers.0.mlp.gate_proj.weight") == std::vector<std::uint64_t>{256, 128});
+  CHECK(have.at("model.layers.0.mlp.down_proj.weight") == std::vector<std::uint64_t>{128, 256});
+  CHECK(have.size() == 1 + 2 * 11 + 1);
+  const ModelGraph g = instantiate_files("tiny-qwen3", files(p));
+  CHECK(g.tied_embeddings);
+  for (const Node* n : weight_nodes_of(g)) CHECK(*n->weight_format == Format::bf16);
+}
+
+TEST_CASE("fp8 synth: Linear weights are F8_E4M3 with 128x128 F32 scales, the rest bf16, and it instantiates as declared fp8 (catches quantizing norms or lm_head)") {
+  for (const char* name : {"tiny-llama", "tiny-qwen3"}) {
+    CAPTURE(name);
+    const SynthPlan p = plan(name, 5, Format::fp8_e4m3);
+    std::map<std::string, const SynthTensor*> by;
+    for (const auto& t : p.tensors) by[t.name] = &t;
+    for (const auto& t : p.tensors) {
+      CAPTURE(t.name);
+      const bool linear = t.name.find("_proj.weight") != std::string::npos && t.name.find("_scale_inv") == std::string::npos;
+      if (linear) {
+        CHECK(t.dtype == "F8_E4M3");
+        const SynthTensor* s = by.at(t.name + "_scale_inv");
+        CHECK(s->dtype == "F32");
+        CHECK(s->shape == std::vector<std::uint64_t>{(t.shape[0] + 127) / 128, (t.shape[1] + 127) / 128});
+      } else if (t.name.find("_scale_inv") == std::string::npos) {
+        CHECK(t.dtype == "BF16");
+      }
+    }
+    const auto fs = files(p);
+    CHECK(fs.at("config.json").find("\"weight_block_size\"") != std::string::npos);
+    const ModelGraph g = instantiate_files(name, fs);
+    for (const Node* n : weight_nodes_of(g)) {
+      CAPTURE(n->weight);
+      const bool linear = n->op == "linear" && n->role != "lm_head";
+      CHECK(*n->weight_format == (linear ? Format::fp8_e4m3 : Format::bf16));
+    }
+  }
+}
+
+TEST_CASE("fp8 dequantized weights stay in U(-1/sqrt(in), 1/sqrt(in)) scaled by at most 1.25 and are not constant (catches a scale per tensor instead of per block)") {
+  const SynthPlan p = plan("tiny-qwen3", 9, Format::fp8_e4m3);
+  std::size_t w = 0;
+  while (p.tensors[w].name != "model.layers.0.mlp.down_proj.weight") ++w;
+  const auto& t = p.tensors[w];  // [128, 256]: scales [1, 2]
+  const auto data = tensor_bytes(p, w);
+  const auto sb = tensor_bytes(p, w + 1);
+  REQUIRE(p.tensors[w + 1].name == t.name + "_scale_inv");
+  float scales[2];
+  std::memcpy(scales, sb.data(), sizeof scales);
+  CHECK(scales[0] != scales[1]);
+  const double a = 1.0 / std::sqrt(256.0);
+  double sum2 = 0;
+  for (std::size_t k = 0; k < data.size(); ++k) {
+    const float v = fp8_e4m3_value(static_cast<std::uint8_t>(data[k])) * scales[(k % 256) / 128];
+    CHECK(std::fabs(v) <= 1.25 * a + 1e-6);
+    sum2 += double(v) * v;
+  }
+  const double rms = std::sqrt(sum2 / static_cast<double>(data.size()));
+  CHECK(rms > 0.3 * a);
+}
+
+TEST_CASE("bf16 linear weights have the planned range: |w| <= 1/sqrt(in), rms near 1/sqrt(3 in); norms near 1 (catches a degenerate model)") {
+  const SynthPlan p = plan("tiny-llama", 2);
+  for (std::size_t t = 0; t < p.tensors.size(); ++t) {
+    const auto& s = p.tensors[t];
+    CAPTURE(s.name);
+    const auto b = tensor_bytes(p, t);
+    double lo = 1e9, hi = -1e9, sum2 = 0;
+    const std::size_t n = b.size() / 2;
+    for (std::size_t k = 0; k < n; ++k) {
+      std::uint32_t bits = (static_cast<std::uint32_t>(b[2 * k]) | static_cast<std::uint32_t>(b[2 * k + 1]) << 8) << 16;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      lo = std::min<double>(lo, v);
+      hi = std::max<double>(hi, v);
+      sum2 += double(v) * v;
+    }
+    if (s.kind == TensorKind::norm) {
+      CHECK(lo >= 0.89);
+      CHECK(hi <= 1.11);
+    } else if (s.kind == TensorKind::linear) {
+      const double a = 1.0 / std::sqrt(double(s.shape[1]));
+      CHECK(hi <= a * 1.01);
+      CHECK(lo >= -a * 1.01);
+      CHECK(std::sqrt(sum2 / double(n)) == doctest::Approx(a / std::sqrt(3.0)).epsilon(0.1));
+    }
+  }
+}
+
+TEST_CASE("sharding splits at --shard-bytes and the index maps every tensor to the shard holding it (catches a tensor left out of the index)") {
+  const SynthPlan p = plan("tiny-llama", 4);
+  constexpr std::uint64_t kLimit = 40'000;  // embedding (32 KiB) alone, then layer tensors
+  auto shards = shard_synth(p, kLimit);
+  REQUIRE(shards.ok());
+  CHECK(shards->size() > 2);
+  std::set<std::size_t> all;
+  for (const auto& s : *shards) {
+    CHECK(s.data_bytes <= kLimit);
+    for (auto k : s.tensors) CHECK(all.insert(k).second);
+  }
+  CHECK(all.size() == p.tensors.size());
+  const auto fs = files(p, kLimit);
+  CHECK(fs.count("model.safetensors") == 0);
+  CHECK(fs.count("model-00001-of-" + std::string(5 - std::to_string(shards->size()).size(), '0') + std::to_string(shards->size()) + ".safetensors") == 1);
+  const auto idx = nlohmann::json::parse(fs.at("model.safetensors.index.json"));
+  CHECK(idx["metadata"]["total_size"].get<std::uint64_t>() == p.total_bytes);
+  CHECK(idx["weight_map"].size() == p.tensors.size());
+  MemCheckpoint src("tiny-llama", fs);
+  auto tensors = read_checkpoint_tensors(src);
+  REQUIRE_MESSAGE(tensors.ok(), (tensors.ok() ? "" : tensors.error().message));
+  CHECK((*tensors)->size() == p.tensors.size());
+  instantiate_files("tiny-llama", fs);
+  // Same bytes per tensor as the unsharded checkpoint.
+  const auto one = files(p);
+  MemCheckpoint single("tiny-llama", one);
+  auto t1 = read_checkpoint_tensors(single);
+  REQUIRE(t1.ok());
+  for (const auto& [name, info] : **tensors) {
+    auto h = read_safetensors_header(src, info.file);
+    auto h1 = read_safetensors_header(single, kSingleFile);
+    REQUIRE(h.ok());
+    REQUIRE(h1.ok());
+    const auto& i1 = (*t1)->at(name);
+    CHECK(fs.at(info.file).substr(8 + h->header_length + info.begin, info.end - info.begin) ==
+          one.at(kSingleFile).substr(8 + h1->header_length + i1.begin, i1.end - i1.begin));
+  }
+}
+
+TEST_CASE("a config whose architecture no circuit claims is refused with the known ones listed (catches a silent default circuit)") {
+  auto p = plan_synth(circuits(), R"({"architectures":["NopeForCausalLM"],"hidden_size":8})", "x/config.json", {});
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().message.find("x/config.json: architecture 'NopeForCausalLM' has no circuit (known: ") == 0);
+  CHECK(p.error().message.find("LlamaForCausalLM") != std::string::npos);
+  auto bad = plan_synth(circuits(), "{", "y/config.json", {});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("y/config.json: invalid json") == 0);
+}
+
+TEST_CASE("fp8 e4m3 encoder: every finite code round-trips, halfway values round to the even code, big values saturate (catches truncation)") {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;
+    const float v = fp8_e4m3_value(static_cast<std::uint8_t>(c));
+    if (c == 0x80) continue;  // -0 encodes as the sign of zero; both decode to 0
+    CAPTURE(c);
+    CHECK(f32_to_fp8_e4m3(v) == c);
+  }
+  CHECK(f32_to_fp8_e4m3(1.0625f) == f32_to_fp8_e4m3(1.0f));    // halfway 1.0 (even) / 1.125
+  CHECK(f32_to_fp8_e4m3(1.1875f) == f32_to_fp8_e4m3(1.25f));   // halfway 1.125 / 1.25 (even)
+  CHECK(f32_to_fp8_e4m3(1.1f) == f32_to_fp8_e4m3(1.125f));
+  CHECK(f32_to_fp8_e4m3(1000.0f) == 0x7e);
+  CHECK(f32_to_fp8_e4m3(-1000.0f) == 0xfe);
+  CHECK(f32_to_bf16(1.0f) == 0x3f80);
+  CHECK(f32_to_bf16(1.00390625f) == 0x3f80);  // halfway to 0x3f81: even stays
+  CHECK(f32_to_bf16(1.01171875f) == 0x3f82);  // halfway 0x3f81/0x3f82: to even
+  CHECK(f32_to_bf16(-2.0f) == 0xc000);
+}
+
+TEST_CASE("safetensors header writer: data starts 8-byte aligned after space padding and the reader accepts the layout (catches unpadded headers)") {
+  for (std::size_t extra = 0; extra < 8; ++extra) {
+    const std::string name = "t" + std::string(extra, 'x');
+    auto h = write_safetensors_header({{name, "BF16", {3, 5}}, {"s", "F32", {2}}, {"f", "F8_E4M3", {7}}});
+    REQUIRE(h.ok());
+    CHECK(h->bytes.size() % 8 == 0);
+    CHECK(h->bytes.back() != '\0');
+    CHECK(h->data_bytes == 30 + 8 + 7);
+    CHECK(h->begin == std::vector<std::uint64_t>{0, 30, 38});
+    const std::string text = h->bytes.substr(8);
+    auto parsed = parse_safetensors_header(text, h->data_bytes, "x.safetensors", "x.safetensors");
+    REQUIRE_MESSAGE(parsed.ok(), (parsed.ok() ? "" : parsed.error().message));
+    CHECK(parsed->tensors.at("s").begin == 30);
+    CHECK(parsed->metadata.at("format") == "pt");
+  }
+  auto dup = write_safetensors_header({{"a", "BF16", {1}}, {"a", "BF16", {1}}});
+  REQUIRE_FALSE(dup.ok());
+  CHECK(dup.error().message == "safetensors header: duplicate tensor 'a'");
+  auto bad = write_safetensors_header({{"a", "Q9", {1}}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "safetensors header: tensor 'a': unknown dtype 'Q9'");
+}
