@@ -12,6 +12,7 @@ own fp8 path would also quantise the activations).
 import argparse
 import json
 import os
+import random
 import sys
 
 import torch
@@ -75,18 +76,39 @@ def greedy(model, prompt, steps, device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--prompt-ids", action="append", required=True, help="comma-separated token ids; repeat for several")
+    ap.add_argument("--prompt-ids", action="append", default=[], help="comma-separated token ids; repeat for several")
+    ap.add_argument("--random-prompts", type=int, default=0,
+                    help="also draw this many random prompts (seeded) and keep the --keep most decisive")
+    ap.add_argument("--keep", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="", help="the command line to record in the fixture")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load(args.checkpoint, device)
-    cases = []
-    for text in args.prompt_ids:
-        prompt = [int(x) for x in text.split(",")]
+    prompts = [[int(x) for x in text.split(",")] for text in args.prompt_ids]
+    # Random weights give flat logits: a greedy step whose top two logits differ by less than the
+    # numerical noise of bf16 is a coin toss for any implementation. Random prompts are ranked by
+    # the smallest top-1/top-2 margin along their greedy path (relative to max |logit|), and the
+    # most decisive are kept; each case records its margin, so the criterion is visible.
+    rng = random.Random(args.seed)
+    vocab = model.config.vocab_size
+    candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(1, 48))] for _ in range(args.random_prompts)]
+    scored = []
+    for prompt in prompts + candidates:
         tokens, logits = greedy(model, prompt, args.steps, device)
-        cases.append({"prompt": prompt, "tokens": tokens, "logits": [[round(float(v), 5) for v in l] for l in logits]})
+        margins = []
+        for l in logits:
+            top = torch.topk(l, 2).values
+            margins.append(float((top[0] - top[1]) / l.abs().max()))
+        scored.append((prompt, tokens, logits, min(margins)))
+    fixed = scored[:len(prompts)]
+    ranked = sorted(scored[len(prompts):], key=lambda c: -c[3])[:args.keep]
+    cases = []
+    for prompt, tokens, logits, margin in fixed + ranked:
+        cases.append({"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5),
+                      "logits": [[round(float(v), 5) for v in l] for l in logits]})
     import transformers
     fixture = {
         "schema": "met-oracle/1",
