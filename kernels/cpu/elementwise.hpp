@@ -10,7 +10,9 @@
 #include "bf16.hpp"
 
 // Rotary and head geometry shared by rope and the fused qkv bodies. Rotation is the half-split
-// ("neox") form over the first rotary_dim dims of each head: inv_freq_i = theta^(-2i/rotary_dim).
+// ("neox") form over the first rotary_dim dims of each head: inv_freq_i = theta^(-2i/rotary_dim),
+// or, when the op receives an inv_freq table (fp32 [rotary_dim/2], a generated tensor carrying a
+// scaled rope such as llama3 or linear), inv_freq_i = table[i] and theta is unused.
 struct MetRopeShape {
   std::int32_t heads;
   std::int32_t kv_heads;
@@ -37,12 +39,13 @@ inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uin
   }
 }
 
-// Rotates n_heads heads of head_dim in place at position pos.
+// Rotates n_heads heads of head_dim in place at position pos; inv_freq_table null: theta-based.
 inline void rope_heads(std::uint16_t* x, std::int32_t n_heads, std::int32_t head_dim, std::int32_t rotary_dim,
-                       float theta, std::int32_t pos) {
+                       float theta, const float* inv_freq_table, std::int32_t pos) {
   const std::int32_t half = rotary_dim / 2;
   for (std::int32_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+    const double inv_freq = inv_freq_table ? static_cast<double>(inv_freq_table[i])
+                                           : std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
     const double angle = static_cast<double>(pos) * inv_freq;
     const auto c = static_cast<float>(std::cos(angle));
     const auto s = static_cast<float>(std::sin(angle));
@@ -73,14 +76,21 @@ inline float gelu_tanh_f32(float g) {
 }
 
 // gate_up row [2*dim] (gate first, up second) -> out [dim].
+// out[i] = act(gate[i]) * up[i] for i in [0, n): a column range of a gate_up row.
+inline void silu_mul_span(const std::uint16_t* gate, const std::uint16_t* up, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(silu_f32(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+}
+
+inline void gelu_mul_span(const std::uint16_t* gate, const std::uint16_t* up, std::uint16_t* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(gelu_tanh_f32(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+}
+
 inline void silu_mul_row(const std::uint16_t* gate_up, std::uint16_t* out, std::int64_t dim) {
-  for (std::int64_t i = 0; i < dim; ++i)
-    out[i] = f32_to_bf16(silu_f32(bf16_to_f32(gate_up[i])) * bf16_to_f32(gate_up[dim + i]));
+  silu_mul_span(gate_up, gate_up + dim, out, dim);
 }
 
 inline void gelu_mul_row(const std::uint16_t* gate_up, std::uint16_t* out, std::int64_t dim) {
-  for (std::int64_t i = 0; i < dim; ++i)
-    out[i] = f32_to_bf16(gelu_tanh_f32(bf16_to_f32(gate_up[i])) * bf16_to_f32(gate_up[dim + i]));
+  gelu_mul_span(gate_up, gate_up + dim, out, dim);
 }
 
 inline void residual_row(std::uint16_t* x, const std::uint16_t* y, std::int64_t n) {
@@ -114,10 +124,11 @@ extern "C" void met_rmsnorm(const std::uint16_t* x, const std::uint16_t* w, std:
 }
 
 // q: rows of q_stride elements holding heads*head_dim; k: rows of k_stride holding kv_heads*head_dim.
-extern "C" void met_rope(std::uint16_t* q, std::int64_t q_stride, std::uint16_t* k, std::int64_t k_stride, const std::int32_t* positions, std::int64_t rows, const MetRopeShape* shape) {
+// inv_freq: fp32 [rotary_dim/2] or null (theta-based).
+extern "C" void met_rope(std::uint16_t* q, std::int64_t q_stride, std::uint16_t* k, std::int64_t k_stride, const std::int32_t* positions, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::rope_heads(q + r * q_stride, shape->heads, shape->head_dim, shape->rotary_dim, shape->theta, positions[r]);
-    met::cpu::rope_heads(k + r * k_stride, shape->kv_heads, shape->head_dim, shape->rotary_dim, shape->theta, positions[r]);
+    met::cpu::rope_heads(q + r * q_stride, shape->heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r]);
+    met::cpu::rope_heads(k + r * k_stride, shape->kv_heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r]);
   }
 }
 

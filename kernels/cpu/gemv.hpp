@@ -1,7 +1,10 @@
 // cpu reference bodies of the gemv family: plain y = x W^T and the decode fusions of
 // docs/arch/kernels.md (rmsnorm+qkv+rope+kv_append, o+residual, gate_up+silu/gelu, down+residual,
 // lm_head+argmax). Each fused body is the unfused op sequence row by row, with the same bf16
-// roundings at op boundaries, so fused == unfused bit for bit. Include from one translation unit.
+// roundings at op boundaries, so fused == unfused bit for bit. The weight-bound bodies take an
+// output column range [out0, out1) so one row can be split across workers: each output is the same
+// dot product (summed in column order) whatever the range, so a split never changes a bit.
+// Include from one translation unit.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +16,13 @@
 
 namespace met::cpu {
 
-// y[r, 0..w.rows) = bf16(x[r] . W[o]) for one activation row.
-inline void gemv_row(RowDot& dot, const std::uint16_t* x, std::uint16_t* y) {
-  for (std::int64_t o = 0; o < dot.weight().rows; ++o) y[o] = f32_to_bf16(dot(x, o));
+// y[o] = bf16(x . W[o]) for o in [o0, o1), one activation row.
+inline void gemv_cols(RowDot& dot, const std::uint16_t* x, std::uint16_t* y, std::int64_t o0, std::int64_t o1) {
+  for (std::int64_t o = o0; o < o1; ++o) y[o] = f32_to_bf16(dot(x, o));
 }
+
+// y[r, 0..w.rows) = bf16(x[r] . W[o]) for one activation row.
+inline void gemv_row(RowDot& dot, const std::uint16_t* x, std::uint16_t* y) { gemv_cols(dot, x, y, 0, dot.weight().rows); }
 
 using Buf = std::vector<std::uint16_t>;
 inline Buf buf(std::int64_t n) { return Buf(static_cast<std::size_t>(n)); }
@@ -24,8 +30,8 @@ inline Buf buf(std::int64_t n) { return Buf(static_cast<std::size_t>(n)); }
 // rmsnorm -> qkv gemv -> [q/k norm] -> rope -> q out, K/V to cache, for one row.
 inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, RowDot& dot,
                     const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, std::int32_t pos,
-                    std::int64_t slot, const MetRopeShape& s, std::uint16_t* q_out, std::uint16_t* k_cache,
-                    std::uint16_t* v_cache, Buf& xn, Buf& qkv) {
+                    std::int64_t slot, const MetRopeShape& s, const float* inv_freq, std::uint16_t* q_out,
+                    std::uint16_t* k_cache, std::uint16_t* v_cache, Buf& xn, Buf& qkv) {
   const std::int64_t hidden = dot.weight().cols;
   const std::int64_t qw = static_cast<std::int64_t>(s.heads) * s.head_dim;
   const std::int64_t kw = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
@@ -36,115 +42,122 @@ inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, float e
   std::uint16_t* v = k + kw;
   if (q_norm_w) rmsnorm_row(q, q_norm_w, q, s.heads, s.head_dim, eps);
   if (k_norm_w) rmsnorm_row(k, k_norm_w, k, s.kv_heads, s.head_dim, eps);
-  rope_heads(q, s.heads, s.head_dim, s.rotary_dim, s.theta, pos);
-  rope_heads(k, s.kv_heads, s.head_dim, s.rotary_dim, s.theta, pos);
+  rope_heads(q, s.heads, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
+  rope_heads(k, s.kv_heads, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
   for (std::int64_t i = 0; i < qw; ++i) q_out[i] = q[i];
   kv_append_row(k, v, k_cache, v_cache, slot, kw, kw);
 }
 
+// rmsnorm -> gate_up gemv over gate and up columns [o0, o1) of inter -> act(gate) * up.
+template <class Act>
+void gate_up_rows(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight& w,
+                  std::uint16_t* out, std::int64_t rows, std::int64_t o0, std::int64_t o1, Act act) {
+  RowDot dot(w);
+  auto xn = buf(w.cols);
+  auto gu = buf(w.rows);
+  const std::int64_t inter = w.rows / 2;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    rmsnorm_row(x + r * w.cols, norm_w, xn.data(), /*count=*/1, w.cols, eps);
+    gemv_cols(dot, xn.data(), gu.data(), o0, o1);
+    gemv_cols(dot, xn.data(), gu.data(), inter + o0, inter + o1);
+    act(gu.data() + o0, gu.data() + inter + o0, out + r * inter + o0, o1 - o0);
+  }
+}
+
+// y = bf16(in W^T) over columns [o0, o1), then x[.., o0..o1) += y.
+inline void gemv_residual_rows(const std::uint16_t* in, const MetHostWeight& w, std::uint16_t* x, std::int64_t rows,
+                               std::int64_t o0, std::int64_t o1) {
+  RowDot dot(w);
+  auto y = buf(w.rows);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    gemv_cols(dot, in + r * w.cols, y.data(), o0, o1);
+    residual_row(x + r * w.rows + o0, y.data() + o0, o1 - o0);
+  }
+}
+
 }  // namespace met::cpu
 
-// x: [rows, w->cols]; y: [rows, w->rows].
-extern "C" void met_gemv(const std::uint16_t* x, const MetHostWeight* w, std::uint16_t* y, std::int64_t rows) {
+// x: [rows, w->cols]; y: [rows, w->rows], columns [out0, out1) written.
+extern "C" void met_gemv(const std::uint16_t* x, const MetHostWeight* w, std::uint16_t* y, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
   met::cpu::RowDot dot(*w);
-  for (std::int64_t r = 0; r < rows; ++r) met::cpu::gemv_row(dot, x + r * w->cols, y + r * w->rows);
+  for (std::int64_t r = 0; r < rows; ++r) met::cpu::gemv_cols(dot, x + r * w->cols, y + r * w->rows, out0, out1);
 }
 
 // x: [rows, hidden]; w_qkv: [(heads + 2*kv_heads)*head_dim, hidden] (q, k, v stacked);
-// q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append).
-extern "C" void met_gemv_rmsnorm_qkv_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
+// q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append);
+// inv_freq: fp32 [rotary_dim/2] or null (theta-based rope).
+extern "C" void met_gemv_rmsnorm_qkv_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
   met::cpu::RowDot dot(*w_qkv);
   auto xn = met::cpu::buf(w_qkv->cols);
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, nullptr, nullptr, positions[r], slots[r], *shape,
+    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, nullptr, nullptr, positions[r], slots[r], *shape, inv_freq,
                       q_out + r * qw, k_cache, v_cache, xn, qkv);
 }
 
 // As met_gemv_rmsnorm_qkv_rope with per-head RMSNorm of q and k (weights [head_dim]) before rope.
-extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
+extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
   met::cpu::RowDot dot(*w_qkv);
   auto xn = met::cpu::buf(w_qkv->cols);
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, q_norm_w, k_norm_w, positions[r], slots[r], *shape,
+    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, q_norm_w, k_norm_w, positions[r], slots[r], *shape, inv_freq,
                       q_out + r * qw, k_cache, v_cache, xn, qkv);
 }
 
-// x[rows, hidden] += bf16(attn[rows, heads*v_head_dim] W_o^T).
-extern "C" void met_gemv_o_residual(const std::uint16_t* attn, const MetHostWeight* w_o, std::uint16_t* x, std::int64_t rows) {
-  met::cpu::RowDot dot(*w_o);
-  auto y = met::cpu::buf(w_o->rows);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::gemv_row(dot, attn + r * w_o->cols, y.data());
-    met::cpu::residual_row(x + r * w_o->rows, y.data(), w_o->rows);
-  }
+// x[rows, hidden] += bf16(attn[rows, heads*v_head_dim] W_o^T), hidden columns [out0, out1).
+extern "C" void met_gemv_o_residual(const std::uint16_t* attn, const MetHostWeight* w_o, std::uint16_t* x, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::gemv_residual_rows(attn, *w_o, x, rows, out0, out1);
 }
 
-// out[rows, inter] = silu(gate) * up of rmsnorm(x) W_gate_up^T; w_gate_up: [2*inter, hidden].
-extern "C" void met_gemv_rmsnorm_gate_up_silu(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_gate_up, std::uint16_t* out, std::int64_t rows) {
-  met::cpu::RowDot dot(*w_gate_up);
-  auto xn = met::cpu::buf(w_gate_up->cols);
-  auto gu = met::cpu::buf(w_gate_up->rows);
-  const std::int64_t inter = w_gate_up->rows / 2;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::rmsnorm_row(x + r * w_gate_up->cols, norm_w, xn.data(), /*count=*/1, w_gate_up->cols, eps);
-    met::cpu::gemv_row(dot, xn.data(), gu.data());
-    met::cpu::silu_mul_row(gu.data(), out + r * inter, inter);
-  }
+// out[rows, inter] = silu(gate) * up of rmsnorm(x) W_gate_up^T; w_gate_up: [2*inter, hidden];
+// out columns [out0, out1) of inter (gate rows out0.. and up rows inter+out0.. of the weight).
+extern "C" void met_gemv_rmsnorm_gate_up_silu(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_gate_up, std::uint16_t* out, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::gate_up_rows(x, norm_w, eps, *w_gate_up, out, rows, out0, out1, met::cpu::silu_mul_span);
 }
 
 // As met_gemv_rmsnorm_gate_up_silu with gelu_tanh(gate) * up.
-extern "C" void met_gemv_rmsnorm_gate_up_gelu(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_gate_up, std::uint16_t* out, std::int64_t rows) {
-  met::cpu::RowDot dot(*w_gate_up);
-  auto xn = met::cpu::buf(w_gate_up->cols);
-  auto gu = met::cpu::buf(w_gate_up->rows);
-  const std::int64_t inter = w_gate_up->rows / 2;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::rmsnorm_row(x + r * w_gate_up->cols, norm_w, xn.data(), /*count=*/1, w_gate_up->cols, eps);
-    met::cpu::gemv_row(dot, xn.data(), gu.data());
-    met::cpu::gelu_mul_row(gu.data(), out + r * inter, inter);
-  }
+extern "C" void met_gemv_rmsnorm_gate_up_gelu(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_gate_up, std::uint16_t* out, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::gate_up_rows(x, norm_w, eps, *w_gate_up, out, rows, out0, out1, met::cpu::gelu_mul_span);
 }
 
-// x[rows, hidden] += bf16(h[rows, inter] W_down^T).
-extern "C" void met_gemv_down_residual(const std::uint16_t* h, const MetHostWeight* w_down, std::uint16_t* x, std::int64_t rows) {
-  met::cpu::RowDot dot(*w_down);
-  auto y = met::cpu::buf(w_down->rows);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::gemv_row(dot, h + r * w_down->cols, y.data());
-    met::cpu::residual_row(x + r * w_down->rows, y.data(), w_down->rows);
-  }
+// x[rows, hidden] += bf16(h[rows, inter] W_down^T), hidden columns [out0, out1).
+extern "C" void met_gemv_down_residual(const std::uint16_t* h, const MetHostWeight* w_down, std::uint16_t* x, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::gemv_residual_rows(h, *w_down, x, rows, out0, out1);
 }
 
 namespace met::cpu {
 
-// rmsnorm -> lm_head gemv -> [softcap] -> argmax; logits (bf16, [rows, vocab]) kept when non-null.
+// rmsnorm -> lm_head gemv over vocab columns [o0, o1) -> [softcap] -> argmax. logits (bf16,
+// [rows, vocab]) kept when non-null; tokens written when non-null, which needs the whole vocab
+// (a column-split lm_head leaves tokens to a separate met_argmax over the logits).
 inline void lm_head_rows(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight& w,
-                         float softcap, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows) {
+                         float softcap, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows, std::int64_t o0,
+                         std::int64_t o1) {
   RowDot dot(w);
   auto xn = buf(w.cols);
   auto lg = buf(w.rows);
   for (std::int64_t r = 0; r < rows; ++r) {
     rmsnorm_row(x + r * w.cols, norm_w, xn.data(), /*count=*/1, w.cols, eps);
-    gemv_row(dot, xn.data(), lg.data());
-    if (softcap > 0.0f) softcap_row(lg.data(), w.rows, softcap);
-    tokens[r] = argmax_row(lg.data(), w.rows);
+    gemv_cols(dot, xn.data(), lg.data(), o0, o1);
+    if (softcap > 0.0f) softcap_row(lg.data() + o0, o1 - o0, softcap);
+    if (tokens) tokens[r] = static_cast<std::int32_t>(o0) + argmax_row(lg.data() + o0, o1 - o0);
     if (logits)
-      for (std::int64_t i = 0; i < w.rows; ++i) logits[r * w.rows + i] = lg[static_cast<std::size_t>(i)];
+      for (std::int64_t i = o0; i < o1; ++i) logits[r * w.rows + i] = lg[static_cast<std::size_t>(i)];
   }
 }
 
 }  // namespace met::cpu
 
-// tokens[r] = argmax(rmsnorm(x[r]) W_lm_head^T); logits may be null.
-extern "C" void met_gemv_rmsnorm_lm_head_argmax(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_lm_head, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows) {
-  met::cpu::lm_head_rows(x, norm_w, eps, *w_lm_head, /*softcap=*/0.0f, logits, tokens, rows);
+// tokens[r] = argmax(rmsnorm(x[r]) W_lm_head^T) over vocab columns [out0, out1); logits and tokens
+// may be null (tokens are the whole row's argmax only when [out0, out1) is the whole vocab).
+extern "C" void met_gemv_rmsnorm_lm_head_argmax(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_lm_head, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::lm_head_rows(x, norm_w, eps, *w_lm_head, /*softcap=*/0.0f, logits, tokens, rows, out0, out1);
 }
 
 // As met_gemv_rmsnorm_lm_head_argmax with the final logit softcap (cap > 0) before argmax.
-extern "C" void met_gemv_rmsnorm_lm_head_softcap_argmax(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_lm_head, float cap, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows) {
-  met::cpu::lm_head_rows(x, norm_w, eps, *w_lm_head, cap, logits, tokens, rows);
+extern "C" void met_gemv_rmsnorm_lm_head_softcap_argmax(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_lm_head, float cap, std::uint16_t* logits, std::int32_t* tokens, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
+  met::cpu::lm_head_rows(x, norm_w, eps, *w_lm_head, cap, logits, tokens, rows, out0, out1);
 }

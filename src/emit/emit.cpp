@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "emit/opcodes.hpp"
@@ -65,6 +66,7 @@ std::string for_layer(const std::string& name, int first, int layer) {
 struct Config {
   float eps = 1e-6f;
   float theta = 10000.0f;
+  RopeConfig rope;
 };
 
 Expected<Config> read_config(const std::string& text) {
@@ -73,16 +75,24 @@ Expected<Config> read_config(const std::string& text) {
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return fail("config.json: not a json object");
   if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.eps = j["rms_norm_eps"].get<float>();
-  if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.theta = j["rope_theta"].get<float>();
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const auto& rs = j["rope_scaling"];
-    const std::string type = rs.is_object() ? rs.value("rope_type", rs.value("type", std::string("?"))) : "?";
-    return fail("config.json: rope_scaling '" + type + "' is not implemented by the rope op bodies (plain rope only)");
-  }
+  MET_TRY(c.rope, parse_rope(text, "config.json"));
+  c.theta = static_cast<float>(c.rope.theta);
   return c;
 }
 
-// Shared across programs: weights (one tensor per manifest entry) and the KV caches.
+// Shapes of the scaling blocks: the keys each type needs (all numbers); "rope_type"/"type" name it.
+struct ScalingKeys {
+  const char* type;
+  std::vector<const char*> keys;
+};
+const ScalingKeys kScalingTypes[] = {
+    {"default", {}},
+    {"linear", {"factor"}},
+    {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
+};
+
+// Shared across programs: weights (one tensor per manifest entry), the KV caches and the generated
+// tables (one rope inv_freq per rotary_dim, when the rope is scaled).
 struct Shared {
   PacketFile* file = nullptr;
   WeightsManifest* manifest = nullptr;
@@ -90,12 +100,29 @@ struct Shared {
   std::string display;
   std::map<std::string, std::uint32_t> weight_handle;  // entry name -> tensor handle
   std::map<int, std::pair<std::uint32_t, std::uint32_t>> kv;  // layer -> (k, v)
+  std::map<std::int64_t, std::uint32_t> inv_freq;             // rotary_dim -> generated table
   std::int64_t kv_slots = 0;
 };
 
 std::uint32_t add_tensor(PacketFile& f, TensorDesc t) {
   f.tensors.push_back(std::move(t));
   return static_cast<std::uint32_t>(f.tensors.size() - 1);
+}
+
+// The inv_freq table the rope bodies read, or MET_NO_TENSOR for a plain (theta-based) rope.
+std::uint32_t inv_freq_table(Shared& sh, const RopeConfig& rope, std::int64_t rotary_dim) {
+  if (!rope.scaled() || rotary_dim < 2) return MET_NO_TENSOR;
+  if (auto it = sh.inv_freq.find(rotary_dim); it != sh.inv_freq.end()) return it->second;
+  TensorDesc t;
+  t.name = "rope.inv_freq.r" + std::to_string(rotary_dim);
+  t.dtype = MET_DTYPE_F32;
+  t.shape = {static_cast<std::uint64_t>(rotary_dim / 2)};
+  t.bytes = 4 * t.shape[0];
+  t.source = MET_SOURCE_GENERATED;
+  t.ref = static_cast<std::uint64_t>(GeneratedTable::rope_inv_freq);
+  const auto h = add_tensor(*sh.file, std::move(t));
+  sh.inv_freq[rotary_dim] = h;
+  return h;
 }
 
 Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_layer, int layer) {
@@ -248,9 +275,11 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
         t.push_back(qw);
         t.push_back(kw);
       }
-      t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second});
+      const std::int64_t rotary = param(*rope, "rotary_dim");
+      t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
+                         inv_freq_table(*b.sh, b.cfg.rope, rotary)});
       MET_CHECK(b.add(k, c.group_index, c.label, t,
-                      {R, x_row0, heads, param(*rope, "kv_heads"), hd, param(*rope, "rotary_dim"), b.max_ctx},
+                      {R, x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx},
                       {b.cfg.eps, b.cfg.theta}));
       b.q_src = q;
       b.q_stride = heads * hd;
@@ -294,14 +323,15 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
       if (!lin) return where(std::string("expects linear:") + (o ? "o" : "down"));
       MET_TRY(auto w, W(lin));
       const auto in = o ? b.act("attn", R, param(*lin, "in")) : b.act("h", R, param(*lin, "in"));
-      MET_CHECK(b.add(k, c.group_index, c.label, {in, w, x}, {R, 0}, {}));
+      MET_CHECK(b.add(k, c.group_index, c.label, {in, w, x}, {R, 0, /*col_slices=*/1}, {}));
     } else if (k == "gemv_rmsnorm_gate_up_silu" || k == "gemv_rmsnorm_gate_up_gelu") {
       const auto* norm = find_node(s, g, "rmsnorm");
       const auto* lin = find_node(s, g, "linear", "gate_up");
       if (!norm || !lin) return where("expects rmsnorm and linear:gate_up");
       MET_TRY(auto nw, W(norm));
       MET_TRY(auto w, W(lin));
-      MET_CHECK(b.add(k, c.group_index, c.label, {x, nw, w, b.act("h", R, param(*lin, "out") / 2)}, {R, x_row0}, {b.cfg.eps}));
+      MET_CHECK(b.add(k, c.group_index, c.label, {x, nw, w, b.act("h", R, param(*lin, "out") / 2)},
+                      {R, x_row0, /*col_slices=*/1}, {b.cfg.eps}));
     } else if (k == "gemv_rmsnorm_lm_head_argmax" || k == "gemv_rmsnorm_lm_head_softcap_argmax") {
       const auto* norm = find_node(s, g, "rmsnorm");
       const auto* lin = find_node(s, g, "linear", "lm_head");
@@ -315,7 +345,7 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
         imms.push_back(sc ? static_cast<float>(sc->params.count("cap") ? sc->params.at("cap") : 0.0) : 0.0f);
       }
       MET_CHECK(b.add(k, c.group_index, c.label, {x, nw, w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
-                      {R, x_row0}, imms));
+                      {R, x_row0, /*col_slices=*/1}, imms));
     } else if (k == "rmsnorm") {
       const auto* n = find_node(s, g, "rmsnorm");
       MET_TRY(auto w, W(n));
@@ -358,15 +388,18 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
       } else {
         return where("linear role '" + role + "' has no emitter yet");
       }
-      MET_CHECK(b.add(k, c.group_index, c.label, {src, w, dst}, {R, 0}, {}));
+      std::vector<std::int64_t> ints{R, 0};
+      if (int_index(*op, "col_slices") >= 0) ints.push_back(/*col_slices=*/1);
+      MET_CHECK(b.add(k, c.group_index, c.label, {src, w, dst}, ints, {}));
     } else if (k == "rope") {
       const auto* n = find_node(s, g, "rope");
       if (!b.bufs.count("qkv")) return where("rope without a qkv buffer");
       const auto qkv = b.bufs.at("qkv");
       const std::int64_t stride = static_cast<std::int64_t>(b.sh->file->tensors[qkv].shape[1]);
       const std::int64_t heads = param(*n, "heads"), hd = param(*n, "head_dim");
-      MET_CHECK(b.add(k, c.group_index, c.label, {qkv, b.io(IoField::positions, R)},
-                      {R, stride, heads, param(*n, "kv_heads"), hd, param(*n, "rotary_dim"), heads * hd}, {b.cfg.theta}));
+      const std::int64_t rotary = param(*n, "rotary_dim");
+      MET_CHECK(b.add(k, c.group_index, c.label, {qkv, b.io(IoField::positions, R), inv_freq_table(*b.sh, b.cfg.rope, rotary)},
+                      {R, stride, heads, param(*n, "kv_heads"), hd, rotary, heads * hd}, {b.cfg.theta}));
     } else if (k == "kv_append") {
       const auto* n = find_node(s, g, "kv_append");
       if (!b.bufs.count("qkv")) return where("kv_append without a qkv buffer");
@@ -415,6 +448,58 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
       if (e[i].begin < e[i - 1].end && e[i].begin < e[i].end) return false;
   }
   return true;
+}
+
+// Slices per instruction: its rows split across the streams. An op with a column split and fewer
+// rows than streams splits each row's output columns as well (one row per row part,
+// ceil(streams / rows) column parts, never more parts than columns), so a 1-row decode keeps every
+// stream busy on the weight-bound ops. A column-split lm_head cannot pick the row's argmax from its
+// part; it leaves its tokens to a met_argmax over the logits right after it (same group).
+void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm) {
+  std::vector<InstrDesc> out;
+  out.reserve(p.instrs.size());
+  for (auto& d : p.instrs) {
+    const OpcodeInfo* op = find_opcode(d.opcode);
+    const std::int64_t rows = d.ints.empty() ? 1 : d.ints[0];
+    const auto row_slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(rows, 1, sm));
+    const int ck = int_index(*op, "col_slices");
+    std::int64_t parts = 1;
+    if (ck >= 0 && op->cols_operand >= 0 && rows >= 1 && rows < sm &&
+        d.tensors[static_cast<std::size_t>(op->cols_operand)] != MET_NO_TENSOR) {
+      const auto& t = f.tensors[d.tensors[static_cast<std::size_t>(op->cols_operand)]];
+      const std::int64_t n = t.shape.size() >= 2 ? static_cast<std::int64_t>(t.shape[1]) : 1;
+      parts = std::min<std::int64_t>((sm + rows - 1) / rows, n);
+    }
+    const int tk = tensor_index(*op, "tokens");
+    std::uint32_t tokens = MET_NO_TENSOR;
+    if (parts > 1) {
+      d.ints[static_cast<std::size_t>(ck)] = parts;
+      d.slices = static_cast<std::uint32_t>(rows * parts);
+      if (tk >= 0) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+      if (!disjoint_writes(d, f)) {  // the column split is only taken when its writes are disjoint
+        d.ints[static_cast<std::size_t>(ck)] = 1;
+        if (tk >= 0) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+        parts = 1;
+      }
+    }
+    if (parts == 1) {
+      d.slices = row_slices;
+      if (!disjoint_writes(d, f)) d.slices = 1;
+    }
+    out.push_back(d);
+    if (tokens != MET_NO_TENSOR) {
+      const auto logits = d.tensors[static_cast<std::size_t>(tensor_index(*op, "logits"))];
+      InstrDesc am;
+      am.opcode = find_opcode("argmax")->number;
+      am.group = d.group;
+      am.scope = d.scope;
+      am.tensors = {logits, tokens};
+      am.ints = {rows, /*in_row0=*/0, static_cast<std::int64_t>(f.tensors[logits].shape[1])};
+      am.slices = row_slices;
+      out.push_back(std::move(am));
+    }
+  }
+  p.instrs = std::move(out);
 }
 
 // Instruction i waits on every earlier j it conflicts with (RAW, WAR, WAW by tensor handle), minus
@@ -621,11 +706,7 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
                           plan.scopes[si + k].name + " L" + std::to_string(l)));
     }
     if (!graph.post.empty()) MET_CHECK(run_scope(plan.scopes.size() - 1, 0, 0, "post"));
-    for (auto& d : b.prog.instrs) {
-      const std::int64_t r = d.ints.empty() ? 1 : d.ints[0];
-      d.slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(r, 1, sm));
-      if (!disjoint_writes(d, a.packet)) d.slices = 1;
-    }
+    slice_program(b.prog, a.packet, sm);
     schedule(b.prog, sm);
     a.packet.programs.push_back(std::move(b.prog));
     programs.push_back({{"name", info.name}, {"mode", info.mode}, {"rows", info.rows}, {"digest", info.digest},
@@ -650,6 +731,13 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   j["attn_splits"] = splits;
   j["rms_norm_eps"] = cfg.eps;
   j["rope_theta"] = cfg.theta;
+  j["rope"] = {{"theta", cfg.rope.theta}, {"type", cfg.rope.type}};
+  if (cfg.rope.type != "default") j["rope"]["factor"] = cfg.rope.factor;
+  if (cfg.rope.type == "llama3") {
+    j["rope"]["low_freq_factor"] = cfg.rope.low_freq_factor;
+    j["rope"]["high_freq_factor"] = cfg.rope.high_freq_factor;
+    j["rope"]["original_max_position_embeddings"] = cfg.rope.original_max_position_embeddings;
+  }
   j["programs"] = programs;
   a.build_json = j.dump(2) + "\n";
   return a;
@@ -672,7 +760,123 @@ Expected<BuildInfo> parse_build_json(const std::string& text, const std::string&
   } catch (const nlohmann::json::exception& e) {
     return fail(display + ": " + e.what());
   }
+  // "rope" is written by every emit that can carry a generated table; without it the rope is plain.
+  if (j.contains("rope")) {
+    nlohmann::json cfg = nlohmann::json::object();
+    const auto& r = j["rope"];
+    if (!r.is_object()) return fail(display + ": rope: not an object");
+    if (r.contains("theta")) cfg["rope_theta"] = r["theta"];
+    nlohmann::json scaling = r;
+    scaling.erase("theta");
+    if (scaling.contains("type")) {
+      scaling["rope_type"] = scaling["type"];
+      scaling.erase("type");
+    }
+    cfg["rope_scaling"] = scaling;
+    MET_TRY(b.rope, parse_rope(cfg.dump(), display + ": rope"));
+  }
   return b;
+}
+
+Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display) {
+  RopeConfig r;
+  const auto j = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return fail(display + ": not a json object");
+  // transformers 5 writes rope_parameters (theta inside); older configs rope_theta + rope_scaling.
+  // A rope_parameters keyed by layer type (Gemma) is a circuit's business, not read here.
+  const nlohmann::json* block = nullptr;
+  std::string where = "rope_scaling";
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    block = &j["rope_scaling"];
+  } else if (j.contains("rope_parameters") && j["rope_parameters"].is_object() &&
+             j["rope_parameters"].contains("rope_type")) {
+    block = &j["rope_parameters"];
+    where = "rope_parameters";
+  }
+  const nlohmann::json* theta = j.contains("rope_theta") ? &j["rope_theta"] : nullptr;
+  if (block && block->is_object() && block->contains("rope_theta")) theta = &(*block)["rope_theta"];
+  if (theta && !theta->is_null()) {
+    if (!theta->is_number() || theta->get<double>() <= 0) return fail(display + ": rope_theta: not a positive number");
+    r.theta = theta->get<double>();
+  }
+  if (!block) return r;
+  const std::string at = display + ": " + where;
+  if (!block->is_object()) return fail(at + ": not an object");
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    if (!block->contains(key)) continue;
+    if (!(*block)[key].is_string()) return fail(at + ": " + key + ": not a string");
+    const std::string t = (*block)[key].get<std::string>();
+    if (!type.empty() && t != type) return fail(at + ": rope_type '" + type + "' and type '" + t + "' disagree");
+    type = t;
+  }
+  if (type.empty()) return fail(at + ": no rope_type");
+  const ScalingKeys* shape = nullptr;
+  for (const auto& k : kScalingTypes)
+    if (type == k.type) shape = &k;
+  if (!shape)
+    return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear and llama3 rope)");
+  for (const auto& [key, value] : block->items()) {
+    if (key == "rope_type" || key == "type" || key == "rope_theta") continue;
+    const bool known = std::any_of(shape->keys.begin(), shape->keys.end(), [&](const char* k) { return key == k; });
+    if (!known) return fail(at + ": unknown key '" + key + "' for rope type '" + type + "'");
+  }
+  std::map<std::string, double> v;
+  for (const char* key : shape->keys) {
+    if (!block->contains(key)) return fail(at + ": rope type '" + type + "' needs '" + key + "'");
+    const auto& x = (*block)[key];
+    if (!x.is_number() || !(x.get<double>() > 0)) return fail(at + ": " + key + ": not a positive number");
+    v[key] = x.get<double>();
+  }
+  r.type = type;
+  if (type == "default") return r;
+  r.factor = v.at("factor");
+  if (type == "llama3") {
+    r.low_freq_factor = v.at("low_freq_factor");
+    r.high_freq_factor = v.at("high_freq_factor");
+    r.original_max_position_embeddings = v.at("original_max_position_embeddings");
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      return fail(at + ": high_freq_factor " + std::to_string(r.high_freq_factor) + " must exceed low_freq_factor " +
+                  std::to_string(r.low_freq_factor));
+  }
+  return r;
+}
+
+std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim) {
+  constexpr double kTwoPi = 6.283185307179586;
+  std::vector<float> out;
+  for (std::int64_t i = 0; i < rotary_dim / 2; ++i) {
+    double f = std::pow(rope.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
+    if (rope.type == "linear") {
+      f /= rope.factor;
+    } else if (rope.type == "llama3") {
+      const double wavelen = kTwoPi / f;
+      const double long_wavelen = rope.original_max_position_embeddings / rope.low_freq_factor;
+      const double short_wavelen = rope.original_max_position_embeddings / rope.high_freq_factor;
+      if (wavelen > long_wavelen) {
+        f /= rope.factor;
+      } else if (wavelen >= short_wavelen) {
+        const double smooth = (rope.original_max_position_embeddings / wavelen - rope.low_freq_factor) /
+                              (rope.high_freq_factor - rope.low_freq_factor);
+        f = (1.0 - smooth) * f / rope.factor + smooth * f;
+      }
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+Expected<std::string> generated_table(const TensorDesc& t, const BuildInfo& build, const std::string& display) {
+  const std::string at = display + ": generated tensor '" + t.name + "'";
+  if (t.ref != static_cast<std::uint64_t>(GeneratedTable::rope_inv_freq))
+    return fail(at + ": unknown table " + std::to_string(t.ref));
+  if (t.dtype != MET_DTYPE_F32 || t.shape.size() != 1 || t.bytes != 4 * t.shape[0])
+    return fail(at + ": a rope inv_freq table is f32 [rotary_dim / 2]");
+  if (!build.rope.scaled()) return fail(at + ": build.json has no scaled rope to compute it from");
+  const auto f = rope_inv_freq(build.rope, static_cast<std::int64_t>(2 * t.shape[0]));
+  std::string bytes(t.bytes, '\0');
+  std::memcpy(bytes.data(), f.data(), bytes.size());
+  return bytes;
 }
 
 }  // namespace met::emit

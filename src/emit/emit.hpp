@@ -12,6 +12,9 @@
 //    rows-1); padding rows sit first with position 0, seq_base and slot in the pad region.
 //  - IO tensors (source io, ref = IoField) per program; the host fills tokens, positions, slots,
 //    seq_base, seq_len before a run and reads out_tokens and logits after it.
+//  - generated tensors (source generated, ref = GeneratedTable) hold no bytes in the assets: the
+//    loader computes them with generated_table() from build.json (today: the scaled rope's
+//    inv_freq; a plain rope passes no table and the op bodies use theta).
 #pragma once
 
 #include <cstdint>
@@ -39,6 +42,27 @@ enum class IoField : std::uint32_t {
 };
 inline constexpr std::uint32_t kIoFields = 7;
 const char* io_field_name(IoField f);
+
+// The rotary embedding of config.json: rope_theta plus rope_scaling (or a flat rope_parameters).
+// default: inv_freq_i = theta^(-2i/rotary_dim); linear: inv_freq / factor (positions / factor);
+// llama3: per frequency, wavelengths 2*pi/inv_freq above original/low_freq_factor are divided by
+// factor, those below original/high_freq_factor kept, and those between blended smoothly.
+struct RopeConfig {
+  double theta = 10000.0;
+  std::string type = "default";  // default | linear | llama3
+  double factor = 1.0;
+  double low_freq_factor = 0.0, high_freq_factor = 0.0;
+  double original_max_position_embeddings = 0.0;
+  bool scaled() const { return type != "default"; }
+};
+// The rope of a config.json text (display names it in errors); other scaling types are refused.
+Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display);
+// inv_freq[i], i < rotary_dim / 2, computed in double and rounded once to fp32.
+std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim);
+
+enum class GeneratedTable : std::uint64_t {
+  rope_inv_freq = 0,  // f32 [rotary_dim / 2]
+};
 
 struct EmitOptions {
   std::int64_t max_ctx = 4096;
@@ -83,7 +107,11 @@ struct BuildInfo {
   std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
   std::uint32_t abi_hash = 0;
   std::string checkpoint;
+  RopeConfig rope;  // build.json "rope"
 };
 Expected<BuildInfo> parse_build_json(const std::string& text, const std::string& display);
+
+// The bytes of a generated tensor of an emit (display names the packet in errors).
+Expected<std::string> generated_table(const TensorDesc& tensor, const BuildInfo& build, const std::string& display);
 
 }  // namespace met::emit

@@ -17,14 +17,17 @@ namespace {
 // How the bytes an operand's slice touches follow from the slice's rows.
 enum class Span {
   rows,      // dim 0 of the tensor is the row; the slice touches its rows (shifted by in_row0 on operand 0)
+  cols,      // as rows, and dim 1 the output column: the slice touches its column range of its rows
   whole,     // weights, caches read across sequences, small tables: the whole tensor
   seq_slots  // a KV cache written by rows that each own a region of `seq_slots` slots (decode: row r = sequence r)
 };
 
 struct Operand {
+  Operand(const char* n, bool w, Span s, bool opt = false) : name(n), write(w), span(s), optional(opt || !w) {}
   const char* name;
   bool write;
   Span span;
+  bool optional;  // every read may be absent; a write only when marked
 };
 
 struct Row {
@@ -51,6 +54,8 @@ std::int64_t* s64(void* const* o, std::size_t k) { return static_cast<std::int64
 float* f32(void* const* o, std::size_t k) { return static_cast<float*>(o[k]); }
 
 RowRange rows_of(const InstrDesc& d, std::uint32_t s) { return slice_rows(d, s); }
+RowRange cols_of(const InstrDesc& d, std::uint32_t s, std::int64_t n) { return slice_cols(d, s, n); }
+const float* table(void* const* o, std::size_t k) { return static_cast<const float*>(o[k]); }  // generated fp32, or null
 
 MetRopeShape rope_shape(const InstrDesc& d, std::size_t heads_at, float theta) {
   return MetRopeShape{i32(d, heads_at), i32(d, heads_at + 1), i32(d, heads_at + 2), i32(d, heads_at + 3), theta};
@@ -74,7 +79,8 @@ void cpu_qkv_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const MetRopeShape sh = rope_shape(d, 2, fv(d, 1));
   const std::int64_t qw = static_cast<std::int64_t>(sh.heads) * sh.head_dim;
   met_gemv_rmsnorm_qkv_rope(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, s32(o, 3) + r.begin,
-                            s64(o, 4) + r.begin, r.end - r.begin, &sh, bf(o, 5) + r.begin * qw, bf(o, 6), bf(o, 7));
+                            s64(o, 4) + r.begin, r.end - r.begin, &sh, table(o, 8), bf(o, 5) + r.begin * qw, bf(o, 6),
+                            bf(o, 7));
 }
 
 void cpu_qkv_qknorm_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
@@ -84,7 +90,7 @@ void cpu_qkv_qknorm_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const std::int64_t qw = static_cast<std::int64_t>(sh.heads) * sh.head_dim;
   met_gemv_rmsnorm_qkv_qknorm_rope(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, vec(o, 3),
                                    vec(o, 4), s32(o, 5) + r.begin, s64(o, 6) + r.begin, r.end - r.begin, &sh,
-                                   bf(o, 7) + r.begin * qw, bf(o, 8), bf(o, 9));
+                                   table(o, 10), bf(o, 7) + r.begin * qw, bf(o, 8), bf(o, 9));
 }
 
 // One row at a time so q may be a strided view (the q columns of a qkv buffer).
@@ -119,52 +125,64 @@ void cpu_attn_prefill(const InstrDesc& d, std::uint32_t s, void* const* o) {
                      bf(o, 6) + row * out_w);
 }
 
+// The weight-bound bodies below take the slice's output column range (cols_of) as well as its rows.
 void cpu_gemv_o_residual(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 1);
-  met_gemv_o_residual(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin);
+  const auto c = cols_of(d, s, w->rows);
+  met_gemv_o_residual(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin,
+                      c.begin, c.end);
 }
 
 void cpu_gate_up_silu(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 2);
+  const auto c = cols_of(d, s, w->rows / 2);
   met_gemv_rmsnorm_gate_up_silu(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w,
-                                bf(o, 3) + r.begin * (w->rows / 2), r.end - r.begin);
+                                bf(o, 3) + r.begin * (w->rows / 2), r.end - r.begin, c.begin, c.end);
 }
 
 void cpu_gate_up_gelu(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 2);
+  const auto c = cols_of(d, s, w->rows / 2);
   met_gemv_rmsnorm_gate_up_gelu(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w,
-                                bf(o, 3) + r.begin * (w->rows / 2), r.end - r.begin);
+                                bf(o, 3) + r.begin * (w->rows / 2), r.end - r.begin, c.begin, c.end);
 }
 
 void cpu_gemv_down_residual(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 1);
-  met_gemv_down_residual(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin);
+  const auto c = cols_of(d, s, w->rows);
+  met_gemv_down_residual(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin,
+                         c.begin, c.end);
 }
 
 void cpu_lm_head_argmax(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 2);
+  const auto c = cols_of(d, s, w->rows);
   u16* logits = o[3] ? bf(o, 3) + r.begin * w->rows : nullptr;
-  met_gemv_rmsnorm_lm_head_argmax(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, logits,
-                                  s32(o, 4) + r.begin, r.end - r.begin);
+  std::int32_t* tokens = o[4] ? s32(o, 4) + r.begin : nullptr;
+  met_gemv_rmsnorm_lm_head_argmax(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, logits, tokens,
+                                  r.end - r.begin, c.begin, c.end);
 }
 
 void cpu_lm_head_softcap_argmax(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 2);
+  const auto c = cols_of(d, s, w->rows);
   u16* logits = o[3] ? bf(o, 3) + r.begin * w->rows : nullptr;
+  std::int32_t* tokens = o[4] ? s32(o, 4) + r.begin : nullptr;
   met_gemv_rmsnorm_lm_head_softcap_argmax(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, fv(d, 1),
-                                          logits, s32(o, 4) + r.begin, r.end - r.begin);
+                                          logits, tokens, r.end - r.begin, c.begin, c.end);
 }
 
 void cpu_gemv(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 1);
-  met_gemv(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin);
+  const auto c = cols_of(d, s, w->rows);
+  met_gemv(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin, c.begin, c.end);
 }
 
 void cpu_gemm(const InstrDesc& d, std::uint32_t s, void* const* o) {
@@ -187,7 +205,7 @@ void cpu_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const MetRopeShape sh = rope_shape(d, 2, fv(d, 0));
   u16* base = bf(o, 0) + r.begin * iv(d, 1);
-  met_rope(base, iv(d, 1), base + iv(d, 6), iv(d, 1), s32(o, 1) + r.begin, r.end - r.begin, &sh);
+  met_rope(base, iv(d, 1), base + iv(d, 6), iv(d, 1), s32(o, 1) + r.begin, r.end - r.begin, &sh, table(o, 2));
 }
 
 // ints [rows, stride, k_col0, v_col0, kv_heads, head_dim, v_head_dim].
@@ -253,8 +271,10 @@ void cpu_moe_down(const InstrDesc& d, std::uint32_t s, void* const* o) {
 constexpr Span R = Span::rows;
 constexpr Span W = Span::whole;
 constexpr Span K = Span::seq_slots;
+constexpr Span C = Span::cols;
 
 const std::vector<std::string> kRowInts = {"rows", "in_row0"};
+const std::vector<std::string> kColInts = {"rows", "in_row0", "col_slices"};
 
 Row gemm_like(const char* name) {
   return {name, "gemm", {{"x", false, R}, {"w", false, W}, {"y", true, R}}, kRowInts, {}, cpu_gemm};
@@ -276,11 +296,12 @@ std::vector<Row> rows_table() {
       {"embed", "memory", {{"tokens", false, R}, {"table", false, W}, {"out", true, R}}, kRowInts, {}, cpu_embed},
       {"gemv_rmsnorm_qkv_rope", "gemv",
        {{"x", false, R}, {"norm_w", false, W}, {"w_qkv", false, W}, {"positions", false, R}, {"slots", false, R},
-        {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K}},
+        {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K}, {"inv_freq", false, W}},
        qkv_ints, {"eps", "theta"}, cpu_qkv_rope},
       {"gemv_rmsnorm_qkv_qknorm_rope", "gemv",
        {{"x", false, R}, {"norm_w", false, W}, {"w_qkv", false, W}, {"q_norm_w", false, W}, {"k_norm_w", false, W},
-        {"positions", false, R}, {"slots", false, R}, {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K}},
+        {"positions", false, R}, {"slots", false, R}, {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K},
+        {"inv_freq", false, W}},
        qkv_ints, {"eps", "theta"}, cpu_qkv_qknorm_rope},
       {"attn_decode_split", "attention_decode",
        {{"q", false, R}, {"k_cache", false, W}, {"v_cache", false, W}, {"seq_base", false, R}, {"seq_len", false, R},
@@ -291,27 +312,30 @@ std::vector<Row> rows_table() {
        {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "splits"}, {"softcap", "scale"},
        cpu_attn_decode_merge},
       prefill_like("attn_prefill"),
-      {"gemv_o_residual", "gemv", {{"attn", false, R}, {"w_o", false, W}, {"x", true, R}}, kRowInts, {},
+      {"gemv_o_residual", "gemv", {{"attn", false, R}, {"w_o", false, W}, {"x", true, C}}, kColInts, {},
        cpu_gemv_o_residual},
       {"gemv_rmsnorm_gate_up_silu", "gemv",
-       {{"x", false, R}, {"norm_w", false, W}, {"w_gate_up", false, W}, {"out", true, R}}, kRowInts, {"eps"},
+       {{"x", false, R}, {"norm_w", false, W}, {"w_gate_up", false, W}, {"out", true, C}}, kColInts, {"eps"},
        cpu_gate_up_silu},
       {"gemv_rmsnorm_gate_up_gelu", "gemv",
-       {{"x", false, R}, {"norm_w", false, W}, {"w_gate_up", false, W}, {"out", true, R}}, kRowInts, {"eps"},
+       {{"x", false, R}, {"norm_w", false, W}, {"w_gate_up", false, W}, {"out", true, C}}, kColInts, {"eps"},
        cpu_gate_up_gelu},
-      {"gemv_down_residual", "gemv", {{"h", false, R}, {"w_down", false, W}, {"x", true, R}}, kRowInts, {},
+      {"gemv_down_residual", "gemv", {{"h", false, R}, {"w_down", false, W}, {"x", true, C}}, kColInts, {},
        cpu_gemv_down_residual},
+      // tokens is absent when the lm_head is split by columns: a met_argmax over the logits follows.
       {"gemv_rmsnorm_lm_head_argmax", "gemv",
-       {{"x", false, R}, {"norm_w", false, W}, {"w_lm_head", false, W}, {"logits", true, R}, {"tokens", true, R}},
-       kRowInts, {"eps"}, cpu_lm_head_argmax},
+       {{"x", false, R}, {"norm_w", false, W}, {"w_lm_head", false, W}, {"logits", true, C},
+        {"tokens", true, R, /*optional=*/true}},
+       kColInts, {"eps"}, cpu_lm_head_argmax},
       {"gemv_rmsnorm_lm_head_softcap_argmax", "gemv",
-       {{"x", false, R}, {"norm_w", false, W}, {"w_lm_head", false, W}, {"logits", true, R}, {"tokens", true, R}},
-       kRowInts, {"eps", "cap"}, cpu_lm_head_softcap_argmax},
-      {"gemv", "gemv", {{"x", false, R}, {"w", false, W}, {"y", true, R}}, kRowInts, {}, cpu_gemv},
+       {{"x", false, R}, {"norm_w", false, W}, {"w_lm_head", false, W}, {"logits", true, C},
+        {"tokens", true, R, /*optional=*/true}},
+       kColInts, {"eps", "cap"}, cpu_lm_head_softcap_argmax},
+      {"gemv", "gemv", {{"x", false, R}, {"w", false, W}, {"y", true, C}}, kColInts, {}, cpu_gemv},
       gemm_like("gemm"),
       {"rmsnorm", "elementwise", {{"x", false, R}, {"w", false, W}, {"y", true, R}},
        {"rows", "in_row0", "count", "dim", "x_stride", "x_col0", "y_stride", "y_col0"}, {"eps"}, cpu_rmsnorm},
-      {"rope", "elementwise", {{"qkv", true, R}, {"positions", false, R}},
+      {"rope", "elementwise", {{"qkv", true, R}, {"positions", false, R}, {"inv_freq", false, W}},
        {"rows", "stride", "heads", "kv_heads", "head_dim", "rotary_dim", "k_col0"}, {"theta"}, cpu_rope},
       {"kv_append", "memory", {{"qkv", false, R}, {"slots", false, R}, {"k_cache", true, W}, {"v_cache", true, W}},
        {"rows", "stride", "k_col0", "v_col0", "kv_heads", "head_dim", "v_head_dim"}, {}, cpu_kv_append},
@@ -358,7 +382,11 @@ const std::vector<OpcodeInfo>& build_table() {
       OpcodeInfo o;
       o.number = n++;
       o.name = r.name;
-      for (const auto& op : r.tensors) o.tensors.push_back({op.name, op.write});
+      for (std::size_t k = 0; k < r.tensors.size(); ++k) {
+        const auto& op = r.tensors[k];
+        o.tensors.push_back({op.name, op.write, op.optional});
+        if (op.span == Span::cols && o.cols_operand < 0) o.cols_operand = static_cast<int>(k);
+      }
       o.ints = r.ints;
       o.imms = r.imms;
       o.family = r.family;
@@ -380,6 +408,7 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   const Span span = operand < row.tensors.size() ? row.tensors[operand].span : Span::whole;
   if (span == Span::whole || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
   const RowRange rr = slice_rows(d, slice);
+  if (rr.begin >= rr.end) return {};
   if (span == Span::seq_slots) {
     const int k = int_index(*op, "seq_slots");
     const std::int64_t per_seq = k >= 0 ? iv(d, static_cast<std::size_t>(k)) : 0;
@@ -394,15 +423,39 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
     const int k = int_index(*op, "in_row0");
     if (k >= 0) row0 = iv(d, static_cast<std::size_t>(k));
   }
-  return {static_cast<std::uint64_t>(row0 + rr.begin) * row_bytes, static_cast<std::uint64_t>(row0 + rr.end) * row_bytes};
+  const auto first = static_cast<std::uint64_t>(row0 + rr.begin), last = static_cast<std::uint64_t>(row0 + rr.end);
+  if (span == Span::cols && t.shape.size() >= 2 && t.shape[1] > 0) {
+    // From the first row's first column to the last row's last: exact for one row, a hull otherwise.
+    const std::uint64_t col_bytes = row_bytes / t.shape[1];
+    const RowRange cr = slice_cols(d, slice, static_cast<std::int64_t>(t.shape[1]));
+    if (cr.begin >= cr.end) return {};
+    return {first * row_bytes + static_cast<std::uint64_t>(cr.begin) * col_bytes,
+            (last - 1) * row_bytes + static_cast<std::uint64_t>(cr.end) * col_bytes};
+  }
+  return {first * row_bytes, last * row_bytes};
 }
 
 }  // namespace
 
+std::int64_t col_parts(const InstrDesc& instr) {
+  const OpcodeInfo* op = find_opcode(instr.opcode);
+  const int k = op ? int_index(*op, "col_slices") : -1;
+  if (k < 0 || static_cast<std::size_t>(k) >= instr.ints.size()) return 1;
+  return std::max<std::int64_t>(1, instr.ints[static_cast<std::size_t>(k)]);
+}
+
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice) {
   const std::int64_t rows = instr.ints.empty() ? 0 : instr.ints[0];
-  const std::int64_t n = std::max<std::int64_t>(1, instr.slices);
-  return {slice * rows / n, (static_cast<std::int64_t>(slice) + 1) * rows / n};
+  const std::int64_t cols = col_parts(instr);
+  const std::int64_t n = std::max<std::int64_t>(1, instr.slices / cols);
+  const std::int64_t part = slice / cols;
+  return {std::min(rows, part * rows / n), std::min(rows, (part + 1) * rows / n)};
+}
+
+RowRange slice_cols(const InstrDesc& instr, std::uint32_t slice, std::int64_t n) {
+  const std::int64_t cols = col_parts(instr);
+  const std::int64_t part = slice % cols;
+  return {part * n / cols, (part + 1) * n / cols};
 }
 
 int int_index(const OpcodeInfo& op, std::string_view name) {

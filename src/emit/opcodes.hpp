@@ -4,6 +4,10 @@
 //
 // Conventions every row follows (so the interpreter and the verifier need no per-op code):
 //  - ints[0] is `rows`; slice s of S covers rows [s*rows/S, (s+1)*rows/S); rows are independent.
+//  - an int named "col_slices" (C >= 1) splits each row part into C output column ranges as well:
+//    slice s is row part s / C (of S / C parts) x column part s % C, columns [c*N/C, (c+1)*N/C) of
+//    the N output columns (dim 1 of the operand OpcodeInfo::cols_operand names). Emit only splits
+//    columns with one row per row part, so every slice's bytes stay one contiguous extent.
 //  - an int named "in_row0" offsets the rows of tensors[0] (prefill reads the last row for the head).
 //  - operands[k] handed to a CPU body is the base of tensor k; a checkpoint tensor arrives as a
 //    `const MetHostWeight*` (kernels/cpu/quant.hpp), whose data a vector weight (norms) reads as bf16.
@@ -23,6 +27,7 @@ namespace met::emit {
 struct OperandInfo {
   std::string name;
   bool write = false;
+  bool optional = false;  // may be MET_NO_TENSOR (absent reads; lm_head's tokens when argmax runs apart)
 };
 
 struct Extent {  // bytes of a tensor a slice touches; empty = none
@@ -36,6 +41,7 @@ struct OpcodeInfo {
   std::vector<std::string> ints;     // meaning of Instr.ints[k]
   std::vector<std::string> imms;     // meaning of Instr.imms[k]
   std::string family;
+  int cols_operand = -1;             // tensor whose dim 1 a column split divides; -1: rows only
   Extent (*extent)(const InstrDesc&, const PacketFile&, std::size_t operand, std::uint32_t slice) = nullptr;
   void (*cpu)(const InstrDesc&, std::uint32_t slice, void* const* operands) = nullptr;  // CPU body for one slice
 };
@@ -49,6 +55,10 @@ struct RowRange {
   std::int64_t begin = 0, end = 0;
 };
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice);
+// Column parts of an instruction (its "col_slices" int; 1 when the opcode has none), and the range
+// [begin, end) of n output columns slice `slice` covers.
+std::int64_t col_parts(const InstrDesc& instr);
+RowRange slice_cols(const InstrDesc& instr, std::uint32_t slice, std::int64_t n);
 // Index of an int / tensor operand by name in the opcode's row; -1 when the opcode has none.
 int int_index(const OpcodeInfo& op, std::string_view name);
 int tensor_index(const OpcodeInfo& op, std::string_view name);

@@ -1,5 +1,6 @@
-// cpu backend: tensor storage (mapped weights, one scratch arena, KV caches, IO buffers), operand
-// tables per instruction, and a persistent pool of stream workers. Worker 0 is the calling thread.
+// cpu backend: tensor storage (mapped weights, one scratch arena, KV caches, IO buffers, generated
+// tables computed from build.json), operand tables per instruction, and a persistent pool of stream
+// workers. Worker 0 is the calling thread.
 #include "interp/cpu_backend.hpp"
 
 #include <algorithm>
@@ -13,6 +14,17 @@ namespace met::interp {
 namespace {
 constexpr std::size_t kMaxOperands = 12;  // Instr.tensors
 constexpr std::size_t kBufferAlign = 64;
+// Polls of a counter before blocking on it: the producing slice usually runs on another core and
+// finishes within microseconds, and a futex sleep + wake costs more than that per wait.
+constexpr int kSpinPolls = 1 << 11;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
 
 struct Aligned {
   std::unique_ptr<std::byte[]> raw;
@@ -31,7 +43,7 @@ struct CpuBackend::Impl {
   std::optional<LoadedWeights> weights;
   std::vector<MetHostWeight> host;              // per manifest entry
   Aligned arena;
-  std::vector<Aligned> owned;                   // KV and IO tensors
+  std::vector<Aligned> owned;                   // KV, IO and generated tensors
   std::vector<std::uint64_t> owned_bytes;
   std::vector<void*> ptr;                       // per tensor handle
   std::vector<std::vector<std::array<void*, kMaxOperands>>> operands;  // [program][instr]
@@ -51,6 +63,10 @@ struct CpuBackend::Impl {
     for (const auto& e : p.streams[stream]) {
       for (const auto& w : e.waits) {
         std::uint32_t v = ctr[w.counter].load(std::memory_order_acquire);
+        for (int spin = 0; v < w.value && spin < kSpinPolls; ++spin) {
+          cpu_relax();
+          v = ctr[w.counter].load(std::memory_order_acquire);
+        }
         while (v < w.value) {
           ctr[w.counter].wait(v, std::memory_order_acquire);
           v = ctr[w.counter].load(std::memory_order_acquire);
@@ -126,6 +142,13 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::u
         break;
       }
       case MET_SOURCE_SCRATCH: impl->ptr[i] = impl->arena.data + t.ref; break;
+      case MET_SOURCE_GENERATED: {
+        MET_TRY(std::string bytes, emit::generated_table(t, a.build, a.dir + "/model.pkt"));
+        impl->owned[i].allocate(t.bytes);
+        std::memcpy(impl->owned[i].data, bytes.data(), bytes.size());
+        impl->ptr[i] = impl->owned[i].data;
+        break;
+      }
       case MET_SOURCE_KV:
       case MET_SOURCE_IO:
         impl->owned[i].allocate(t.bytes);

@@ -1,6 +1,6 @@
 // The cpu backend: executes packet programs on the host with sm_count worker threads, each walking
-// its stream: wait on counters (acquire; C++20 atomic wait, no spinning), run the opcode's cpu body
-// for the slice, signal (release + notify). Same packets as the GPU; the oracle for it.
+// its stream: wait on counters (acquire; a bounded spin, then C++20 atomic wait), run the opcode's
+// cpu body for the slice, signal (release + notify). Same packets as the GPU; the oracle for it.
 #pragma once
 
 #include <atomic>

@@ -290,5 +290,25 @@ if [[ -s $good ]]; then
 fi
 report good_checkpoint_plans_with_declared_formats "${why[@]}"
 
+# --- rope scaling: the real Llama-3.2-1B config (llama3 rope) emits; other rope types are refused --
+for hw in host-cpu h200-sxm; do
+  assets=$work/assets-llama32-$hw
+  "$met" circuit emit --hardware "$hw" --checkpoint "$ck" --out "$assets" --max-ctx 1024 --prefill-buckets 128 \
+    2>"$work/llama32_rope_emits_$hw.stderr"
+  rc=$?
+  why=()
+  [[ $rc -ne 0 ]] && why+=("exit status $rc, expected 0")
+  [[ -s $assets/model.pkt ]] || why+=("no model.pkt written")
+  if [[ -s $assets/build.json ]]; then
+    grep -q '"type": "llama3"' "$assets/build.json" || why+=("build.json does not record the llama3 rope")
+  fi
+  report "llama32_llama3_rope_emits_for_$hw" "${why[@]}"
+done
+ck=$(new_checkpoint yarn_rope)
+edit "$ck/config.json" '"rope_type": "llama3"' '"rope_type": "yarn"'
+write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
+expect_error rope_type_yarn_refused "ckpt-yarn_rope/config\.json: rope_scaling: rope type 'yarn' is not implemented" -- \
+  "$met" circuit emit --hardware host-cpu --checkpoint "$ck" --out "$work/assets-yarn"
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

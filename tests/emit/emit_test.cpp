@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <map>
+
 #include "../interp/tiny_model.hpp"
 #include "emit/disasm.hpp"
 #include "estimate/analysis.hpp"
@@ -173,4 +176,155 @@ TEST_CASE("a tied lm_head reads the embedding's manifest entry instead of a seco
   for (const auto& e : a->weights.tensors) embed_entries += e.name == "model.embed_tokens.weight";
   CHECK(embed_entries == 1);
   for (const auto& e : a->weights.tensors) CHECK(e.name != "lm_head.weight");
+}
+
+// ---- rope scaling ----
+
+namespace {
+
+std::string config_with_rope(const std::string& block) {
+  std::string cfg = testing::tiny_llama_config();
+  cfg.replace(cfg.find("\"rope_theta\": 10000.0"), 21, "\"rope_theta\": 500000.0, \"rope_scaling\": " + block);
+  return cfg;
+}
+
+// The rope_scaling block of meta-llama/Llama-3.2-1B-Instruct's config.json, as published.
+const char* const kLlama32Rope =
+    R"({"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"})";
+
+std::size_t generated_tensors(const emit::PacketFile& f) {
+  std::size_t n = 0;
+  for (const auto& t : f.tensors) n += t.source == MET_SOURCE_GENERATED;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a config with Llama-3.2-1B's llama3 rope block emits for host-cpu and h200-sxm with one inv_freq table that every rope reads (emit refusing rope_scaling, or a rope without the table, fails)") {
+  const auto dir = testing::tiny_checkpoint("llama32-rope", config_with_rope(kLlama32Rope));
+  for (const char* device : {"host-cpu", "h200-sxm"}) {
+    INFO(device);
+    testing::EmitSpec s;
+    s.device = device;
+    if (std::string(device) == "h200-sxm") {
+      s.buckets = {128};
+      s.max_ctx = 256;
+    }
+    auto a = testing::emit_checkpoint(dir, s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    REQUIRE(generated_tensors(a->packet) == 1);
+    std::uint32_t table = 0;
+    for (std::uint32_t i = 0; i < a->packet.tensors.size(); ++i)
+      if (a->packet.tensors[i].source == MET_SOURCE_GENERATED) table = i;
+    CHECK(a->packet.tensors[table].name == "rope.inv_freq.r16");
+    CHECK(a->packet.tensors[table].shape == std::vector<std::uint64_t>{8});
+    std::size_t ropes = 0;
+    for (const auto& p : a->packet.programs)
+      for (const auto& d : p.instrs) {
+        const auto* op = emit::find_opcode(d.opcode);
+        const int k = emit::tensor_index(*op, "inv_freq");
+        if (k < 0) continue;
+        ++ropes;
+        CHECK(d.tensors[static_cast<std::size_t>(k)] == table);
+      }
+    CHECK(ropes > 0);
+    const auto build = emit::parse_build_json(a->build_json, "build.json");
+    REQUIRE_MESSAGE(build.ok(), (build.ok() ? "" : build.error().message));
+    CHECK(build->rope.type == "llama3");
+    CHECK(build->rope.theta == 500000.0);
+    CHECK(build->rope.factor == 32.0);
+    CHECK(build->rope.original_max_position_embeddings == 8192.0);
+    auto bytes = emit::generated_table(a->packet.tensors[table], *build, "model.pkt");
+    REQUIRE(bytes.ok());
+    CHECK(bytes->size() == 32);
+  }
+}
+
+TEST_CASE("a plain rope (no rope_scaling, or null) emits no generated table, so the theta path and its numerics are unchanged") {
+  auto a = testing::emit_checkpoint(ckpt(), {});
+  REQUIRE(a.ok());
+  CHECK(generated_tensors(a->packet) == 0);
+  const auto dir = testing::tiny_checkpoint("null-rope", config_with_rope("null"));
+  auto b = testing::emit_checkpoint(dir, {});
+  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
+  CHECK(generated_tensors(b->packet) == 0);
+}
+
+TEST_CASE("rope types yarn, dynamic and longrope are refused naming the type; a llama3 block missing a key or with an unknown key is refused naming the key") {
+  for (const char* type : {"yarn", "dynamic", "longrope"}) {
+    const auto r = emit::parse_rope(config_with_rope(std::string(R"({"rope_type": ")") + type + R"(", "factor": 4.0})"), "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message == std::string("config.json: rope_scaling: rope type '") + type +
+                                   "' is not implemented (met runs default, linear and llama3 rope)");
+  }
+  const auto missing = emit::parse_rope(config_with_rope(R"({"rope_type": "llama3", "factor": 8.0})"), "config.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message == "config.json: rope_scaling: rope type 'llama3' needs 'low_freq_factor'");
+  const auto unknown = emit::parse_rope(config_with_rope(R"({"rope_type": "linear", "factor": 2.0, "beta_fast": 32})"), "config.json");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message == "config.json: rope_scaling: unknown key 'beta_fast' for rope type 'linear'");
+  const auto dir = testing::tiny_checkpoint("yarn-rope", config_with_rope(R"({"rope_type": "yarn", "factor": 4.0})"));
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("rope type 'yarn' is not implemented") != std::string::npos);
+}
+
+TEST_CASE("rope_inv_freq: linear divides every frequency by factor; llama3 keeps short wavelengths and divides long ones by factor") {
+  emit::RopeConfig lin;
+  lin.theta = 10000.0;
+  lin.type = "linear";
+  lin.factor = 4.0;
+  const auto l = emit::rope_inv_freq(lin, 16);
+  REQUIRE(l.size() == 8);
+  CHECK(l[0] == 0.25f);
+  CHECK(l[4] == static_cast<float>(0.01 / 4.0));
+  emit::RopeConfig l3;
+  l3.theta = 500000.0;
+  l3.type = "llama3";
+  l3.factor = 32.0;
+  l3.low_freq_factor = 1.0;
+  l3.high_freq_factor = 4.0;
+  l3.original_max_position_embeddings = 8192.0;
+  const auto f = emit::rope_inv_freq(l3, 64);
+  REQUIRE(f.size() == 32);
+  CHECK(f[0] == 1.0f);                                                    // wavelength 2*pi: kept
+  CHECK(f[31] == static_cast<float>(std::pow(500000.0, -62.0 / 64) / 32));  // longest: divided by 32
+}
+
+// ---- column split ----
+
+TEST_CASE("decode_1 on 4 threads splits the weight-bound ops by output columns into 4 slices and leaves argmax to a met_argmax (1 thread: no split)") {
+  testing::EmitSpec s;
+  s.threads = 4;
+  auto a = testing::emit_checkpoint(ckpt(), s);
+  REQUIRE(a.ok());
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const emit::ProgramDesc* d1 = nullptr;
+  for (const auto& p : a->packet.programs)
+    if (p.name == "decode_1") d1 = &p;
+  REQUIRE(d1);
+  std::map<std::string, std::uint32_t> slices;
+  std::size_t argmax_after_head = 0;
+  for (std::size_t i = 0; i < d1->instrs.size(); ++i) {
+    const auto& d = d1->instrs[i];
+    const auto& name = emit::find_opcode(d.opcode)->name;
+    slices[name] = d.slices;
+    if (name == "argmax" && i > 0 && emit::find_opcode(d1->instrs[i - 1].opcode)->name.find("lm_head") != std::string::npos)
+      ++argmax_after_head;
+    if (name.find("lm_head") != std::string::npos) CHECK(d.tensors[4] == MET_NO_TENSOR);
+  }
+  CHECK(slices.at("gemv_o_residual") == 4);
+  CHECK(slices.at("gemv_rmsnorm_gate_up_silu") == 4);
+  CHECK(slices.at("gemv_down_residual") == 4);
+  CHECK(slices.at("gemv_rmsnorm_lm_head_argmax") == 4);
+  CHECK(argmax_after_head == 1);
+  s.threads = 1;
+  auto b = testing::emit_checkpoint(ckpt(), s);
+  REQUIRE(b.ok());
+  for (const auto& p : b->packet.programs)
+    for (const auto& d : p.instrs) {
+      CHECK(d.slices == 1);
+      CHECK(emit::find_opcode(d.opcode)->name != "argmax");
+    }
 }

@@ -58,6 +58,7 @@ struct RefModel {
   std::map<std::string, std::vector<float>> w;
   int hidden = 64, heads = 4, kv_heads = 2, head_dim = 16, inter = 128, vocab = 256, layers = 2;
   float eps = 1e-5f, theta = 10000.0f;
+  std::vector<double> inv_freq;  // a scaled rope's frequencies; empty: theta^(-2i/head_dim)
 
   explicit RefModel(const std::filesystem::path& ckpt) {
     const std::string bytes = slurp(ckpt / "model.safetensors");
@@ -105,7 +106,9 @@ struct RefModel {
     const int half = head_dim / 2;
     for (int h = 0; h < n_heads; ++h)
       for (int i = 0; i < half; ++i) {
-        const double a = pos * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+        const double f = inv_freq.empty() ? std::pow(static_cast<double>(theta), -2.0 * i / head_dim)
+                                          : inv_freq[static_cast<std::size_t>(i)];
+        const double a = pos * f;
         float& x1 = v[static_cast<std::size_t>(h * head_dim + i)];
         float& x2 = v[static_cast<std::size_t>(h * head_dim + i + half)];
         const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
@@ -176,6 +179,25 @@ struct RefModel {
     return out;
   }
 };
+
+// The worst max |interp - reference| / max |reference| over the generated positions.
+double worst_rel_error(const RefModel& ref, const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& generated,
+                       const std::vector<std::vector<float>>& logits) {
+  std::vector<std::int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end() - 1);
+  const auto want = ref.forward(all);
+  double worst = 0;
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const auto& r = want[prompt.size() - 1 + i];
+    double max_ref = 0, max_err = 0;
+    for (std::size_t j = 0; j < r.size(); ++j) {
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(r[j])));
+      max_err = std::max(max_err, std::abs(static_cast<double>(logits[i][j]) - r[j]));
+    }
+    worst = std::max(worst, max_err / max_ref);
+  }
+  return worst;
+}
 
 void check_against_reference(const RefModel& ref, const std::vector<std::int32_t>& prompt, const std::vector<std::int32_t>& generated,
                              const std::vector<std::vector<float>>& logits) {
@@ -316,4 +338,99 @@ TEST_CASE("a prompt that does not fit the emit's context is refused before runni
   auto r = run_assets(fx().assets4, {prompt}, 20);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message.find("exceeds the emit's max context 128") != std::string::npos);
+}
+
+// ---- scaled rope: llama3 and linear, written here from their definitions (not from emit) ----
+
+namespace {
+
+// llama3: wavelengths 2*pi/f longer than original/low are divided by factor, shorter than
+// original/high kept, and in between blended by smooth = (original/wavelen - low) / (high - low).
+std::vector<double> llama3_freqs(double theta, int dim, double factor, double low, double high, double original) {
+  std::vector<double> out;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double f = std::pow(theta, -2.0 * i / dim);
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen < original / high) {
+      out.push_back(f);
+    } else if (wavelen > original / low) {
+      out.push_back(f / factor);
+    } else {
+      const double smooth = (original / wavelen - low) / (high - low);
+      out.push_back((1 - smooth) * f / factor + smooth * f);
+    }
+  }
+  return out;
+}
+
+std::string with_rope_scaling(const std::string& block) {
+  std::string cfg = testing::tiny_llama_config();
+  cfg.replace(cfg.find("\"rope_theta\""), 0, "\"rope_scaling\": " + block + ", ");
+  return cfg;
+}
+
+// original 32, low 1, high 4: head_dim 16 puts frequency 0 below the short wavelength (kept),
+// 1 between (blended) and 2..7 above the long one (divided by 32), so every branch is exercised.
+const char* const kLlama3Block =
+    R"({"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0, "original_max_position_embeddings": 32, "rope_type": "llama3"})";
+
+std::vector<std::int32_t> long_prompt() {
+  std::vector<std::int32_t> p;
+  for (int i = 0; i < 40; ++i) p.push_back((i * 53 + 5) % 256);  // long enough for the low frequencies to turn
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a tiny Llama with llama3 rope scaling matches the reference with the same scaling, and not the unscaled one (a rope that ignores rope_scaling fails)") {
+  const auto ckpt = testing::tiny_checkpoint("llama3-rope", with_rope_scaling(kLlama3Block));
+  EmitSpec s;
+  s.threads = 2;
+  const auto assets = testing::write_assets(ckpt, s, "assets-llama3-rope");
+  RefModel ref(ckpt);
+  ref.inv_freq = llama3_freqs(10000.0, 16, 32.0, 1.0, 4.0, 32.0);
+  const auto prompt = long_prompt();
+  const auto r = must_run(assets, {prompt}, 6, 2);
+  check_against_reference(ref, prompt, r.tokens[0], r.logits[0]);
+  RefModel plain(ckpt);
+  const double unscaled = worst_rel_error(plain, prompt, r.tokens[0], r.logits[0]);
+  INFO("worst relative error against the unscaled rope: " << unscaled);
+  CHECK(unscaled > kLogitRel);
+}
+
+TEST_CASE("a tiny Llama with linear rope scaling (factor 4) matches the reference rotating by position / 4") {
+  const auto ckpt = testing::tiny_checkpoint("linear-rope", with_rope_scaling(R"({"rope_type": "linear", "factor": 4.0})"));
+  const auto assets = testing::write_assets(ckpt, EmitSpec{}, "assets-linear-rope");
+  RefModel ref(ckpt);
+  for (int i = 0; i < 8; ++i) ref.inv_freq.push_back(std::pow(10000.0, -2.0 * i / 16) / 4.0);
+  const auto prompt = long_prompt();
+  const auto r = must_run(assets, {prompt}, 4);
+  check_against_reference(ref, prompt, r.tokens[0], r.logits[0]);
+}
+
+TEST_CASE("assets whose build.json lost its rope block cannot fill the inv_freq table and are refused, naming the tensor") {
+  const auto ckpt = testing::tiny_checkpoint("llama3-nobuild", with_rope_scaling(kLlama3Block));
+  const auto assets = testing::write_assets(ckpt, EmitSpec{}, "assets-llama3-nobuild");
+  auto j = nlohmann::json::parse(slurp(assets / "build.json"));
+  j.erase("rope");
+  testing::write(assets / "build.json", j.dump(2));
+  auto a = interp::load_assets(assets.string());
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto b = interp::CpuBackend::create(*a);
+  REQUIRE_FALSE(b.ok());
+  INFO(b.error().message);
+  CHECK(b.error().message.find("rope.inv_freq.r16") != std::string::npos);
+}
+
+TEST_CASE("3 worker threads (column parts that split a row unevenly) give the same tokens and logits as 1") {
+  EmitSpec s;
+  s.threads = 3;
+  const auto assets3 = testing::write_assets(fx().ckpt, s, "assets3");
+  const auto one = must_run(fx().assets1, {kPrompt, {5, 6, 7}}, 8, 1);
+  const auto three = must_run(assets3, {kPrompt, {5, 6, 7}}, 8, 3);
+  CHECK(three.tokens == one.tokens);
+  CHECK(three.logits == one.logits);
+  const auto single = must_run(assets3, {kPrompt}, 8, 3);  // decode_1: every weight-bound op split 3 ways
+  const auto single1 = must_run(fx().assets1, {kPrompt}, 8, 1);
+  CHECK(single.logits == single1.logits);
 }

@@ -166,10 +166,11 @@ Dbl ref_linear(const Dbl& x, const TestWeight& t, std::int64_t rows) {
   return y;
 }
 
-void ref_rope(double* x, int heads, int head_dim, int rot, double theta, int pos) {
+// inv_freq: the table a scaled rope passes, or null for theta^(-2i/rot).
+void ref_rope(double* x, int heads, int head_dim, int rot, double theta, int pos, const float* inv_freq = nullptr) {
   for (int h = 0; h < heads; ++h)
     for (int i = 0; i < rot / 2; ++i) {
-      const double a = pos * std::pow(theta, -2.0 * i / rot);
+      const double a = pos * (inv_freq ? static_cast<double>(inv_freq[i]) : std::pow(theta, -2.0 * i / rot));
       double& x1 = x[h * head_dim + i];
       double& x2 = x[h * head_dim + i + rot / 2];
       const double n1 = x1 * std::cos(a) - x2 * std::sin(a), n2 = x2 * std::cos(a) + x1 * std::sin(a);
@@ -256,7 +257,7 @@ TEST_CASE("gemv per weight format rows=3 in=256 out=96 matches fp64 (rel 1e-2)")
       const auto t = make_weight(g, f, 96, 256, 32, 128);
       const auto x = random_bf16(g, 3 * 256);
       Bf16 y(3 * 96);
-      met_gemv(x.data(), &t.w, y.data(), 3);
+      met_gemv(x.data(), &t.w, y.data(), 3, 0, t.w.rows);
       check_close(y, ref_linear(to_dbl(x), t, 3));
     }
   }
@@ -269,7 +270,7 @@ TEST_CASE("gemm rows=70 in=128 out=48 bf16 and fp8-e4m3 matches fp64 and equals 
     const auto x = random_bf16(g, 70 * 128);
     Bf16 y(70 * 48), yv(70 * 48);
     met_gemm(x.data(), &t.w, y.data(), 70);
-    met_gemv(x.data(), &t.w, yv.data(), 70);
+    met_gemv(x.data(), &t.w, yv.data(), 70, 0, t.w.rows);
     check_close(y, ref_linear(to_dbl(x), t, 70));
     CHECK(y == yv);
   }
@@ -307,13 +308,34 @@ TEST_CASE("rope heads=4 kv_heads=2 head_dim=64 rotary_dim=32 positions={0,7,4095
   auto q = random_bf16(g, 3 * qs), k = random_bf16(g, 3 * ks);
   auto rq = to_dbl(q), rk = to_dbl(k);
   const std::int32_t pos[3] = {0, 7, 4095};
-  met_rope(q.data(), qs, k.data(), ks, pos, 3, &s);
+  met_rope(q.data(), qs, k.data(), ks, pos, 3, &s, /*inv_freq=*/nullptr);
   for (int r = 0; r < 3; ++r) {
     ref_rope(rq.data() + r * qs, 4, 64, 32, 1e4, pos[r]);
     ref_rope(rk.data() + r * ks, 2, 64, 32, 1e4, pos[r]);
   }
   check_close(q, rq);
   check_close(k, rk);
+}
+
+TEST_CASE("rope with an inv_freq table rotates by the table, not by theta (a body that ignores the table fails)") {
+  std::mt19937 g(62);
+  const MetRopeShape s{4, 2, 64, 32, 10000.0f};
+  std::vector<float> table(16);
+  for (int i = 0; i < 16; ++i) table[sz(i)] = 0.9f / static_cast<float>(1 + 3 * i);  // far from theta's powers
+  auto q = random_bf16(g, 2 * 256), k = random_bf16(g, 2 * 128);
+  auto rq = to_dbl(q), rk = to_dbl(k), tq = rq;
+  const std::int32_t pos[2] = {5, 300};
+  met_rope(q.data(), 256, k.data(), 128, pos, 2, &s, table.data());
+  for (int r = 0; r < 2; ++r) {
+    ref_rope(rq.data() + r * 256, 4, 64, 32, 1e4, pos[r], table.data());
+    ref_rope(rk.data() + r * 128, 2, 64, 32, 1e4, pos[r], table.data());
+    ref_rope(tq.data() + r * 256, 4, 64, 32, 1e4, pos[r]);
+  }
+  check_close(q, rq);
+  check_close(k, rk);
+  double diff = 0;
+  for (std::size_t i = 0; i < tq.size(); ++i) diff = std::max(diff, std::abs(tq[i] - rq[i]));
+  CHECK(diff > 0.1);  // the table really differs from theta's rotation here
 }
 
 TEST_CASE("residual, silu_mul, gelu_mul, scale, softcap rows=4 dim=96 match fp64") {
@@ -406,22 +428,23 @@ void run_qkv_case(const QkvCase& c) {
 
   Bf16 q(sz(c.rows * qw)), kc(sz(n_slots * kw)), vc(sz(n_slots * kw));
   if (c.qknorm)
-    met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s,
+    met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr,
                                      q.data(), kc.data(), vc.data());
   else
-    met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, &t.w, pos, slots, c.rows, &c.s, q.data(), kc.data(), vc.data());
+    met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
+                              kc.data(), vc.data());
 
   // Unfused sequence of cpu ops: rmsnorm, gemv, [q/k rmsnorm], rope, kv_append.
   Bf16 xn(x.size()), qkv(sz(c.rows * width)), kc2(kc.size()), vc2(vc.size()), q2(q.size());
   met_rmsnorm(x.data(), nw.data(), xn.data(), c.rows, 1, c.hidden, kEps);
-  met_gemv(xn.data(), &t.w, qkv.data(), c.rows);
+  met_gemv(xn.data(), &t.w, qkv.data(), c.rows, 0, t.w.rows);
   if (c.qknorm)
     for (std::int64_t r = 0; r < c.rows; ++r) {
       std::uint16_t* row = qkv.data() + r * width;
       met_rmsnorm(row, qn.data(), row, 1, c.s.heads, c.s.head_dim, kEps);
       met_rmsnorm(row + qw, kn.data(), row + qw, 1, c.s.kv_heads, c.s.head_dim, kEps);
     }
-  met_rope(qkv.data(), width, qkv.data() + qw, width, pos, c.rows, &c.s);
+  met_rope(qkv.data(), width, qkv.data() + qw, width, pos, c.rows, &c.s, /*inv_freq=*/nullptr);
   met_kv_append(qkv.data() + qw, width, qkv.data() + qw + kw, width, kc2.data(), vc2.data(), slots, c.rows,
                 c.s.kv_heads, c.s.head_dim, c.s.head_dim);
   for (std::int64_t r = 0; r < c.rows; ++r)
@@ -478,9 +501,9 @@ TEST_CASE("gemv_o_residual and gemv_down_residual rows=3 in=192 hidden=128 equal
     const auto a = random_bf16(g, 3 * 192);
     const auto x0 = random_bf16(g, 3 * 128);
     Bf16 x1 = x0, x2 = x0, x3 = x0, y(3 * 128);
-    met_gemv_o_residual(a.data(), &t.w, x1.data(), 3);
-    met_gemv_down_residual(a.data(), &t.w, x3.data(), 3);
-    met_gemv(a.data(), &t.w, y.data(), 3);
+    met_gemv_o_residual(a.data(), &t.w, x1.data(), 3, 0, t.w.rows);
+    met_gemv_down_residual(a.data(), &t.w, x3.data(), 3, 0, t.w.rows);
+    met_gemv(a.data(), &t.w, y.data(), 3, 0, t.w.rows);
     met_residual_add(x2.data(), y.data(), 3 * 128);
     CHECK(x1 == x2);
     CHECK(x3 == x2);
@@ -491,6 +514,49 @@ TEST_CASE("gemv_o_residual and gemv_down_residual rows=3 in=192 hidden=128 equal
   }
 }
 
+TEST_CASE("column ranges [0,37) [37,38) [38,N) of gemv, o/down residual, gate_up and lm_head equal the whole-range call bit for bit (an off-by-one range or shifted weight row fails)") {
+  std::mt19937 g(115);
+  const std::int64_t in = 96, n = 100;
+  for (auto f : {MET_WEIGHT_BF16, MET_WEIGHT_FP8_E4M3}) {
+    const auto t = make_weight(g, f, n, in, 32, 32);
+    const auto x = random_bf16(g, 2 * in, -2, 2);
+    const auto nw = random_bf16(g, in, 0.5f, 1.5f);
+    const auto x0 = random_bf16(g, 2 * n);
+    const std::int64_t cuts[] = {0, 37, 38, n};
+    auto pieces = [&](auto call) {
+      for (int p = 0; p < 3; ++p) call(cuts[p], cuts[p + 1]);
+    };
+    Bf16 y1(2 * n), y2(2 * n);
+    met_gemv(x.data(), &t.w, y1.data(), 2, 0, n);
+    pieces([&](std::int64_t a, std::int64_t b) { met_gemv(x.data(), &t.w, y2.data(), 2, a, b); });
+    CHECK(y1 == y2);
+    Bf16 r1 = x0, r2 = x0, d1 = x0, d2 = x0;
+    met_gemv_o_residual(x.data(), &t.w, r1.data(), 2, 0, n);
+    pieces([&](std::int64_t a, std::int64_t b) { met_gemv_o_residual(x.data(), &t.w, r2.data(), 2, a, b); });
+    CHECK(r1 == r2);
+    met_gemv_down_residual(x.data(), &t.w, d1.data(), 2, 0, n);
+    pieces([&](std::int64_t a, std::int64_t b) { met_gemv_down_residual(x.data(), &t.w, d2.data(), 2, a, b); });
+    CHECK(d1 == d2);
+    Bf16 l1(2 * n), l2(2 * n);
+    std::int32_t tok[2];
+    met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, 3.0f, l1.data(), tok, 2, 0, n);
+    pieces([&](std::int64_t a, std::int64_t b) {
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, 3.0f, l2.data(), nullptr, 2, a, b);
+    });
+    CHECK(l1 == l2);
+    std::int32_t tok2[2];
+    met_argmax(l2.data(), tok2, 2, n);
+    CHECK(tok[0] == tok2[0]);
+    CHECK(tok[1] == tok2[1]);
+    const std::int64_t inter = n / 2, icuts[] = {0, 17, 18, inter};
+    Bf16 u1(2 * inter), u2(2 * inter);
+    met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, &t.w, u1.data(), 2, 0, inter);
+    for (int p = 0; p < 3; ++p)
+      met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, &t.w, u2.data(), 2, icuts[p], icuts[p + 1]);
+    CHECK(u1 == u2);
+  }
+}
+
 TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal rmsnorm+gemv+silu_mul/gelu_mul and fp64") {
   for (bool gelu : {false, true}) {
     std::mt19937 g(121);
@@ -498,9 +564,9 @@ TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal 
     const auto x = random_bf16(g, 2 * 128, -2, 2);
     const auto nw = random_bf16(g, 128, 0.5f, 1.5f);
     Bf16 out(2 * 96), out2(2 * 96), xn(2 * 128), gu(2 * 192);
-    (gelu ? met_gemv_rmsnorm_gate_up_gelu : met_gemv_rmsnorm_gate_up_silu)(x.data(), nw.data(), kEps, &t.w, out.data(), 2);
+    (gelu ? met_gemv_rmsnorm_gate_up_gelu : met_gemv_rmsnorm_gate_up_silu)(x.data(), nw.data(), kEps, &t.w, out.data(), 2, 0, t.w.rows / 2);
     met_rmsnorm(x.data(), nw.data(), xn.data(), 2, 1, 128, kEps);
-    met_gemv(xn.data(), &t.w, gu.data(), 2);
+    met_gemv(xn.data(), &t.w, gu.data(), 2, 0, t.w.rows);
     (gelu ? met_gelu_mul : met_silu_mul)(gu.data(), out2.data(), 2, 96);
     CHECK(out == out2);
     const auto gr = ref_linear(ref_rmsnorm(to_dbl(x), to_dbl(nw), 1, 128), t, 2);
@@ -523,14 +589,14 @@ TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 voc
     Bf16 logits(4 * 500), logits2(4 * 500), xn(4 * 128);
     std::int32_t tok[4], tok2[4], tok_nolog[4];
     if (cap > 0) {
-      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, logits.data(), tok, 4);
-      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, nullptr, tok_nolog, 4);
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, logits.data(), tok, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, nullptr, tok_nolog, 4, 0, t.w.rows);
     } else {
-      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, logits.data(), tok, 4);
-      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, nullptr, tok_nolog, 4);
+      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, logits.data(), tok, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, nullptr, tok_nolog, 4, 0, t.w.rows);
     }
     met_rmsnorm(x.data(), nw.data(), xn.data(), 4, 1, 128, kEps);
-    met_gemv(xn.data(), &t.w, logits2.data(), 4);
+    met_gemv(xn.data(), &t.w, logits2.data(), 4, 0, t.w.rows);
     if (cap > 0) met_softcap(logits2.data(), 4 * 500, cap);
     met_argmax(logits2.data(), tok2, 4, 500);
     CHECK(logits == logits2);
@@ -703,7 +769,7 @@ TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top
       // unfused: gemv over the expert's rows, then silu_mul
       const MetHostWeight slice = slice_rows(wgu, e * 2 * inter, 2 * inter);
       Bf16 gu(sz(2 * inter)), h2(sz(inter));
-      met_gemv(x.data() + r * hidden, &slice, gu.data(), 1);
+      met_gemv(x.data() + r * hidden, &slice, gu.data(), 1, 0, slice.rows);
       met_silu_mul(gu.data(), h2.data(), 1, inter);
       CHECK(std::equal(h2.begin(), h2.end(), h.begin() + (r * top_k + k) * inter));
       for (std::int64_t i = 0; i < inter; ++i) {
