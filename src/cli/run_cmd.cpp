@@ -80,6 +80,8 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   if (!layout) return error(layout.error().message);
   auto config = source.read("config.json");
   if (!config) return error(config.error().message);
+  if (auto rope = emit::parse_rope(*config, (fs::path(a.checkpoint) / "config.json").string()); !rope)
+    return error(rope.error().message);  // before any progress line: a refused rope type is the whole answer
   emit::EmitOptions o;
   o.max_ctx = a.max_ctx;
   if (!a.decode_rungs.empty()) {

@@ -1,0 +1,172 @@
+// Session: the per-slot bookkeeping and the IO fill of prefill chunks and decode steps, following
+// the runtime contract in emit.hpp (real prefill tokens in the last rows, padding rows into the pad
+// slots; decode row r is sequence r, an idle row writes position 0 of its own free region).
+#include "interp/session.hpp"
+
+#include <algorithm>
+
+#include "../../kernels/cpu/bf16.hpp"
+
+namespace met::interp {
+namespace {
+
+using emit::IoField;
+
+template <class T>
+T* io_of(Backend& b, std::size_t program, IoField f) {
+  return static_cast<T*>(b.io(program, f));
+}
+
+// Sampling stream of every request: a request's seed alone fixes its draws, whatever slot it gets.
+constexpr std::uint64_t kRequestStream = 0;
+
+}  // namespace
+
+Expected<Session> Session::create(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build) {
+  Session s;
+  s.backend_ = &backend;
+  for (std::size_t i = 0; i < packet.programs.size(); ++i) {
+    const auto& p = packet.programs[i];
+    (p.kind == MET_PROGRAM_PREFILL ? s.prefill_ : s.decode_).push_back({i, p.rows});
+  }
+  for (const auto& t : packet.tensors)
+    if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(IoField::logits) && t.shape.size() == 2)
+      s.vocab_ = static_cast<std::int64_t>(t.shape[1]);
+  const auto by_rows = [](const Prog& a, const Prog& b) { return a.rows < b.rows || (a.rows == b.rows && a.index < b.index); };
+  std::sort(s.prefill_.begin(), s.prefill_.end(), by_rows);
+  std::sort(s.decode_.begin(), s.decode_.end(), by_rows);
+  if (s.prefill_.empty() || s.decode_.empty() || s.vocab_ == 0)
+    return fail("session: model.pkt needs prefill and decode programs with logits");
+  if (build.max_ctx < 2 || build.max_seqs < 1) return fail("session: build.json max_ctx and max_seqs must be positive");
+  s.max_ctx_ = build.max_ctx;
+  s.pad_base_ = build.max_seqs * build.max_ctx;
+  s.slots_.resize(static_cast<std::size_t>(std::min(build.max_seqs, s.decode_.back().rows)));
+  s.row_.resize(static_cast<std::size_t>(s.vocab_));
+  return s;
+}
+
+std::int64_t Session::active() const {
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.active; });
+}
+
+bool Session::has_free_slot() const {
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active; });
+}
+
+bool Session::is_active(std::int64_t slot) const {
+  return slot >= 0 && slot < max_slots() && slots_[static_cast<std::size_t>(slot)].active;
+}
+
+std::int64_t Session::position(std::int64_t slot) const {
+  return is_active(slot) ? slots_[static_cast<std::size_t>(slot)].next_pos : 0;
+}
+
+std::int32_t Session::pick(Slot& s, std::size_t program, std::int64_t row) {
+  if (s.sampling.temperature <= 0.0f) return io_of<std::int32_t>(*backend_, program, IoField::out_tokens)[row];
+  const auto* l = io_of<std::uint16_t>(*backend_, program, IoField::logits) + row * vocab_;
+  for (std::int64_t i = 0; i < vocab_; ++i) row_[static_cast<std::size_t>(i)] = cpu::bf16_to_f32(l[i]);
+  return sample(row_, s.sampling, s.draws, kRequestStream);
+}
+
+Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, const Sampling& sampling) {
+  auto free = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active; });
+  if (free == slots_.end()) return fail("session: all " + std::to_string(slots_.size()) + " slots are busy");
+  const auto len = static_cast<std::int64_t>(prompt.size());
+  if (len == 0) return fail("session: empty prompt");
+  if (len >= max_ctx_)
+    return fail("session: prompt of " + std::to_string(len) + " tokens leaves no room in the context of " + std::to_string(max_ctx_));
+  for (auto t : prompt)
+    if (t < 0 || t >= vocab_) return fail("session: token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab_));
+  const std::int64_t slot = free - slots_.begin();
+  Slot& s = *free;
+  s = Slot{};
+  s.sampling = sampling;
+  const std::int64_t base = slot * max_ctx_;
+  std::int64_t start = 0;
+  std::int32_t first = 0;
+  while (start < len) {
+    const std::int64_t rest = len - start;
+    auto it = std::find_if(prefill_.begin(), prefill_.end(), [&](const Prog& p) { return p.rows >= rest; });
+    const Prog& p = it == prefill_.end() ? prefill_.back() : *it;
+    const std::int64_t n = std::min(rest, p.rows), pad = p.rows - n;
+    auto* tok = io_of<std::int32_t>(*backend_, p.index, IoField::tokens);
+    auto* pos = io_of<std::int32_t>(*backend_, p.index, IoField::positions);
+    auto* slt = io_of<std::int64_t>(*backend_, p.index, IoField::slots);
+    auto* sb = io_of<std::int64_t>(*backend_, p.index, IoField::seq_base);
+    auto* sl = io_of<std::int32_t>(*backend_, p.index, IoField::seq_len);
+    for (std::int64_t r = 0; r < p.rows; ++r) {
+      const bool real = r >= pad;
+      const std::int64_t at = real ? start + r - pad : 0;
+      if (tok) tok[r] = real ? prompt[static_cast<std::size_t>(at)] : 0;
+      if (pos) pos[r] = static_cast<std::int32_t>(at);
+      if (slt) slt[r] = real ? base + at : pad_base_ + r;
+      if (sb) sb[r] = real ? base : pad_base_;
+      if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
+    }
+    MET_CHECK(backend_->run(p.index));
+    start += n;
+    if (start == len) first = pick(s, p.index, /*row=*/0);
+  }
+  s.active = true;
+  s.next_pos = len;
+  s.last = first;
+  return Added{slot, first};
+}
+
+const Session::Prog* Session::rung_for(std::int64_t highest) const {
+  auto it = std::find_if(decode_.begin(), decode_.end(), [&](const Prog& p) { return p.rows > highest; });
+  return it == decode_.end() ? nullptr : &*it;
+}
+
+std::int64_t Session::rung_rows() const {
+  std::int64_t highest = -1;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (slots_[i].active) highest = static_cast<std::int64_t>(i);
+  if (highest < 0) return 0;
+  const Prog* p = rung_for(highest);
+  return p ? p->rows : 0;
+}
+
+Expected<std::vector<SlotToken>> Session::step() {
+  std::vector<SlotToken> out;
+  std::int64_t highest = -1;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i].active) continue;
+    highest = static_cast<std::int64_t>(i);
+    if (slots_[i].next_pos >= max_ctx_)
+      return fail("session: slot " + std::to_string(i) + " has filled its context of " + std::to_string(max_ctx_));
+  }
+  if (highest < 0) return out;
+  const Prog* p = rung_for(highest);
+  if (!p) return fail("session: no decode rung holds slot " + std::to_string(highest));
+  auto* tok = io_of<std::int32_t>(*backend_, p->index, IoField::tokens);
+  auto* pos = io_of<std::int32_t>(*backend_, p->index, IoField::positions);
+  auto* slt = io_of<std::int64_t>(*backend_, p->index, IoField::slots);
+  auto* sb = io_of<std::int64_t>(*backend_, p->index, IoField::seq_base);
+  auto* sl = io_of<std::int32_t>(*backend_, p->index, IoField::seq_len);
+  for (std::int64_t r = 0; r < p->rows; ++r) {
+    const bool real = r < max_slots() && slots_[static_cast<std::size_t>(r)].active;
+    const std::int64_t at = real ? slots_[static_cast<std::size_t>(r)].next_pos : 0;
+    const std::int64_t base = r * max_ctx_;  // an idle row writes its own free region
+    if (tok) tok[r] = real ? slots_[static_cast<std::size_t>(r)].last : 0;
+    if (pos) pos[r] = static_cast<std::int32_t>(at);
+    if (slt) slt[r] = base + at;
+    if (sb) sb[r] = base;
+    if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
+  }
+  MET_CHECK(backend_->run(p->index));
+  for (std::int64_t r = 0; r <= highest; ++r) {
+    Slot& s = slots_[static_cast<std::size_t>(r)];
+    if (!s.active) continue;
+    s.last = pick(s, p->index, r);
+    ++s.next_pos;
+    out.push_back({r, s.last});
+  }
+  return out;
+}
+
+void Session::remove(std::int64_t slot) {
+  if (slot >= 0 && slot < max_slots()) slots_[static_cast<std::size_t>(slot)].active = false;
+}
+
+}  // namespace met::interp

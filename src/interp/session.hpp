@@ -1,0 +1,81 @@
+// A step-level driver over a Backend for continuous batching (DESIGN.md section 6): a fixed set of
+// sequence slots (the emit's max_seqs, at most the largest decode rung), each owning KV region
+// [slot*max_ctx, (slot+1)*max_ctx). add() prefills one prompt into a free slot, step() decodes one
+// token for every active slot, remove() frees a slot; sequences join and leave between steps.
+//
+// Slot choice: add() takes the LOWEST free slot. Row r of a decode program is sequence r, so a step
+// runs the smallest rung whose rows exceed the highest active slot; keeping the active set packed
+// at the bottom keeps that rung small. A hole left by a finished sequence is filled by the next
+// arrival; active sequences are never moved (that would mean copying their KV).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "emit/emit.hpp"
+#include "emit/packet.hpp"
+#include "interp/backend.hpp"
+#include "interp/generate.hpp"
+
+namespace met::interp {
+
+struct SlotToken {
+  std::int64_t slot = 0;
+  std::int32_t token = 0;
+};
+
+class Session {
+ public:
+  // The backend and packet must outlive the session. Fails when the packet lacks prefill or decode
+  // programs with logits.
+  static Expected<Session> create(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build);
+
+  std::int64_t max_slots() const { return static_cast<std::int64_t>(slots_.size()); }
+  std::int64_t max_ctx() const { return max_ctx_; }
+  std::int64_t vocab() const { return vocab_; }
+  std::int64_t active() const;
+  bool has_free_slot() const;
+  bool is_active(std::int64_t slot) const;
+  // Tokens the slot's KV holds plus the pending one: the position the next step writes.
+  std::int64_t position(std::int64_t slot) const;
+
+  // Prefills `prompt` into the lowest free slot and samples its first token. Refuses an empty
+  // prompt, an id outside the vocabulary, a prompt that fills the context, and a full session.
+  struct Added {
+    std::int64_t slot = 0;
+    std::int32_t token = 0;
+  };
+  Expected<Added> add(const std::vector<std::int32_t>& prompt, const Sampling& sampling);
+  // One decode step for every active slot (in slot order). A slot whose context is full is refused:
+  // the caller removes sequences before they reach max_ctx.
+  Expected<std::vector<SlotToken>> step();
+  void remove(std::int64_t slot);
+
+  // The decode rung a step with these active slots runs (exposed for tests).
+  std::int64_t rung_rows() const;
+
+ private:
+  struct Prog {
+    std::size_t index = 0;
+    std::int64_t rows = 0;
+  };
+  struct Slot {
+    bool active = false;
+    std::int64_t next_pos = 0;  // position of `last` (its K/V is written by the next step)
+    std::int32_t last = 0;
+    Sampling sampling;
+    std::uint64_t draws = 0;
+  };
+  Session() = default;
+  std::int32_t pick(Slot& s, std::size_t program, std::int64_t row);
+  const Prog* rung_for(std::int64_t highest) const;
+
+  Backend* backend_ = nullptr;
+  std::vector<Prog> prefill_, decode_;
+  std::vector<Slot> slots_;
+  std::int64_t max_ctx_ = 0, vocab_ = 0, pad_base_ = 0;
+  std::vector<float> row_;  // logits of one row, reused
+};
+
+}  // namespace met::interp

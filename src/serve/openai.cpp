@@ -1,0 +1,246 @@
+// Strict request parsing. A JSON null counts as absent (the OpenAI API accepts null for every
+// optional field); anything else of the wrong type, out of range, or not known is refused.
+#include "serve/openai.hpp"
+
+#include <limits>
+#include <set>
+
+namespace met::serve {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+ApiResult<Json> parse_object(std::string_view body) {
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid("the request body is not valid JSON", "", "invalid_json");
+  if (!j.is_object()) return invalid("the request body must be a JSON object", "", "invalid_json");
+  return j;
+}
+
+std::optional<ApiError> unknown_fields(const Json& j, const std::set<std::string>& known) {
+  for (const auto& [k, v] : j.items())
+    if (!known.count(k)) return invalid("unknown field '" + k + "'", k, "unknown_field");
+  return std::nullopt;
+}
+
+ApiError wrong_type(const std::string& field, const std::string& want) {
+  return invalid("'" + field + "' must be " + want, field, "invalid_type");
+}
+
+bool present(const Json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
+
+std::optional<ApiError> get_int(const Json& j, const char* key, std::optional<std::int64_t>& out) {
+  if (!present(j, key)) return std::nullopt;
+  const auto& v = j[key];
+  if (v.is_number_unsigned()) {
+    if (v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      return invalid(std::string("'") + key + "' is too large", key);
+    out = static_cast<std::int64_t>(v.get<std::uint64_t>());
+  } else if (v.is_number_integer()) {
+    out = v.get<std::int64_t>();
+  } else {
+    return wrong_type(key, "an integer");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_number(const Json& j, const char* key, double& out) {
+  if (!present(j, key)) return std::nullopt;
+  if (!j[key].is_number()) return wrong_type(key, "a number");
+  out = j[key].get<double>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_bool(const Json& j, const char* key, bool& out) {
+  if (!present(j, key)) return std::nullopt;
+  if (!j[key].is_boolean()) return wrong_type(key, "a boolean");
+  out = j[key].get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_string(const Json& j, const char* key, std::string& out) {
+  if (!present(j, key)) return std::nullopt;
+  if (!j[key].is_string()) return wrong_type(key, "a string");
+  out = j[key].get<std::string>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_ids(const Json& v, const std::string& field, std::vector<std::int32_t>& out) {
+  for (const auto& e : v) {
+    if (!e.is_number_integer()) return wrong_type(field, "a string or a list of token ids");
+    const auto id = e.get<std::int64_t>();
+    if (id < 0 || id > std::numeric_limits<std::int32_t>::max())
+      return invalid("'" + field + "' holds token id " + std::to_string(id) + ", outside the vocabulary", field);
+    out.push_back(static_cast<std::int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+// A message's content as the chat template sees it: a string (text parts joined by newlines) or null.
+std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
+  if (!in.is_array()) return wrong_type("messages", "a list of messages");
+  if (in.empty()) return invalid("'messages' must hold at least one message", "messages");
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  out = Json::array();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    const auto& m = in[i];
+    if (!m.is_object()) return wrong_type(where, "an object");
+    if (!m.contains("role") || !m["role"].is_string()) return wrong_type(where + ".role", "a string");
+    if (!kRoles.count(m["role"].get<std::string>()))
+      return invalid(where + ".role '" + m["role"].get<std::string>() + "' is not one of system, developer, user, assistant, tool",
+                     where + ".role");
+    Json msg = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (std::size_t p = 0; p < m["content"].size(); ++p) {
+        const auto& part = m["content"][p];
+        const std::string pw = where + ".content[" + std::to_string(p) + "]";
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
+          return invalid(pw + ": only {\"type\": \"text\", \"text\": ...} parts are supported", pw);
+        text += (p ? "\n" : "") + part["text"].get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (m.contains("content") && !m["content"].is_string() && !m["content"].is_null()) {
+      return wrong_type(where + ".content", "a string, a list of text parts or null");
+    }
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json error_envelope(const ApiError& e) {
+  nlohmann::json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return {{"error", err}};
+}
+
+ApiError invalid(const std::string& message, const std::string& param, const std::string& code) {
+  return ApiError{400, message, "invalid_request_error", param, code};
+}
+
+ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const Json& j = std::get<Json>(parsed);
+  const bool chat = endpoint == Endpoint::chat;
+  std::set<std::string> known = {"model", "max_tokens", "stop", "temperature", "top_p", "seed", "stream", "stream_options",
+                                 "ignore_eos", "n", "user"};
+  known.insert(chat ? "messages" : "prompt");
+  if (chat) known.insert("max_completion_tokens");
+  if (auto e = unknown_fields(j, known)) return *e;
+  GenerationRequest r;
+  if (!present(j, "model")) return invalid("'model' is required", "model", "missing_required_parameter");
+  if (auto e = get_string(j, "model", r.model)) return *e;
+  if (chat) {
+    if (!present(j, "messages")) return invalid("'messages' is required", "messages", "missing_required_parameter");
+    if (auto e = normalise_messages(j["messages"], r.messages)) return *e;
+  } else {
+    if (!present(j, "prompt")) return invalid("'prompt' is required", "prompt", "missing_required_parameter");
+    const auto& p = j["prompt"];
+    if (p.is_string()) {
+      r.prompt_text = p.get<std::string>();
+    } else if (p.is_array() && !p.empty() && p[0].is_number_integer()) {
+      std::vector<std::int32_t> ids;
+      if (auto e = get_ids(p, "prompt", ids)) return *e;
+      r.prompt_ids = std::move(ids);
+    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+      r.prompt_text = p[0].get<std::string>();
+    } else if (p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array())) {
+      return invalid("'prompt' holds several prompts; send one per request", "prompt", "unsupported_value");
+    } else {
+      return wrong_type("prompt", "a string or a list of token ids");
+    }
+    if ((r.prompt_text && r.prompt_text->empty()) || (r.prompt_ids && r.prompt_ids->empty()))
+      return invalid("'prompt' is empty", "prompt");
+  }
+  std::optional<std::int64_t> n, max_tokens, max_completion, seed;
+  if (auto e = get_int(j, "n", n)) return *e;
+  if (n && *n != 1) return invalid("'n' must be 1: one choice per request", "n", "unsupported_value");
+  if (auto e = get_int(j, "max_tokens", max_tokens)) return *e;
+  if (chat)
+    if (auto e = get_int(j, "max_completion_tokens", max_completion)) return *e;
+  r.max_tokens = max_completion ? max_completion : max_tokens;
+  if (r.max_tokens && *r.max_tokens < 1)
+    return invalid("'max_tokens' must be at least 1", max_completion ? "max_completion_tokens" : "max_tokens");
+  if (auto e = get_number(j, "temperature", r.temperature)) return *e;
+  if (r.temperature < 0 || r.temperature > 2) return invalid("'temperature' must be in [0, 2]", "temperature");
+  if (auto e = get_number(j, "top_p", r.top_p)) return *e;
+  if (!(r.top_p > 0 && r.top_p <= 1)) return invalid("'top_p' must be in (0, 1]", "top_p");
+  if (auto e = get_int(j, "seed", seed)) return *e;
+  if (seed) r.seed = static_cast<std::uint64_t>(*seed);
+  if (auto e = get_bool(j, "stream", r.stream)) return *e;
+  if (auto e = get_bool(j, "ignore_eos", r.ignore_eos)) return *e;
+  std::string user;
+  if (auto e = get_string(j, "user", user)) return *e;
+  if (present(j, "stop")) {
+    const auto& s = j["stop"];
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      for (const auto& e : s) {
+        if (!e.is_string()) return wrong_type("stop", "a string or a list of strings");
+        r.stop.push_back(e.get<std::string>());
+      }
+    } else {
+      return wrong_type("stop", "a string or a list of strings");
+    }
+    for (const auto& e : r.stop)
+      if (e.empty()) return invalid("'stop' strings must not be empty", "stop");
+  }
+  if (present(j, "stream_options")) {
+    const auto& o = j["stream_options"];
+    if (!o.is_object()) return wrong_type("stream_options", "an object");
+    if (!r.stream) return invalid("'stream_options' is only allowed with 'stream': true", "stream_options");
+    for (const auto& [k, v] : o.items())
+      if (k != "include_usage") return invalid("unknown field 'stream_options." + k + "'", "stream_options." + k, "unknown_field");
+    if (auto e = get_bool(o, "include_usage", r.include_usage)) {
+      e->param = "stream_options.include_usage";
+      e->message = "'stream_options.include_usage' must be a boolean";
+      return *e;
+    }
+  }
+  return r;
+}
+
+ApiResult<TokenizeRequest> parse_tokenize(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const Json& j = std::get<Json>(parsed);
+  if (auto e = unknown_fields(j, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt"})) return *e;
+  TokenizeRequest r;
+  if (auto e = get_string(j, "model", r.model)) return *e;
+  if (present(j, "prompt") == present(j, "messages")) return invalid("give exactly one of 'prompt' and 'messages'", "prompt");
+  if (present(j, "prompt")) {
+    std::string p;
+    if (auto e = get_string(j, "prompt", p)) return *e;
+    r.prompt = std::move(p);
+  } else if (auto e = normalise_messages(j["messages"], r.messages)) {
+    return *e;
+  }
+  if (present(j, "add_special_tokens")) {
+    bool b = false;
+    if (auto e = get_bool(j, "add_special_tokens", b)) return *e;
+    r.add_special_tokens = b;
+  }
+  if (auto e = get_bool(j, "add_generation_prompt", r.add_generation_prompt)) return *e;
+  return r;
+}
+
+ApiResult<DetokenizeRequest> parse_detokenize(std::string_view body) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const Json& j = std::get<Json>(parsed);
+  if (auto e = unknown_fields(j, {"model", "tokens"})) return *e;
+  DetokenizeRequest r;
+  if (auto e = get_string(j, "model", r.model)) return *e;
+  if (!present(j, "tokens")) return invalid("'tokens' is required", "tokens", "missing_required_parameter");
+  if (!j["tokens"].is_array()) return wrong_type("tokens", "a list of token ids");
+  if (auto e = get_ids(j["tokens"], "tokens", r.tokens)) return *e;
+  return r;
+}
+
+}  // namespace met::serve

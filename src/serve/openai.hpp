@@ -1,0 +1,64 @@
+// The OpenAI-compatible request surface: strict parsing of /v1/chat/completions, /v1/completions,
+// /tokenize and /detokenize bodies (an unknown field or a wrong type is a 400 that names the
+// field, never a default), and the error envelope {"error": {message, type, param, code}}.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace met::serve {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+// {"error": {"message", "type", "param", "code"}} with null for an empty param or code.
+nlohmann::json error_envelope(const ApiError& e);
+ApiError invalid(const std::string& message, const std::string& param = "", const std::string& code = "invalid_value");
+
+template <class T>
+using ApiResult = std::variant<T, ApiError>;
+
+enum class Endpoint { chat, completion };
+
+struct GenerationRequest {
+  std::string model;
+  nlohmann::ordered_json messages;                                  // chat: the conversation, text parts joined
+  std::optional<std::string> prompt_text;                           // completion: a string prompt
+  std::optional<std::vector<std::int32_t>> prompt_ids;              // completion: token ids
+  std::optional<std::int64_t> max_tokens;                           // max_completion_tokens or max_tokens
+  std::vector<std::string> stop;
+  double temperature = 1.0;  // OpenAI's default; 0 is greedy
+  double top_p = 1.0;
+  std::optional<std::uint64_t> seed;
+  bool stream = false, include_usage = false, ignore_eos = false;
+};
+
+ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_view body);
+
+struct TokenizeRequest {
+  std::string model;  // empty: the only (first) model
+  std::optional<std::string> prompt;
+  nlohmann::ordered_json messages;  // null unless given
+  std::optional<bool> add_special_tokens;  // default: true for a prompt, false for messages
+  bool add_generation_prompt = true;
+};
+ApiResult<TokenizeRequest> parse_tokenize(std::string_view body);
+
+struct DetokenizeRequest {
+  std::string model;
+  std::vector<std::int32_t> tokens;
+};
+ApiResult<DetokenizeRequest> parse_detokenize(std::string_view body);
+
+}  // namespace met::serve

@@ -1,0 +1,397 @@
+// HTTP wiring: routes, bearer auth (pre-routing), the body limit (httplib answers 413 and the
+// error handler wraps it in the OpenAI envelope), SSE streaming through a chunked content provider
+// that cancels its request when the client stops reading. Handlers block on their RequestState;
+// each holds one worker thread, so the pool is sized to the slots plus the queue.
+#include "serve/server.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "serve/chat_template.hpp"
+#include "serve/metrics.hpp"
+#include "serve/openai.hpp"
+#include "serve/scheduler.hpp"
+#include "serve/server_model.hpp"
+
+namespace met::serve {
+namespace {
+
+using Json = nlohmann::json;
+using OJson = nlohmann::ordered_json;
+
+constexpr auto kStreamPoll = std::chrono::milliseconds(50);  // how often a waiting stream checks its client
+constexpr auto kWaitPoll = std::chrono::milliseconds(500);
+constexpr std::int64_t kDefaultCompletionTokens = 16;  // OpenAI's default max_tokens for /v1/completions
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void reply(httplib::Response& res, int status, const OJson& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace), "application/json");
+}
+
+void reply_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_envelope(e).dump(), "application/json");
+}
+
+ApiError api_error(int status, const std::string& message, const std::string& type, const std::string& code,
+                   const std::string& param = "") {
+  return ApiError{status, message, type, param, code};
+}
+
+bool same_key(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
+  return diff == 0 && !b.empty();
+}
+
+std::string sse(const OJson& j) {
+  return "data: " + j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n\n";
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions opt;
+  Metrics metrics;
+  std::vector<std::unique_ptr<ServedModel>> models;
+  std::map<std::string, std::unique_ptr<Engine>> engines;  // by model id
+  httplib::Server http;
+  int port = 0;
+  std::atomic<std::uint64_t> next_id{0};
+  std::string id_prefix;
+
+  ServedModel* find(const std::string& id) {
+    for (auto& m : models)
+      if (m->id == id) return m.get();
+    return nullptr;
+  }
+
+  std::string new_id(const char* kind) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(next_id.fetch_add(1)));
+    return std::string(kind) + "-" + id_prefix + buf;
+  }
+
+  // The model named by a request (or the first one where naming is optional).
+  ApiResult<ServedModel*> model_of(const std::string& name, bool optional) {
+    if (name.empty() && optional) return models.front().get();
+    if (auto* m = find(name)) return m;
+    return api_error(404, "the model '" + name + "' does not exist", "invalid_request_error", "model_not_found", "model");
+  }
+
+  ApiResult<std::vector<std::int32_t>> render_chat(const ServedModel& m, const OJson& messages, bool add_generation_prompt,
+                                                   bool add_special_tokens) {
+    if (!m.chat_template)
+      return api_error(400, "model '" + m.id + "' has no usable chat template: " + m.chat_template_error,
+                       "invalid_request_error", "no_chat_template", "messages");
+    auto text = apply_chat_template(*m.chat_template, messages, OJson(nullptr), add_generation_prompt, m.template_extra);
+    if (!text) return api_error(400, "chat template: " + text.error().message, "invalid_request_error", "invalid_messages", "messages");
+    return m.tokenizer->encode(*text, add_special_tokens);
+  }
+
+  void models_route(httplib::Response& res) {
+    OJson data = OJson::array();
+    for (const auto& m : models)
+      data.push_back({{"id", m->id}, {"object", "model"}, {"created", m->created}, {"owned_by", "met"},
+                      {"root", m->assets.dir}, {"max_model_len", m->max_ctx}});
+    reply(res, 200, {{"object", "list"}, {"data", data}});
+  }
+
+  void generate_route(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void tokenize_route(const httplib::Request& req, httplib::Response& res);
+  void detokenize_route(const httplib::Request& req, httplib::Response& res);
+  void install_routes();
+};
+
+void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  const bool chat = endpoint == Endpoint::chat;
+  auto parsed = parse_generation(endpoint, req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(res, *e);
+  const GenerationRequest r = std::move(std::get<GenerationRequest>(parsed));
+  auto found = model_of(r.model, /*optional=*/false);
+  if (auto* e = std::get_if<ApiError>(&found)) return reply_error(res, *e);
+  ServedModel& m = *std::get<ServedModel*>(found);
+  Engine& engine = *engines.at(m.id);
+
+  GenParams g;
+  if (chat) {
+    auto ids = render_chat(m, r.messages, /*add_generation_prompt=*/true, /*add_special_tokens=*/false);
+    if (auto* e = std::get_if<ApiError>(&ids)) return reply_error(res, *e);
+    g.prompt = std::move(std::get<std::vector<std::int32_t>>(ids));
+  } else if (r.prompt_text) {
+    g.prompt = m.tokenizer->encode(*r.prompt_text, /*add_special_tokens=*/true);
+  } else {
+    g.prompt = *r.prompt_ids;
+  }
+  const char* prompt_param = chat ? "messages" : "prompt";
+  for (auto id : g.prompt)
+    if (id >= m.vocab)
+      return reply_error(res, invalid("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(m.vocab),
+                                      prompt_param));
+  const auto len = static_cast<std::int64_t>(g.prompt.size());
+  if (len == 0) return reply_error(res, invalid("the prompt is empty", prompt_param));
+  g.max_tokens = r.max_tokens ? *r.max_tokens : chat ? m.max_ctx - len : kDefaultCompletionTokens;
+  if (len >= m.max_ctx || len + g.max_tokens > m.max_ctx)
+    return reply_error(res, invalid("this model's maximum context length is " + std::to_string(m.max_ctx) +
+                                        " tokens; the request has " + std::to_string(len) + " prompt tokens and asks for " +
+                                        std::to_string(std::max<std::int64_t>(g.max_tokens, 0)) + " completion tokens",
+                                    prompt_param, "context_length_exceeded"));
+  g.sampling.temperature = static_cast<float>(r.temperature);
+  g.sampling.top_p = static_cast<float>(r.top_p);
+  g.sampling.seed = r.seed ? *r.seed : std::random_device{}();
+  g.stop = r.stop;
+  g.ignore_eos = r.ignore_eos;
+
+  auto state = std::make_shared<RequestState>();
+  switch (engine.submit(state, std::move(g))) {
+    case Engine::Submit::accepted: break;
+    case Engine::Submit::queue_full:
+      return reply_error(res, api_error(429, "the server is at capacity for model '" + m.id + "'; retry later",
+                                        "rate_limit_error", "queue_full"));
+    case Engine::Submit::faulted:
+      return reply_error(res, api_error(503, "model '" + m.id + "' is unavailable: " + engine.fault(), "server_error",
+                                        "backend_fault"));
+  }
+  const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
+  const std::int64_t created = unix_now();
+  const std::string object = chat ? "chat.completion" : "text_completion";
+  auto usage = [len](std::int64_t completion) {
+    return OJson{{"prompt_tokens", len}, {"completion_tokens", completion}, {"total_tokens", len + completion}};
+  };
+
+  if (!r.stream) {
+    std::string text;
+    RequestState::Update u;
+    do {
+      u = state->take(kWaitPoll);
+      text += u.text;
+    } while (!u.done);
+    if (u.error_status)
+      return reply_error(res, api_error(u.error_status, u.error, "server_error", "backend_fault"));
+    OJson choice = {{"index", 0}};
+    if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+    else choice["text"] = text;
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = u.finish_reason;
+    return reply(res, 200, {{"id", id}, {"object", object}, {"created", created}, {"model", m.id},
+                            {"choices", OJson::array({choice})}, {"usage", usage(u.completion_tokens)}});
+  }
+
+  struct StreamCtx {
+    bool started = false;
+  };
+  auto ctx = std::make_shared<StreamCtx>();
+  const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
+  const bool include_usage = r.include_usage;
+  const std::string model_id = m.id;
+  auto chunk = [=](const std::string* text, const char* finish) {
+    OJson choice = {{"index", 0}};
+    if (chat) {
+      choice["delta"] = OJson::object();
+      if (text) choice["delta"]["content"] = *text;
+    } else {
+      choice["text"] = text ? *text : "";
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = finish ? OJson(finish) : OJson(nullptr);
+    OJson j = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id}, {"choices", OJson::array({choice})}};
+    if (include_usage) j["usage"] = nullptr;
+    return j;
+  };
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [=](std::size_t, httplib::DataSink& sink) {
+        auto send = [&](const std::string& s) {
+          if (sink.is_writable && !sink.is_writable()) return false;
+          return sink.write(s.data(), s.size());
+        };
+        if (!ctx->started) {
+          ctx->started = true;
+          if (chat) {
+            OJson first = chunk(nullptr, nullptr);
+            first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+            if (!send(sse(first))) return state->cancel(), false;
+          }
+        }
+        const auto u = state->take(kStreamPoll);
+        if (!u.text.empty() && !send(sse(chunk(&u.text, nullptr)))) return state->cancel(), false;
+        if (!u.done) {
+          if (sink.is_writable && !sink.is_writable()) return state->cancel(), false;
+          return true;
+        }
+        std::string tail;
+        if (u.error_status) {
+          tail = sse(error_envelope(api_error(u.error_status, u.error, "server_error", "backend_fault")));
+        } else {
+          tail = sse(chunk(nullptr, u.finish_reason.c_str()));
+          if (include_usage) {
+            OJson j = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id},
+                       {"choices", OJson::array()}, {"usage", usage(u.completion_tokens)}};
+            tail += sse(j);
+          }
+        }
+        tail += "data: [DONE]\n\n";
+        if (!send(tail)) return false;
+        sink.done();
+        return true;
+      },
+      [state](bool success) {
+        if (!success) state->cancel();
+      });
+}
+
+void Server::Impl::tokenize_route(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_tokenize(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(res, *e);
+  const auto& r = std::get<TokenizeRequest>(parsed);
+  auto found = model_of(r.model, /*optional=*/true);
+  if (auto* e = std::get_if<ApiError>(&found)) return reply_error(res, *e);
+  const ServedModel& m = *std::get<ServedModel*>(found);
+  std::vector<std::int32_t> ids;
+  if (r.prompt) {
+    ids = m.tokenizer->encode(*r.prompt, r.add_special_tokens.value_or(true));
+  } else {
+    auto rendered = render_chat(m, r.messages, r.add_generation_prompt, r.add_special_tokens.value_or(false));
+    if (auto* e = std::get_if<ApiError>(&rendered)) return reply_error(res, *e);
+    ids = std::move(std::get<std::vector<std::int32_t>>(rendered));
+  }
+  reply(res, 200, {{"count", ids.size()}, {"max_model_len", m.max_ctx}, {"tokens", ids}});
+}
+
+void Server::Impl::detokenize_route(const httplib::Request& req, httplib::Response& res) {
+  auto parsed = parse_detokenize(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return reply_error(res, *e);
+  const auto& r = std::get<DetokenizeRequest>(parsed);
+  auto found = model_of(r.model, /*optional=*/true);
+  if (auto* e = std::get_if<ApiError>(&found)) return reply_error(res, *e);
+  const ServedModel& m = *std::get<ServedModel*>(found);
+  for (auto id : r.tokens)
+    if (id >= m.tokenizer->vocab_size())
+      return reply_error(res, invalid("token id " + std::to_string(id) + " is outside the vocabulary", "tokens"));
+  reply(res, 200, {{"prompt", m.tokenizer->decode(r.tokens, /*skip_special_tokens=*/false)}});
+}
+
+void Server::Impl::install_routes() {
+  http.set_payload_max_length(opt.max_body);
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    ApiError e;
+    e.status = res.status;
+    switch (res.status) {
+      case 404: e = api_error(404, "no such route", "invalid_request_error", "not_found"); break;
+      case 413:
+        e = api_error(413, "the request body exceeds the limit of " + std::to_string(opt.max_body) + " bytes",
+                      "invalid_request_error", "body_too_large");
+        break;
+      case 405: e = api_error(405, "method not allowed", "invalid_request_error", "method_not_allowed"); break;
+      default:
+        e = api_error(res.status, "request failed with status " + std::to_string(res.status),
+                      res.status >= 500 ? "server_error" : "invalid_request_error", "");
+    }
+    reply_error(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& ex) {
+      what += std::string(": ") + ex.what();
+    } catch (...) {
+    }
+    reply_error(res, api_error(500, what, "server_error", "internal_error"));
+  });
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
+    if (!guarded) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (auth.rfind(prefix, 0) == 0 && same_key(auth.substr(prefix.size()), opt.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    res.set_header("WWW-Authenticate", "Bearer");
+    reply_error(res, api_error(401, auth.empty() ? "missing bearer token (Authorization: Bearer <api key>)" : "incorrect API key",
+                               "invalid_request_error", "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models_route(res); });
+  http.Post("/v1/chat/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { generate_route(Endpoint::chat, req, res); });
+  http.Post("/v1/completions",
+            [this](const httplib::Request& req, httplib::Response& res) { generate_route(Endpoint::completion, req, res); });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize_route(req, res); });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize_route(req, res); });
+  auto health = [this](bool body) {
+    return [this, body](const httplib::Request&, httplib::Response& res) {
+      for (const auto& [id, e] : engines)
+        if (auto f = e->fault(); !f.empty())
+          return reply_error(res, api_error(503, "model '" + id + "' is unavailable: " + f, "server_error", "backend_fault"));
+      res.status = 200;
+      if (body) res.set_content(R"({"status":"ok"})", "application/json");
+    };
+  };
+  http.Get("/health", health(false));
+  http.Get("/healthz", health(true));
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (!impl_) return;
+  impl_->engines.clear();  // fails what is still waiting; the HTTP pool has already drained
+}
+
+Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
+  if (options.assets.empty()) return fail("serve: give at least one --assets DIR");
+  auto impl = std::make_unique<Impl>();
+  impl->opt = options;
+  std::random_device rd;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", rd());
+  impl->id_prefix = buf;
+  std::size_t slots = 0;
+  for (const auto& dir : options.assets) {
+    MET_TRY(auto model, load_served_model(dir));
+    if (impl->find(model->id)) return fail(dir + ": a model named '" + model->id + "' is already served (from another --assets)");
+    MET_TRY(auto engine, Engine::start(*model, impl->metrics, options.queue));
+    slots += static_cast<std::size_t>(engine->slots());
+    impl->engines.emplace(model->id, std::move(engine));
+    impl->models.push_back(std::move(model));
+  }
+  const std::size_t threads = options.threads ? options.threads : slots + options.queue + 8;
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->install_routes();
+  if (options.port == 0) {
+    impl->port = impl->http.bind_to_any_port(options.host);
+    if (impl->port <= 0) return fail("serve: cannot bind " + options.host + " on any port");
+  } else {
+    if (!impl->http.bind_to_port(options.host, options.port))
+      return fail("serve: cannot bind " + options.host + ":" + std::to_string(options.port));
+    impl->port = options.port;
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+int Server::port() const { return impl_->port; }
+
+Expected<void> Server::run() {
+  if (!impl_->http.listen_after_bind()) return fail("serve: the listener stopped with an error");
+  return {};
+}
+
+void Server::stop() { impl_->http.stop(); }
+
+}  // namespace met::serve

@@ -1,0 +1,314 @@
+// `met serve` against the official OpenAI client (npm openai, pinned in package.json). Run by
+// tests/serve/server_test.sh, which starts the server (with --api-key, --max-body 65536,
+// --queue 4) and sets MET_BASE_URL, MET_API_KEY, MET_MODEL, MET_MAX_CTX, MET_SLOTS, MET_QUEUE.
+// Each case names what it would catch; the last line is "N passed, M failed".
+import OpenAI from "openai";
+
+const base = process.env.MET_BASE_URL;
+const key = process.env.MET_API_KEY;
+const model = process.env.MET_MODEL;
+const maxCtx = Number(process.env.MET_MAX_CTX);
+const slots = Number(process.env.MET_SLOTS);
+const queue = Number(process.env.MET_QUEUE);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 });
+const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
+
+let passed = 0, failed = 0;
+async function test(name, fn) {
+  try {
+    await fn();
+    passed++;
+    console.log(`ok: ${name}`);
+  } catch (e) {
+    failed++;
+    console.log(`FAIL: ${name}: ${e && e.stack ? e.stack : e}`);
+  }
+}
+function check(cond, what) { if (!cond) throw new Error(what); }
+function eq(a, b, what) { if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${what}: ${JSON.stringify(a)} != ${JSON.stringify(b)}`); }
+
+async function post(path, body, headers = auth) {
+  const r = await fetch(`${base}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch {}
+  return { status: r.status, json, text };
+}
+async function tokenCount(body) {
+  const r = await post("/tokenize", { model, ...body });
+  eq(r.status, 200, "/tokenize status");
+  eq(r.json.count, r.json.tokens.length, "/tokenize count");
+  return r.json.count;
+}
+function envelope(r, status, code) {
+  eq(r.status, status, `status (body ${r.text.slice(0, 200)})`);
+  check(r.json && r.json.error, "an {error: ...} envelope");
+  const e = r.json.error;
+  check(typeof e.message === "string" && e.message.length > 0, "error.message is a non-empty string");
+  check(typeof e.type === "string", "error.type is a string");
+  check("param" in e && "code" in e, "error has param and code");
+  if (code !== undefined) eq(e.code, code, "error.code");
+  return e;
+}
+async function metric(name) {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`model_name="${model}"`));
+  return line === undefined ? undefined : Number(line.split(" ").pop());
+}
+async function running() { return metric("vllm:num_requests_running"); }
+async function settle() {  // waits for every slot to come free
+  for (let i = 0; i < 100; ++i) {
+    if ((await running()) === 0 && (await metric("vllm:num_requests_waiting")) === 0) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`requests still running: ${await running()}`);
+}
+
+for (let i = 0; i < 200; ++i) {  // the server may still be loading
+  try { if ((await fetch(`${base}/health`)).status === 200) break; } catch {}
+  await new Promise((r) => setTimeout(r, 100));
+}
+
+const chatMessages = [{ role: "system", content: "You are terse." }, { role: "user", content: "Say hello in French, then count to three." }];
+let greedyChat = "";
+
+await test("models.list names the served model and its context (catches a wrong id or slug)", async () => {
+  const list = await client.models.list();
+  const ids = list.data.map((m) => m.id);
+  eq(ids, [model], "model ids");
+  eq(list.data[0].object, "model", "object");
+  eq(list.data[0].max_model_len, maxCtx, "max_model_len");
+});
+
+await test("chat non-streaming: usage equals /tokenize of the messages, length stop at max_tokens", async () => {
+  const r = await client.chat.completions.create({ model, messages: chatMessages, max_tokens: 8, temperature: 0 });
+  eq(r.object, "chat.completion", "object");
+  eq(r.model, model, "model");
+  eq(r.choices.length, 1, "choices");
+  eq(r.choices[0].message.role, "assistant", "role");
+  check(typeof r.choices[0].message.content === "string", "content is a string");
+  const prompt = await tokenCount({ messages: chatMessages });
+  eq(r.usage.prompt_tokens, prompt, "prompt_tokens vs /tokenize");
+  check(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 8, "completion_tokens in 1..8");
+  if (r.choices[0].finish_reason === "length") eq(r.usage.completion_tokens, 8, "a length stop used max_tokens");
+  eq(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens, "total_tokens");
+  greedyChat = r.choices[0].message.content;
+});
+
+await test("chat streaming with include_usage: deltas join to the greedy text, one usage chunk (catches SSE framing)", async () => {
+  const stream = await client.chat.completions.create({
+    model, messages: chatMessages, max_completion_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  let text = "", role = null, usage = null, finish = null, chunks = 0;
+  for await (const c of stream) {
+    chunks++;
+    eq(c.object, "chat.completion.chunk", "chunk object");
+    if (c.usage) { usage = c.usage; eq(c.choices.length, 0, "the usage chunk has no choices"); continue; }
+    const d = c.choices[0].delta;
+    if (d.role) role = d.role;
+    if (d.content) text += d.content;
+    if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
+  }
+  eq(role, "assistant", "first delta role");
+  check(finish === "length" || finish === "stop", "finish_reason");
+  check(usage !== null, "usage chunk present");
+  eq(usage.prompt_tokens, await tokenCount({ messages: chatMessages }), "prompt_tokens vs /tokenize");
+  eq(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens, "total_tokens");
+  eq(text, greedyChat, "streamed greedy text equals the non-streamed one");
+  check(chunks >= 3, "several chunks");
+});
+
+await test("completions: string prompt usage equals /tokenize, token-id prompt accepted", async () => {
+  const prompt = "The quick brown fox jumps over";
+  const r = await client.completions.create({ model, prompt, max_tokens: 6, temperature: 0, ignore_eos: true });
+  eq(r.object, "text_completion", "object");
+  eq(r.usage.prompt_tokens, await tokenCount({ prompt }), "prompt_tokens vs /tokenize");
+  eq(r.usage.completion_tokens, 6, "ignore_eos runs to max_tokens");
+  eq(r.choices[0].finish_reason, "length", "finish_reason");
+  const ids = (await post("/tokenize", { model, prompt })).json.tokens;
+  const r2 = await client.completions.create({ model, prompt: ids, max_tokens: 6, temperature: 0, ignore_eos: true });
+  eq(r2.usage.prompt_tokens, ids.length, "token-id prompt_tokens");
+  eq(r2.choices[0].text, r.choices[0].text, "ids and text prompts give the same greedy text");
+});
+
+await test("completions streaming without include_usage: text chunks, no usage chunk", async () => {
+  const stream = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0, stream: true });
+  let text = "", usage = null, finish = null;
+  for await (const c of stream) {
+    if (c.usage) usage = c.usage;
+    if (c.choices.length) { text += c.choices[0].text; if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason; }
+  }
+  eq(usage, null, "no usage without include_usage");
+  check(finish !== null, "a finish_reason");
+  const whole = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 5, temperature: 0 });
+  eq(text, whole.choices[0].text, "streamed text equals non-streamed");
+});
+
+await test("stop string cuts the text before it and is not emitted (finish_reason stop)", async () => {
+  const prompt = "Numbers:";
+  const full = (await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, ignore_eos: true })).choices[0].text;
+  check(full.length >= 4, `enough text to cut: ${JSON.stringify(full)}`);
+  const stop = full.slice(Math.floor(full.length / 2), Math.floor(full.length / 2) + 2);
+  const expect = full.slice(0, full.indexOf(stop));
+  for (const stream of [false, true]) {
+    const r = await client.completions.create({ model, prompt, max_tokens: 12, temperature: 0, ignore_eos: true, stop: [stop], stream });
+    let text = "", finish = null;
+    if (stream) { for await (const c of r) if (c.choices.length) { text += c.choices[0].text; finish = c.choices[0].finish_reason ?? finish; } }
+    else { text = r.choices[0].text; finish = r.choices[0].finish_reason; }
+    eq(text, expect, `stream=${stream} text before the stop ${JSON.stringify(stop)}`);
+    eq(finish, "stop", `stream=${stream} finish_reason`);
+  }
+});
+
+await test("seeded sampling repeats; temperature/top_p accepted", async () => {
+  const a = await client.completions.create({ model, prompt: "Seeds", max_tokens: 8, temperature: 1.0, top_p: 0.9, seed: 7, ignore_eos: true });
+  const b = await client.completions.create({ model, prompt: "Seeds", max_tokens: 8, temperature: 1.0, top_p: 0.9, seed: 7, ignore_eos: true });
+  eq(a.choices[0].text, b.choices[0].text, "same seed, same text");
+});
+
+await test("/tokenize then /detokenize round-trips text (UTF-8 intact)", async () => {
+  const text = "héllo wörld — 你好 🌍";
+  const t = await post("/tokenize", { model, prompt: text });
+  const d = await post("/detokenize", { model, tokens: t.json.tokens });
+  eq(d.status, 200, "status");
+  eq(d.json.prompt, text, "round trip");
+});
+
+await test("bad and missing API key: 401 with the envelope (catches auth off when --api-key is set)", async () => {
+  const bad = new OpenAI({ baseURL: `${base}/v1`, apiKey: "wrong-key", maxRetries: 0 });
+  try {
+    await bad.models.list();
+    throw new Error("no error");
+  } catch (e) {
+    check(e instanceof OpenAI.AuthenticationError, `AuthenticationError, got ${e}`);
+    eq(e.status, 401, "status");
+    eq(e.error.code, "invalid_api_key", "code");
+  }
+  envelope(await post("/v1/chat/completions", { model, messages: chatMessages }, { "Content-Type": "application/json" }), 401, "invalid_api_key");
+  envelope(await post("/tokenize", { model, prompt: "x" }, { "Content-Type": "application/json" }), 401, "invalid_api_key");
+  eq((await fetch(`${base}/health`)).status, 200, "/health needs no key");
+});
+
+await test("unknown model: 404 model_not_found", async () => {
+  try {
+    await client.chat.completions.create({ model: "no-such-model", messages: chatMessages, max_tokens: 2 });
+    throw new Error("no error");
+  } catch (e) {
+    check(e instanceof OpenAI.NotFoundError, `NotFoundError, got ${e}`);
+    eq(e.error.code, "model_not_found", "code");
+    eq(e.error.param, "model", "param");
+  }
+});
+
+await test("malformed JSON body: 400 invalid_json", async () => {
+  envelope(await post("/v1/chat/completions", '{"model": "x", "messages": [', auth), 400, "invalid_json");
+  envelope(await post("/v1/completions", "[1, 2]", auth), 400, "invalid_json");
+});
+
+await test("wrong field types: 400 naming the field", async () => {
+  const cases = [
+    [{ model, messages: chatMessages, max_tokens: "8" }, "max_tokens"],
+    [{ model, messages: chatMessages, temperature: "hot" }, "temperature"],
+    [{ model, messages: chatMessages, stream: 1 }, "stream"],
+    [{ model, messages: "hello" }, "messages"],
+    [{ model, messages: chatMessages, stop: 5 }, "stop"],
+  ];
+  for (const [body, param] of cases) eq(envelope(await post("/v1/chat/completions", body), 400).param, param, `param for ${JSON.stringify(body)}`);
+  eq(envelope(await post("/v1/completions", { model, prompt: { text: "x" } }), 400).param, "prompt", "prompt object");
+});
+
+await test("unknown field is refused, not ignored: 400 unknown_field", async () => {
+  const e = envelope(await post("/v1/chat/completions", { model, messages: chatMessages, frequency_penalty: 0.5 }), 400, "unknown_field");
+  eq(e.param, "frequency_penalty", "param");
+  envelope(await post("/v1/chat/completions", { model, messages: chatMessages, stream_options: { include_usage: true } }), 400);
+});
+
+await test("n=2 refused with 400 through the client", async () => {
+  try {
+    await client.chat.completions.create({ model, messages: chatMessages, n: 2, max_tokens: 2 });
+    throw new Error("no error");
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `BadRequestError, got ${e}`);
+    eq(e.error.param, "n", "param");
+  }
+});
+
+await test("oversize body (over --max-body 65536): 413 with the envelope", async () => {
+  const big = { model, prompt: "x".repeat(70000), max_tokens: 1 };
+  envelope(await post("/v1/completions", big), 413, "body_too_large");
+});
+
+await test("prompt plus max_tokens beyond the context: 400 context_length_exceeded", async () => {
+  const ids = Array.from({ length: maxCtx - 4 }, (_, i) => 100 + i);
+  envelope(await post("/v1/completions", { model, prompt: ids, max_tokens: 16 }), 400, "context_length_exceeded");
+  envelope(await post("/v1/completions", { model, prompt: Array(maxCtx + 1).fill(100), max_tokens: 1 }), 400, "context_length_exceeded");
+  try {
+    await client.chat.completions.create({ model, messages: [{ role: "user", content: "word ".repeat(maxCtx) }], max_tokens: 4 });
+    throw new Error("no error");
+  } catch (e) {
+    check(e instanceof OpenAI.BadRequestError, `BadRequestError, got ${e}`);
+    eq(e.error.code, "context_length_exceeded", "code");
+  }
+});
+
+await test("token id outside the vocabulary: 400", async () => {
+  envelope(await post("/v1/completions", { model, prompt: [1, 999999999], max_tokens: 1 }), 400);
+});
+
+await test("a disconnected streaming client frees its slot (running gauge back to 0)", async () => {
+  await settle();
+  const ac = new AbortController();
+  const r = await fetch(`${base}/v1/completions`, {
+    method: "POST", headers: auth, signal: ac.signal,
+    body: JSON.stringify({ model, prompt: "Go on and on", max_tokens: 200, ignore_eos: true, stream: true }),
+  });
+  const reader = r.body.getReader();
+  await reader.read();
+  await reader.read();
+  eq(await running(), 1, "one request running while streaming");
+  ac.abort();
+  await settle();
+});
+
+await test(`queue bound: more than slots + queue concurrent requests get 429, the rest complete`, async () => {
+  await settle();
+  const n = slots + queue + 6;
+  const results = await Promise.all(Array.from({ length: n }, () =>
+    post("/v1/completions", { model, prompt: "busy", max_tokens: 40, ignore_eos: true, temperature: 0 })));
+  const ok = results.filter((r) => r.status === 200).length;
+  const busy = results.filter((r) => r.status === 429);
+  for (const r of busy) envelope(r, 429, "queue_full");
+  eq(ok + busy.length, n, "every answer is 200 or 429");
+  check(busy.length > 0, `some 429s (got ${ok} ok)`);
+  check(ok >= slots, `at least the slots were served (got ${ok})`);
+  for (const r of results.filter((x) => x.status === 200)) eq(r.json.usage.completion_tokens, 40, "served requests complete");
+  await settle();
+});
+
+await test("concurrent streams each get their own text (continuous batching keeps sequences apart)", async () => {
+  const prompts = ["alpha", "beta gamma", "delta epsilon zeta", "eta"];
+  const solo = [];
+  for (const p of prompts) solo.push((await client.completions.create({ model, prompt: p, max_tokens: 10, temperature: 0, ignore_eos: true })).choices[0].text);
+  const together = await Promise.all(prompts.map(async (p, i) => {
+    await new Promise((r) => setTimeout(r, i * 15));  // join at different steps
+    const s = await client.completions.create({ model, prompt: p, max_tokens: 10, temperature: 0, ignore_eos: true, stream: true });
+    let t = "";
+    for await (const c of s) if (c.choices.length) t += c.choices[0].text;
+    return t;
+  }));
+  eq(together, solo, "batched greedy text equals solo greedy text");
+});
+
+await test("the server keeps serving after the errors; /health, /healthz and /metrics answer", async () => {
+  const r = await client.chat.completions.create({ model, messages: chatMessages, max_tokens: 3, temperature: 0 });
+  eq(r.choices.length, 1, "choices");
+  eq((await fetch(`${base}/health`)).status, 200, "/health");
+  const hz = await fetch(`${base}/healthz`);
+  eq(hz.status, 200, "/healthz");
+  eq((await hz.json()).status, "ok", "/healthz body");
+  check((await metric("vllm:generation_tokens_total")) > 0, "generation tokens counted");
+  eq(await running(), 0, "no slot leaked");
+});
+
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,110 @@
+// Strict parsing of the OpenAI request bodies (src/serve/openai.cpp): every unknown field, wrong
+// type and out-of-range value is a 400 naming the field; null is absent; the envelope has all four keys.
+#include <doctest/doctest.h>
+
+#include "serve/openai.hpp"
+
+namespace {
+
+using namespace met::serve;
+
+ApiError err_of(Endpoint e, const std::string& body) {
+  auto r = parse_generation(e, body);
+  REQUIRE_MESSAGE(std::holds_alternative<ApiError>(r), body);
+  return std::get<ApiError>(r);
+}
+
+GenerationRequest ok_of(Endpoint e, const std::string& body) {
+  auto r = parse_generation(e, body);
+  if (auto* err = std::get_if<ApiError>(&r)) FAIL(body << ": " << err->message);
+  return std::get<GenerationRequest>(r);
+}
+
+const std::string kMsgs = R"("messages": [{"role": "user", "content": "hi"}])";
+
+}  // namespace
+
+TEST_CASE("a full chat request parses; max_completion_tokens wins over max_tokens; null is absent") {
+  const auto r = ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs +
+                                           R"(, "max_tokens": 5, "max_completion_tokens": 7, "stop": "x", "temperature": 0,
+      "top_p": 0.5, "seed": 3, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, "n": 1, "user": null})");
+  CHECK(r.model == "m");
+  CHECK(r.max_tokens == 7);
+  CHECK(r.stop == std::vector<std::string>{"x"});
+  CHECK(r.temperature == 0);
+  CHECK(r.top_p == 0.5);
+  CHECK(r.seed == 3u);
+  CHECK(r.stream);
+  CHECK(r.include_usage);
+  CHECK(r.ignore_eos);
+}
+
+TEST_CASE("chat text parts are joined into one string content (the template sees a string)") {
+  const auto r = ok_of(Endpoint::chat,
+                       R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})");
+  CHECK(r.messages[0]["content"] == "a\nb");
+}
+
+TEST_CASE("a completion prompt is a string, a one-string list or token ids; several prompts are refused") {
+  CHECK(ok_of(Endpoint::completion, R"({"model": "m", "prompt": "abc"})").prompt_text == "abc");
+  CHECK(ok_of(Endpoint::completion, R"({"model": "m", "prompt": ["abc"]})").prompt_text == "abc");
+  CHECK(ok_of(Endpoint::completion, R"({"model": "m", "prompt": [1, 2, 3]})").prompt_ids == std::vector<std::int32_t>{1, 2, 3});
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": ["a", "b"]})").code == "unsupported_value");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": [1, -2]})").param == "prompt");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": ""})").param == "prompt");
+}
+
+TEST_CASE("each bad field is refused naming it (a lenient parser that defaults would pass these)") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"model": "m", )" + kMsgs + R"(, "frequency_penalty": 1})", "frequency_penalty"},
+      {R"({"model": "m", )" + kMsgs + R"(, "max_tokens": "5"})", "max_tokens"},
+      {R"({"model": "m", )" + kMsgs + R"(, "max_tokens": 0})", "max_tokens"},
+      {R"({"model": "m", )" + kMsgs + R"(, "max_tokens": 1.5})", "max_tokens"},
+      {R"({"model": "m", )" + kMsgs + R"(, "temperature": 3})", "temperature"},
+      {R"({"model": "m", )" + kMsgs + R"(, "top_p": 0})", "top_p"},
+      {R"({"model": "m", )" + kMsgs + R"(, "n": 2})", "n"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stream": "yes"})", "stream"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stream": true, "stream_options": {"x": 1}})", "stream_options.x"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stop": [""]})", "stop"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stop": [1]})", "stop"},
+      {R"({"model": 5, )" + kMsgs + "}", "model"},
+      {R"({)" + kMsgs + "}", "model"},
+      {R"({"model": "m"})", "messages"},
+      {R"({"model": "m", "messages": []})", "messages"},
+      {R"({"model": "m", "messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"model": "m", )" + kMsgs + R"(, "prompt": "x"})", "prompt"},
+  };
+  for (const auto& [body, param] : cases) {
+    const auto e = err_of(Endpoint::chat, body);
+    CHECK_MESSAGE(e.status == 400, body);
+    CHECK_MESSAGE(e.param == param, body << " -> " << e.param);
+  }
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "max_completion_tokens": 3})").param == "max_completion_tokens");
+}
+
+TEST_CASE("malformed JSON and a non-object body are invalid_json") {
+  CHECK(err_of(Endpoint::chat, "{").code == "invalid_json");
+  CHECK(err_of(Endpoint::chat, "[]").code == "invalid_json");
+  CHECK(err_of(Endpoint::chat, "").code == "invalid_json");
+}
+
+TEST_CASE("the error envelope has message, type, param and code, null when empty") {
+  const auto j = error_envelope(invalid("bad", "", ""));
+  REQUIRE(j.contains("error"));
+  CHECK(j["error"]["message"] == "bad");
+  CHECK(j["error"]["type"] == "invalid_request_error");
+  CHECK(j["error"]["param"].is_null());
+  CHECK(j["error"]["code"].is_null());
+}
+
+TEST_CASE("tokenize takes exactly one of prompt and messages; detokenize needs token ids") {
+  CHECK(std::holds_alternative<TokenizeRequest>(parse_tokenize(R"({"prompt": "x"})")));
+  CHECK(std::holds_alternative<ApiError>(parse_tokenize(R"({"prompt": "x", )" + kMsgs + "}")));
+  CHECK(std::holds_alternative<ApiError>(parse_tokenize(R"({})")));
+  CHECK(std::holds_alternative<ApiError>(parse_tokenize(R"({"prompt": "x", "extra": 1})")));
+  CHECK(std::holds_alternative<DetokenizeRequest>(parse_detokenize(R"({"tokens": [1, 2]})")));
+  CHECK(std::holds_alternative<ApiError>(parse_detokenize(R"({"tokens": "12"})")));
+  CHECK(std::holds_alternative<ApiError>(parse_detokenize(R"({"tokens": [1.5]})")));
+}
