@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.hpp"
 #include "emit/emit.hpp"
@@ -16,6 +17,8 @@
 #include "interp/cpu_backend.hpp"
 #include "interp/generate.hpp"
 #include "model/instantiate.hpp"
+#include "serve/tokenizer.hpp"
+#include "tree/disk_tree.hpp"
 #include "tree/checkpoint_dir.hpp"
 
 namespace met::cli {
@@ -33,6 +36,7 @@ struct EmitArgs {
 struct RunArgs {
   std::string assets, backend = "cpu", logits_out;
   std::vector<std::string> prompts;
+  std::vector<std::string> texts;  // --prompt: encoded with ASSETS/tokenizer.json
   std::int64_t max_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
   std::uint64_t seed = 0;
@@ -143,8 +147,19 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
 int run_run(const RunArgs& a) {
   if (a.backend == "cuda") return error("the cuda backend is not built yet; use --backend cpu");
   if (a.backend != "cpu") return error("--backend '" + a.backend + "': expected cpu or cuda");
-  if (a.prompts.empty()) return error("circuit run needs --prompt-ids (one per sequence)");
+  if (a.prompts.empty() && a.texts.empty()) return error("circuit run needs --prompt-ids or --prompt (one per sequence)");
   interp::GenerateRequest req;
+  // Text prompts go through the checkpoint's own tokenizer, which emit linked into the assets.
+  std::optional<serve::Tokenizer> tokenizer;
+  if (!a.texts.empty()) {
+    const std::string path = (std::filesystem::path(a.assets) / "tokenizer.json").string();
+    auto bytes = read_file(path);
+    if (!bytes) return error(fmt::format("--prompt needs a tokenizer: {} (emit links the checkpoint's tokenizer.json when it has one)", path));
+    auto tok = serve::Tokenizer::from_json(*bytes, path);
+    if (!tok) return error(tok.error().message);
+    tokenizer = std::move(tok).value();
+    for (const auto& text : a.texts) req.prompts.push_back(tokenizer->encode(text, /*add_special_tokens=*/true));
+  }
   for (const auto& p : a.prompts) {
     auto ids = int_list("--prompt-ids", p);
     if (!ids) return error(ids.error().message);
@@ -169,6 +184,8 @@ int run_run(const RunArgs& a) {
     std::string line;
     for (auto t : seq) line += (line.empty() ? "" : " ") + std::to_string(t);
     std::printf("%s\n", line.c_str());
+    // The text, JSON-quoted so one sequence stays one line whatever it decodes to.
+    if (tokenizer) std::printf("%s\n", nlohmann::json(tokenizer->decode(seq, /*skip_special_tokens=*/false)).dump().c_str());
   }
   const double toks = static_cast<double>(res->decode_steps) * static_cast<double>(req.prompts.size());
   std::fprintf(stderr, "run: prefill %.4f s; decode %lld steps x %zu seqs in %.4f s = %.1f tokens/s\n", res->prefill_seconds,
@@ -206,6 +223,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   run->add_option("--assets", ra->assets, "assets directory from `met circuit emit`")->required();
   run->add_option("--backend", ra->backend, "cpu | cuda")->capture_default_str();
   run->add_option("--prompt-ids", ra->prompts, "comma-separated token ids; repeat for several sequences");
+  run->add_option("--prompt", ra->texts, "prompt text, encoded with ASSETS/tokenizer.json; repeat for several sequences");
   run->add_option("--max-tokens", ra->max_tokens, "tokens to generate per sequence")->capture_default_str();
   run->add_option("--temperature", ra->temperature, "0 = greedy")->capture_default_str();
   run->add_option("--top-p", ra->top_p, "nucleus sampling mass")->capture_default_str();
