@@ -816,7 +816,8 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
     if (type == k.type) shape = &k;
   if (!shape)
     return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear and llama3 rope)");
-  for (const auto& [key, value] : block->items()) {
+  for (const auto& item : block->items()) {
+    const std::string& key = item.key();
     if (key == "rope_type" || key == "type" || key == "rope_theta") continue;
     const bool known = std::any_of(shape->keys.begin(), shape->keys.end(), [&](const char* k) { return key == k; });
     if (!known) return fail(at + ": unknown key '" + key + "' for rope type '" + type + "'");
