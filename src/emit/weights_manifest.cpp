@@ -1,5 +1,6 @@
 // weights.json: building entries from safetensors headers, the canonical text, and a strict
 // parser. Stacking rules are checked here once so the interpreter only concatenates bytes.
+#include "model/json_type.hpp"
 #include "emit/weights_manifest.hpp"
 
 #include <fmt/format.h>
@@ -18,19 +19,7 @@ namespace {
 using json = nlohmann::json;
 using ordered = nlohmann::ordered_json;
 
-const char* json_type(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a float";
-    default: return "a binary value";
-  }
-}
+using model::json_type;
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
   std::vector<std::string> parts;

@@ -2,6 +2,7 @@
 // schedule, instantiates node templates per layer and assigns weight formats (recipe, or declared
 // by the quantization config and the safetensors headers). Layers of one kind whose nodes agree in
 // everything but the layer index share one LayerGroup; a kind whose layers differ is split.
+#include "model/json_type.hpp"
 #include "model/instantiate.hpp"
 
 #include <fmt/format.h>
@@ -25,19 +26,6 @@ using json = nlohmann::json;
 constexpr double kMaxLayers = 4096;  // far above any real model (DeepSeek-V3: 61, Llama-3.1-405B: 126)
 constexpr const char* kConfigFile = "config.json";
 
-const char* json_type(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a float";
-    default: return "a binary value";
-  }
-}
 
 Expected<json> read_config(const CheckpointSource& src) {
   const std::string display = src.display(kConfigFile);

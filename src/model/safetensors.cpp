@@ -1,6 +1,7 @@
 // Safetensors header validation. The header is capped at kMaxHeader (the limit the reference
 // implementation enforces) and every size computation is overflow-checked, so hostile headers
 // produce errors, not crashes.
+#include "model/json_type.hpp"
 #include "model/safetensors.hpp"
 
 #include <fmt/format.h>
@@ -30,19 +31,6 @@ constexpr std::array<DtypeBits, 18> kDtypes{{
     {"F32", 32}, {"I64", 64}, {"U64", 64}, {"F64", 64}, {"F4", 4}, {"F6_E2M3", 6},
 }};
 
-const char* json_type(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a float";
-    default: return "a binary value";
-  }
-}
 
 Expected<json> parse_json(std::string_view text, const std::string& display) {
   try {
