@@ -82,7 +82,8 @@ inline void merge_states(const float* part_o, const float* part_ml, std::int32_t
 // holds seq_len[r] keys (its own included) at cache slots seq_base[r] + p. Keys in the window are
 // cut into `splits` equal ranges; part_o: [rows][heads][splits][v_head_dim] (unnormalised),
 // part_ml: [rows][heads][splits][2] = (max score, sum of exp). An empty split has (-inf, 0).
-extern "C" void met_attn_decode_split(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, const std::int64_t* seq_base, const std::int32_t* seq_len, std::int64_t rows, const MetAttnShape* shape, std::int32_t splits, float* part_o, float* part_ml) {
+// Only splits [split0, split1) are computed (a slice may own a range of them).
+extern "C" void met_attn_decode_split(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, const std::int64_t* seq_base, const std::int32_t* seq_len, std::int64_t rows, const MetAttnShape* shape, std::int32_t splits, std::int32_t split0, std::int32_t split1, float* part_o, float* part_ml) {
   const MetAttnShape& s = *shape;
   const std::int32_t group = s.heads / s.kv_heads;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -91,7 +92,7 @@ extern "C" void met_attn_decode_split(const std::uint16_t* q, const std::uint16_
     const std::int64_t chunk = (len - lo + splits - 1) / splits;
     for (std::int32_t h = 0; h < s.heads; ++h) {
       const std::uint16_t* qh = q + (r * s.heads + h) * s.head_dim;
-      for (std::int32_t i = 0; i < splits; ++i) {
+      for (std::int32_t i = split0; i < split1; ++i) {
         const std::int64_t idx = (r * s.heads + h) * splits + i;
         float* o = part_o + idx * s.v_head_dim;
         std::fill(o, o + s.v_head_dim, 0.0f);

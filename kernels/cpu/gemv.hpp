@@ -27,25 +27,34 @@ inline void gemv_row(RowDot& dot, const std::uint16_t* x, std::uint16_t* y) { ge
 using Buf = std::vector<std::uint16_t>;
 inline Buf buf(std::int64_t n) { return Buf(static_cast<std::size_t>(n)); }
 
-// rmsnorm -> qkv gemv -> [q/k norm] -> rope -> q out, K/V to cache, for one row.
+// rmsnorm -> qkv gemv -> [q/k norm] -> rope -> q out, K/V to cache, for one row, over head units
+// [u0, u1): units are the q heads, then the k heads, then the v heads. Norm and rope act per head,
+// so any unit range computes exactly what the whole row computes for those heads.
 inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, RowDot& dot,
                     const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, std::int32_t pos,
                     std::int64_t slot, const MetRopeShape& s, const float* inv_freq, std::uint16_t* q_out,
-                    std::uint16_t* k_cache, std::uint16_t* v_cache, Buf& xn, Buf& qkv) {
+                    std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t u0, std::int64_t u1, Buf& xn, Buf& qkv) {
   const std::int64_t hidden = dot.weight().cols;
-  const std::int64_t qw = static_cast<std::int64_t>(s.heads) * s.head_dim;
-  const std::int64_t kw = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
+  const std::int64_t hd = s.head_dim;
+  const std::int64_t kw = static_cast<std::int64_t>(s.kv_heads) * hd;
   rmsnorm_row(x, norm_w, xn.data(), /*count=*/1, hidden, eps);
-  gemv_row(dot, xn.data(), qkv.data());
-  std::uint16_t* q = qkv.data();
-  std::uint16_t* k = q + qw;
-  std::uint16_t* v = k + kw;
-  if (q_norm_w) rmsnorm_row(q, q_norm_w, q, s.heads, s.head_dim, eps);
-  if (k_norm_w) rmsnorm_row(k, k_norm_w, k, s.kv_heads, s.head_dim, eps);
-  rope_heads(q, s.heads, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
-  rope_heads(k, s.kv_heads, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
-  for (std::int64_t i = 0; i < qw; ++i) q_out[i] = q[i];
-  kv_append_row(k, v, k_cache, v_cache, slot, kw, kw);
+  gemv_cols(dot, xn.data(), qkv.data(), u0 * hd, u1 * hd);
+  for (std::int64_t u = u0; u < u1; ++u) {
+    std::uint16_t* head = qkv.data() + u * hd;
+    if (u < s.heads) {
+      if (q_norm_w) rmsnorm_row(head, q_norm_w, head, 1, hd, eps);
+      rope_heads(head, 1, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
+      for (std::int64_t i = 0; i < hd; ++i) q_out[u * hd + i] = head[i];
+    } else if (u < s.heads + s.kv_heads) {
+      if (k_norm_w) rmsnorm_row(head, k_norm_w, head, 1, hd, eps);
+      rope_heads(head, 1, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
+      const std::int64_t kh = u - s.heads;
+      for (std::int64_t i = 0; i < hd; ++i) k_cache[slot * kw + kh * hd + i] = head[i];
+    } else {
+      const std::int64_t vh = u - s.heads - s.kv_heads;
+      for (std::int64_t i = 0; i < hd; ++i) v_cache[slot * kw + vh * hd + i] = head[i];
+    }
+  }
 }
 
 // rmsnorm -> gate_up gemv over gate and up columns [o0, o1) of inter -> act(gate) * up.
@@ -85,26 +94,27 @@ extern "C" void met_gemv(const std::uint16_t* x, const MetHostWeight* w, std::ui
 
 // x: [rows, hidden]; w_qkv: [(heads + 2*kv_heads)*head_dim, hidden] (q, k, v stacked);
 // q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append);
-// inv_freq: fp32 [rotary_dim/2] or null (theta-based rope).
-extern "C" void met_gemv_rmsnorm_qkv_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
+// inv_freq: fp32 [rotary_dim/2] or null (theta-based rope). Only head units [unit0, unit1) (q heads,
+// then k heads, then v heads) are computed and written.
+extern "C" void met_gemv_rmsnorm_qkv_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t unit0, std::int64_t unit1) {
   met::cpu::RowDot dot(*w_qkv);
   auto xn = met::cpu::buf(w_qkv->cols);
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
     met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, nullptr, nullptr, positions[r], slots[r], *shape, inv_freq,
-                      q_out + r * qw, k_cache, v_cache, xn, qkv);
+                      q_out + r * qw, k_cache, v_cache, unit0, unit1, xn, qkv);
 }
 
 // As met_gemv_rmsnorm_qkv_rope with per-head RMSNorm of q and k (weights [head_dim]) before rope.
-extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache) {
+extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t unit0, std::int64_t unit1) {
   met::cpu::RowDot dot(*w_qkv);
   auto xn = met::cpu::buf(w_qkv->cols);
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
     met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, eps, dot, q_norm_w, k_norm_w, positions[r], slots[r], *shape, inv_freq,
-                      q_out + r * qw, k_cache, v_cache, xn, qkv);
+                      q_out + r * qw, k_cache, v_cache, unit0, unit1, xn, qkv);
 }
 
 // x[rows, hidden] += bf16(attn[rows, heads*v_head_dim] W_o^T), hidden columns [out0, out1).

@@ -37,6 +37,12 @@ namespace {
 constexpr std::uint64_t kArenaAlign = 64;     // bytes: one cache line per scratch buffer
 constexpr std::int64_t kKeysPerSplit = 512;   // decode attention: one split per this many keys of context
 constexpr std::int64_t kMaxSplits = 16;
+constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one split per this many keys of context
+// GPU slicing: a weight-bound op over at most this many rows keeps every row in each slice (the
+// weights are read once) and splits output columns across the streams; a GEMM over more rows is
+// cut into tiles of kGemmTile x kGemmTile outputs.
+constexpr std::int64_t kGpuGemvRows = 16;
+constexpr std::int64_t kGemmTile = 128;
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
 std::uint64_t dtype_bytes(std::uint32_t dtype) {
@@ -279,7 +285,7 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
       t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
                          inv_freq_table(*b.sh, b.cfg.rope, rotary)});
       MET_CHECK(b.add(k, c.group_index, c.label, t,
-                      {R, x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx},
+                      {R, x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1},
                       {b.cfg.eps, b.cfg.theta}));
       b.q_src = q;
       b.q_stride = heads * hd;
@@ -301,14 +307,19 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
       const auto& kv = b.sh->kv.at(c.layer);
       const auto out = b.act("attn", R, heads * vhd);
       const std::uint64_t S = static_cast<std::uint64_t>(b.splits);
-      const auto po = b.buffer("part_o", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S,
-                                                         static_cast<std::uint64_t>(vhd)});
-      const auto pml = b.buffer("part_ml", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2});
+      const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge";
+      const auto po = split_state ? b.buffer("part_o", MET_DTYPE_F32, {static_cast<std::uint64_t>(R),
+                                                                       static_cast<std::uint64_t>(heads), S,
+                                                                       static_cast<std::uint64_t>(vhd)})
+                                  : MET_NO_TENSOR;
+      const auto pml = split_state ? b.buffer("part_ml", MET_DTYPE_F32,
+                                              {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2})
+                                   : MET_NO_TENSOR;
       const std::int64_t window = param(*at, "window");
       if (k == "attn_decode_split") {
         MET_CHECK(b.add(k, c.group_index, c.label,
                         {qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
-                        {R, heads, kvh, hd, vhd, window, b.splits, qstride}, {softcap, scale}));
+                        {R, heads, kvh, hd, vhd, window, b.splits, qstride, /*col_slices=*/1}, {softcap, scale}));
       } else if (k == "attn_decode_merge") {
         MET_CHECK(b.add(k, c.group_index, c.label, {po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits},
                         {softcap, scale}));
@@ -444,18 +455,34 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
     std::vector<Extent> e;
     for (std::uint32_t s = 0; s < d.slices; ++s) e.push_back(op->extent(d, f, k, s));
     std::sort(e.begin(), e.end(), [](const Extent& x, const Extent& y) { return x.begin < y.begin; });
-    for (std::size_t i = 1; i < e.size(); ++i)
-      if (e[i].begin < e[i - 1].end && e[i].begin < e[i].end) return false;
+    for (std::size_t i = 0; i < e.size(); ++i)
+      for (std::size_t j = i + 1; j < e.size() && e[j].begin < e[i].end; ++j)
+        if (extents_overlap(e[i], e[j])) return false;
   }
   return true;
 }
 
 // Slices per instruction: its rows split across the streams. An op with a column split and fewer
-// rows than streams splits each row's output columns as well (one row per row part,
-// ceil(streams / rows) column parts, never more parts than columns), so a 1-row decode keeps every
-// stream busy on the weight-bound ops. A column-split lm_head cannot pick the row's argmax from its
-// part; it leaves its tokens to a met_argmax over the logits right after it (same group).
-void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm) {
+// rows than streams splits its output columns as well ("col_slices" parts, never more than there
+// are columns), so a 1-row decode keeps every stream busy on the weight-bound ops. The cpu puts one
+// row in each row part (ceil(streams / rows) column parts); a GPU keeps every row of a decode
+// (<= kGpuGemvRows) in each slice, so its weights are read once, and cuts GEMMs into output tiles.
+// The columns of the fused qkv ops are head units; those of split-KV decode attention are splits
+// (a GPU runs each row's splits as separate slices). A column-split lm_head cannot pick the row's
+// argmax from its part; it leaves its tokens to a met_argmax over the logits right after it.
+std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
+  if (op.cols_operand >= 0) {
+    const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
+    if (h == MET_NO_TENSOR) return 0;
+    const auto& t = f.tensors[h];
+    return t.shape.size() >= 2 ? static_cast<std::int64_t>(t.shape[1]) : 1;
+  }
+  if (int_index(op, "seq_slots") >= 0) return d.ints[2] + 2 * d.ints[3];  // heads + 2 * kv_heads units
+  if (const int k = int_index(op, "splits"); k >= 0) return d.ints[static_cast<std::size_t>(k)];
+  return 0;
+}
+
+void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool gpu) {
   std::vector<InstrDesc> out;
   out.reserve(p.instrs.size());
   for (auto& d : p.instrs) {
@@ -463,26 +490,37 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm) {
     const std::int64_t rows = d.ints.empty() ? 1 : d.ints[0];
     const auto row_slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(rows, 1, sm));
     const int ck = int_index(*op, "col_slices");
-    std::int64_t parts = 1;
-    if (ck >= 0 && op->cols_operand >= 0 && rows >= 1 && rows < sm &&
-        d.tensors[static_cast<std::size_t>(op->cols_operand)] != MET_NO_TENSOR) {
-      const auto& t = f.tensors[d.tensors[static_cast<std::size_t>(op->cols_operand)]];
-      const std::int64_t n = t.shape.size() >= 2 ? static_cast<std::int64_t>(t.shape[1]) : 1;
-      parts = std::min<std::int64_t>((sm + rows - 1) / rows, n);
+    const std::int64_t n = ck >= 0 ? column_count(d, *op, f) : 0;
+    std::int64_t parts = 1, row_parts = row_slices;
+    if (n > 0 && rows >= 1) {
+      if (gpu && op->family == "gemm" && rows > kGpuGemvRows) {
+        row_parts = (rows + kGemmTile - 1) / kGemmTile;
+        parts = (n + kGemmTile - 1) / kGemmTile;
+      } else if (gpu && int_index(*op, "splits") >= 0) {
+        row_parts = rows;  // one row and one split per slice
+        parts = n;
+      } else if (gpu && rows <= kGpuGemvRows) {
+        row_parts = 1;
+        parts = std::min<std::int64_t>(sm, n);
+      } else if (rows < sm) {
+        row_parts = rows;
+        parts = std::min<std::int64_t>((sm + rows - 1) / rows, n);
+      }
     }
     const int tk = tensor_index(*op, "tokens");
     std::uint32_t tokens = MET_NO_TENSOR;
-    if (parts > 1) {
+    if (parts > 1 || row_parts != row_slices) {
       d.ints[static_cast<std::size_t>(ck)] = parts;
-      d.slices = static_cast<std::uint32_t>(rows * parts);
-      if (tk >= 0) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+      d.slices = static_cast<std::uint32_t>(row_parts * parts);
+      if (tk >= 0 && parts > 1) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
       if (!disjoint_writes(d, f)) {  // the column split is only taken when its writes are disjoint
         d.ints[static_cast<std::size_t>(ck)] = 1;
-        if (tk >= 0) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+        if (tokens != MET_NO_TENSOR) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
         parts = 1;
+        row_parts = row_slices;
       }
     }
-    if (parts == 1) {
+    if (parts == 1 && row_parts == row_slices) {
       d.slices = row_slices;
       if (!disjoint_writes(d, f)) d.slices = 1;
     }
@@ -576,6 +614,7 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   if (options.max_ctx < 1) return fail("emit: --max-ctx must be >= 1");
   if (buckets.back() > options.max_ctx)
     return fail("emit: prefill bucket " + std::to_string(buckets.back()) + " exceeds --max-ctx " + std::to_string(options.max_ctx));
+  const bool gpu = !cpu;
   const std::uint32_t sm = options.sm_count ? options.sm_count
                            : cpu            ? kDefaultCpuThreads
                                             : static_cast<std::uint32_t>(std::max(1, target.device->units));
@@ -666,7 +705,11 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
     b.rows = want.rows;
     b.cfg = cfg;
     b.max_ctx = options.max_ctx;
-    b.splits = splits;
+    // A GPU decode splits each row's keys across the streams (the split-KV slices run in parallel);
+    // the cpu keeps one split per kKeysPerSplit keys of context.
+    b.splits = gpu ? std::clamp<std::int64_t>(static_cast<std::int64_t>(sm) / want.rows, 1,
+                                              std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit))
+                   : splits;
     std::vector<std::uint32_t> scope_base;  // flat index of each scope's first group
     std::uint32_t flat = 0;
     for (const auto& s : plan.scopes) {
@@ -706,7 +749,7 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
                           plan.scopes[si + k].name + " L" + std::to_string(l)));
     }
     if (!graph.post.empty()) MET_CHECK(run_scope(plan.scopes.size() - 1, 0, 0, "post"));
-    slice_program(b.prog, a.packet, sm);
+    slice_program(b.prog, a.packet, sm, gpu);
     schedule(b.prog, sm);
     a.packet.programs.push_back(std::move(b.prog));
     programs.push_back({{"name", info.name}, {"mode", info.mode}, {"rows", info.rows}, {"digest", info.digest},

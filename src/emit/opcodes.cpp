@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "emit/abi_doc.hpp"
+
 #include "../../kernels/cpu/attention.hpp"
 #include "../../kernels/cpu/embed.hpp"
 #include "../../kernels/cpu/gemm.hpp"
@@ -19,7 +21,13 @@ enum class Span {
   rows,      // dim 0 of the tensor is the row; the slice touches its rows (shifted by in_row0 on operand 0)
   cols,      // as rows, and dim 1 the output column: the slice touches its column range of its rows
   whole,     // weights, caches read across sequences, small tables: the whole tensor
-  seq_slots  // a KV cache written by rows that each own a region of `seq_slots` slots (decode: row r = sequence r)
+  seq_slots, // a KV cache written by rows that each own a region of `seq_slots` slots (decode: row r = sequence r)
+  // Head-unit splits of the fused qkv ops: units are the q heads, then the k heads, then the v
+  // heads (heads + 2 * kv_heads); a slice's column part is a unit range (col_slices over units).
+  q_heads,   // the q columns of the slice's units, in each of its rows
+  k_heads,   // the k heads of the slice's units, in every slot of its rows' regions
+  v_heads,   // the v heads likewise
+  splits     // [rows, heads, splits, x] partial states: the slice's split range (col_slices over splits)
 };
 
 struct Operand {
@@ -78,9 +86,10 @@ void cpu_qkv_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto* w = wt(o, 2);
   const MetRopeShape sh = rope_shape(d, 2, fv(d, 1));
   const std::int64_t qw = static_cast<std::int64_t>(sh.heads) * sh.head_dim;
+  const auto u = cols_of(d, s, sh.heads + 2 * sh.kv_heads);
   met_gemv_rmsnorm_qkv_rope(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, s32(o, 3) + r.begin,
                             s64(o, 4) + r.begin, r.end - r.begin, &sh, table(o, 8), bf(o, 5) + r.begin * qw, bf(o, 6),
-                            bf(o, 7));
+                            bf(o, 7), u.begin, u.end);
 }
 
 void cpu_qkv_qknorm_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
@@ -88,9 +97,10 @@ void cpu_qkv_qknorm_rope(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto* w = wt(o, 2);
   const MetRopeShape sh = rope_shape(d, 2, fv(d, 1));
   const std::int64_t qw = static_cast<std::int64_t>(sh.heads) * sh.head_dim;
+  const auto u = cols_of(d, s, sh.heads + 2 * sh.kv_heads);
   met_gemv_rmsnorm_qkv_qknorm_rope(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, vec(o, 1), fv(d, 0), w, vec(o, 3),
                                    vec(o, 4), s32(o, 5) + r.begin, s64(o, 6) + r.begin, r.end - r.begin, &sh,
-                                   table(o, 10), bf(o, 7) + r.begin * qw, bf(o, 8), bf(o, 9));
+                                   table(o, 10), bf(o, 7) + r.begin * qw, bf(o, 8), bf(o, 9), u.begin, u.end);
 }
 
 // One row at a time so q may be a strided view (the q columns of a qkv buffer).
@@ -99,9 +109,11 @@ void cpu_attn_decode_split(const InstrDesc& d, std::uint32_t s, void* const* o) 
   const MetAttnShape sh = attn_shape(d, 1);
   const std::int32_t splits = i32(d, 6);
   const std::int64_t per_row = static_cast<std::int64_t>(sh.heads) * splits;
+  const auto part = cols_of(d, s, splits);
   for (std::int64_t row = r.begin; row < r.end; ++row)
     met_attn_decode_split(bf(o, 0) + row * iv(d, 7), bf(o, 1), bf(o, 2), s64(o, 3) + row, s32(o, 4) + row, 1, &sh,
-                          splits, f32(o, 5) + row * per_row * sh.v_head_dim, f32(o, 6) + row * per_row * 2);
+                          splits, static_cast<std::int32_t>(part.begin), static_cast<std::int32_t>(part.end),
+                          f32(o, 5) + row * per_row * sh.v_head_dim, f32(o, 6) + row * per_row * 2);
 }
 
 void cpu_attn_decode_merge(const InstrDesc& d, std::uint32_t s, void* const* o) {
@@ -188,7 +200,8 @@ void cpu_gemv(const InstrDesc& d, std::uint32_t s, void* const* o) {
 void cpu_gemm(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 1);
-  met_gemm(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin);
+  const auto c = cols_of(d, s, w->rows);
+  met_gemm(bf(o, 0) + (iv(d, 1) + r.begin) * w->cols, w, bf(o, 2) + r.begin * w->rows, r.end - r.begin, c.begin, c.end);
 }
 
 // ints [rows, in_row0, count, dim, x_stride, x_col0, y_stride, y_col0]: normalises `count` vectors
@@ -270,14 +283,13 @@ void cpu_moe_down(const InstrDesc& d, std::uint32_t s, void* const* o) {
 // ---- rows ----
 constexpr Span R = Span::rows;
 constexpr Span W = Span::whole;
-constexpr Span K = Span::seq_slots;
 constexpr Span C = Span::cols;
 
 const std::vector<std::string> kRowInts = {"rows", "in_row0"};
 const std::vector<std::string> kColInts = {"rows", "in_row0", "col_slices"};
 
 Row gemm_like(const char* name) {
-  return {name, "gemm", {{"x", false, R}, {"w", false, W}, {"y", true, R}}, kRowInts, {}, cpu_gemm};
+  return {name, "gemm", {{"x", false, R}, {"w", false, W}, {"y", true, C}}, kColInts, {}, cpu_gemm};
 }
 Row prefill_like(const char* name) {
   return {name,
@@ -290,22 +302,25 @@ Row prefill_like(const char* name) {
 }
 
 std::vector<Row> rows_table() {
-  const std::vector<std::string> qkv_ints = {"rows", "in_row0", "heads", "kv_heads", "head_dim", "rotary_dim", "seq_slots"};
-  const std::vector<std::string> attn_ints = {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "splits", "q_stride"};
+  const std::vector<std::string> qkv_ints = {"rows", "in_row0", "heads", "kv_heads", "head_dim", "rotary_dim", "seq_slots",
+                                             "col_slices"};
+  const std::vector<std::string> attn_ints = {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "splits",
+                                              "q_stride", "col_slices"};
   return {
       {"embed", "memory", {{"tokens", false, R}, {"table", false, W}, {"out", true, R}}, kRowInts, {}, cpu_embed},
       {"gemv_rmsnorm_qkv_rope", "gemv",
        {{"x", false, R}, {"norm_w", false, W}, {"w_qkv", false, W}, {"positions", false, R}, {"slots", false, R},
-        {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K}, {"inv_freq", false, W}},
+        {"q_out", true, Span::q_heads}, {"k_cache", true, Span::k_heads}, {"v_cache", true, Span::v_heads},
+        {"inv_freq", false, W}},
        qkv_ints, {"eps", "theta"}, cpu_qkv_rope},
       {"gemv_rmsnorm_qkv_qknorm_rope", "gemv",
        {{"x", false, R}, {"norm_w", false, W}, {"w_qkv", false, W}, {"q_norm_w", false, W}, {"k_norm_w", false, W},
-        {"positions", false, R}, {"slots", false, R}, {"q_out", true, R}, {"k_cache", true, K}, {"v_cache", true, K},
-        {"inv_freq", false, W}},
+        {"positions", false, R}, {"slots", false, R}, {"q_out", true, Span::q_heads}, {"k_cache", true, Span::k_heads},
+        {"v_cache", true, Span::v_heads}, {"inv_freq", false, W}},
        qkv_ints, {"eps", "theta"}, cpu_qkv_qknorm_rope},
       {"attn_decode_split", "attention_decode",
        {{"q", false, R}, {"k_cache", false, W}, {"v_cache", false, W}, {"seq_base", false, R}, {"seq_len", false, R},
-        {"part_o", true, R}, {"part_ml", true, R}},
+        {"part_o", true, Span::splits}, {"part_ml", true, Span::splits}},
        attn_ints, {"softcap", "scale"}, cpu_attn_decode_split},
       {"attn_decode_merge", "attention_decode",
        {{"part_o", false, R}, {"part_ml", false, R}, {"sinks", false, W}, {"out", true, R}},
@@ -409,6 +424,31 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   if (span == Span::whole || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
   const RowRange rr = slice_rows(d, slice);
   if (rr.begin >= rr.end) return {};
+  const auto U = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  if (span == Span::q_heads || span == Span::k_heads || span == Span::v_heads) {
+    const std::int64_t heads = iv(d, 2), kvh = iv(d, 3), hd = iv(d, 4);
+    const RowRange units = slice_cols(d, slice, heads + 2 * kvh);
+    const std::int64_t lo = span == Span::q_heads ? 0 : span == Span::k_heads ? heads : heads + kvh;
+    const std::int64_t n = span == Span::q_heads ? heads : kvh;
+    const std::int64_t h0 = std::clamp(units.begin - lo, std::int64_t{0}, n), h1 = std::clamp(units.end - lo, std::int64_t{0}, n);
+    if (h0 >= h1) return {};
+    const std::uint64_t head_bytes = U(hd) * dtype_bytes(t.dtype);
+    if (span == Span::q_heads)
+      return strided_extent(U(rr.begin) * U(heads) * head_bytes + U(h0) * head_bytes, U(h1 - h0) * head_bytes,
+                            U(heads) * head_bytes, U(rr.end - rr.begin));
+    const std::int64_t per_seq = iv(d, 6);
+    const std::uint64_t slot_bytes = t.bytes / t.shape[0];
+    if (per_seq <= 0) return {0, t.bytes};
+    return strided_extent(U(rr.begin * per_seq) * slot_bytes + U(h0) * head_bytes, U(h1 - h0) * head_bytes, slot_bytes,
+                          U((rr.end - rr.begin) * per_seq));
+  }
+  if (span == Span::splits && t.shape.size() == 4) {
+    const std::uint64_t n = t.shape[2], x = t.shape[3] * dtype_bytes(t.dtype);
+    const RowRange sp = slice_cols(d, slice, static_cast<std::int64_t>(n));
+    if (sp.begin >= sp.end) return {};
+    return strided_extent(U(rr.begin) * t.shape[1] * n * x + U(sp.begin) * x, U(sp.end - sp.begin) * x, n * x,
+                          U(rr.end - rr.begin) * t.shape[1]);
+  }
   if (span == Span::seq_slots) {
     const int k = int_index(*op, "seq_slots");
     const std::int64_t per_seq = k >= 0 ? iv(d, static_cast<std::size_t>(k)) : 0;
@@ -425,17 +465,40 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   }
   const auto first = static_cast<std::uint64_t>(row0 + rr.begin), last = static_cast<std::uint64_t>(row0 + rr.end);
   if (span == Span::cols && t.shape.size() >= 2 && t.shape[1] > 0) {
-    // From the first row's first column to the last row's last: exact for one row, a hull otherwise.
+    // The column range in each of the slice's rows.
     const std::uint64_t col_bytes = row_bytes / t.shape[1];
     const RowRange cr = slice_cols(d, slice, static_cast<std::int64_t>(t.shape[1]));
     if (cr.begin >= cr.end) return {};
-    return {first * row_bytes + static_cast<std::uint64_t>(cr.begin) * col_bytes,
-            (last - 1) * row_bytes + static_cast<std::uint64_t>(cr.end) * col_bytes};
+    return strided_extent(first * row_bytes + U(cr.begin) * col_bytes, U(cr.end - cr.begin) * col_bytes, row_bytes,
+                          last - first);
   }
   return {first * row_bytes, last * row_bytes};
 }
 
 }  // namespace
+
+Extent strided_extent(std::uint64_t begin, std::uint64_t len, std::uint64_t stride, std::uint64_t count) {
+  if (len == 0 || count == 0) return {};
+  if (count == 1 || len >= stride) return Extent{begin, begin + (count - 1) * stride + len};
+  return Extent{begin, begin + (count - 1) * stride + len, stride, len, count};
+}
+
+bool extents_overlap(const Extent& a, const Extent& b) {
+  if (a.begin >= a.end || b.begin >= b.end || a.begin >= b.end || b.begin >= a.end) return false;
+  if (!a.strided() && !b.strided()) return true;
+  if (a.strided() && b.strided()) {
+    if (a.stride != b.stride) return true;  // conservative
+    const Extent& x = a.begin <= b.begin ? a : b;
+    const Extent& y = a.begin <= b.begin ? b : a;
+    const std::uint64_t s = x.stride, q = (y.begin - x.begin) / s, rem = (y.begin - x.begin) % s;
+    // y's block j starts `rem` bytes into x's row q + j and may run into row q + j + 1.
+    return (rem < x.len && q < x.count) || (rem + y.len > s && q + 1 < x.count);
+  }
+  const Extent& st = a.strided() ? a : b;
+  const Extent& c = a.strided() ? b : a;
+  const std::uint64_t first = c.begin < st.begin + st.len ? 0 : (c.begin - st.begin - st.len) / st.stride + 1;
+  return first < st.count && st.begin + first * st.stride < c.end;
+}
 
 std::int64_t col_parts(const InstrDesc& instr) {
   const OpcodeInfo* op = find_opcode(instr.opcode);

@@ -30,9 +30,19 @@ struct OperandInfo {
   bool optional = false;  // may be MET_NO_TENSOR (absent reads; lm_head's tokens when argmax runs apart)
 };
 
-struct Extent {  // bytes of a tensor a slice touches; empty = none
+// Bytes of a tensor a slice touches; empty = none. [begin, end) is the hull. A strided extent
+// (count > 1) touches only `count` blocks of `len` bytes, block i at begin + i * stride (len <=
+// stride): a column range of several rows, or a head range of several KV slots.
+struct Extent {
   std::uint64_t begin = 0, end = 0;
+  std::uint64_t stride = 0, len = 0, count = 1;
+  bool strided() const { return count > 1; }
 };
+// An extent of `count` blocks of `len` bytes, `stride` apart, from `begin` (count 1: contiguous).
+Extent strided_extent(std::uint64_t begin, std::uint64_t len, std::uint64_t stride, std::uint64_t count);
+// Whether two extents share a byte: exact for contiguous pairs and for strided pairs of one stride,
+// conservative (their hulls) otherwise.
+bool extents_overlap(const Extent& a, const Extent& b);
 
 struct OpcodeInfo {
   std::uint32_t number = 0;

@@ -47,9 +47,7 @@ bool operand_optional(const Operand& info) {
   }
 }
 
-bool overlap(const Extent& a, const Extent& b) {
-  return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
-}
+bool overlap(const Extent& a, const Extent& b) { return extents_overlap(a, b); }
 
 Extent intersect(const Extent& a, const Extent& b) { return Extent{std::max(a.begin, b.begin), std::min(a.end, b.end)}; }
 
@@ -209,7 +207,7 @@ class ProgramVerifier {
             e = Extent{std::min(e.begin, bytes), std::min(std::max(e.begin, e.end), bytes)};
           }
           if (e.begin < e.end) {
-            a.hull = have_hull ? Extent{std::min(a.hull.begin, e.begin), std::max(a.hull.end, e.end)} : e;
+            a.hull = have_hull ? Extent{std::min(a.hull.begin, e.begin), std::max(a.hull.end, e.end)} : Extent{e.begin, e.end};
             have_hull = true;
           }
           a.slices.push_back(e);
@@ -328,7 +326,7 @@ class ProgramVerifier {
       for (std::size_t x = 0; x < list.size(); ++x) {
         for (std::size_t y = x + 1; y < list.size() && list[y].first.begin < list[x].first.end; ++y) {
           const auto s = list[x].second, u = list[y].second;
-          if (s == u) continue;
+          if (s == u || !overlap(list[x].first, list[y].first)) continue;
           const Extent both = intersect(list[x].first, list[y].first);
           out[s].push_back(WritePair{u, t, both});
           out[u].push_back(WritePair{s, t, both});

@@ -269,10 +269,14 @@ TEST_CASE("gemm rows=70 in=128 out=48 bf16 and fp8-e4m3 matches fp64 and equals 
     const auto t = make_weight(g, f, 48, 128, 16, 64);
     const auto x = random_bf16(g, 70 * 128);
     Bf16 y(70 * 48), yv(70 * 48);
-    met_gemm(x.data(), &t.w, y.data(), 70);
+    met_gemm(x.data(), &t.w, y.data(), 70, 0, t.w.rows);
     met_gemv(x.data(), &t.w, yv.data(), 70, 0, t.w.rows);
     check_close(y, ref_linear(to_dbl(x), t, 70));
     CHECK(y == yv);
+    Bf16 yt(70 * 48);  // two output-column tiles make the same matrix
+    met_gemm(x.data(), &t.w, yt.data(), 70, 0, 20);
+    met_gemm(x.data(), &t.w, yt.data(), 70, 20, t.w.rows);
+    CHECK(yt == y);
   }
 }
 
@@ -427,12 +431,16 @@ void run_qkv_case(const QkvCase& c) {
   const std::int64_t n_slots = 16 + 256;
 
   Bf16 q(sz(c.rows * qw)), kc(sz(n_slots * kw)), vc(sz(n_slots * kw));
-  if (c.qknorm)
-    met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr,
-                                     q.data(), kc.data(), vc.data());
-  else
-    met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
-                              kc.data(), vc.data());
+  const std::int64_t units = c.s.heads + 2 * c.s.kv_heads;
+  // Two head-unit ranges (the second starts inside the k heads) make the whole row.
+  for (auto [u0, u1] : {std::pair<std::int64_t, std::int64_t>{0, c.s.heads + 1}, {c.s.heads + 1, units}}) {
+    if (c.qknorm)
+      met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s,
+                                       /*inv_freq=*/nullptr, q.data(), kc.data(), vc.data(), u0, u1);
+    else
+      met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
+                                kc.data(), vc.data(), u0, u1);
+  }
 
   // Unfused sequence of cpu ops: rmsnorm, gemv, [q/k rmsnorm], rope, kv_append.
   Bf16 xn(x.size()), qkv(sz(c.rows * width)), kc2(kc.size()), vc2(vc.size()), q2(q.size());
@@ -664,7 +672,11 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
   for (std::int64_t r = 0; r < rows; ++r) base[sz(r)] = r * max_ctx;
   std::vector<float> po(sz(rows * s.heads * c.splits * s.v_head_dim)), pml(sz(rows * s.heads * c.splits * 2));
   Bf16 out(sz(rows * s.heads * s.v_head_dim));
-  met_attn_decode_split(q.data(), kc.data(), vc.data(), base.data(), lens.data(), rows, &s, c.splits, po.data(), pml.data());
+  const std::int32_t half = c.splits / 2;  // two split ranges make every split
+  met_attn_decode_split(q.data(), kc.data(), vc.data(), base.data(), lens.data(), rows, &s, c.splits, 0, half, po.data(),
+                        pml.data());
+  met_attn_decode_split(q.data(), kc.data(), vc.data(), base.data(), lens.data(), rows, &s, c.splits, half, c.splits,
+                        po.data(), pml.data());
   met_attn_decode_merge(po.data(), pml.data(), c.sinks ? sinks.data() : nullptr, rows, &s, c.splits, out.data());
   const auto qd = to_dbl(q), kd = to_dbl(kc), vd = to_dbl(vc), sd = to_dbl(sinks);
   Dbl ref;
