@@ -1,15 +1,20 @@
 // HTTP wiring: routes, bearer auth (pre-routing), the body limit (httplib answers 413 and the
-// error handler wraps it in the OpenAI envelope), SSE streaming through a chunked content provider
-// that cancels its request when the client stops reading. Handlers block on their RequestState;
-// each holds one worker thread, so the pool is sized to the slots plus the queue.
+// error handler wraps it in the OpenAI envelope). An accepted generation request is answered, JSON
+// or SSE, by a chunked content provider that polls its RequestState and its client: the provider's
+// DataSink is the only place httplib 0.11 lets a handler see the connection, so that is where a
+// client that went away is noticed and its request cancelled. Each request holds one worker
+// thread, so the pool is sized to the slots plus the queue. stop() drains before it stops.
 #include "serve/server.hpp"
 
 #include <httplib.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 
 #include "serve/chat_template.hpp"
@@ -24,17 +29,18 @@ namespace {
 using Json = nlohmann::json;
 using OJson = nlohmann::ordered_json;
 
-constexpr auto kStreamPoll = std::chrono::milliseconds(50);  // how often a waiting stream checks its client
-constexpr auto kWaitPoll = std::chrono::milliseconds(500);
+constexpr auto kPoll = std::chrono::milliseconds(50);  // how often an answering provider checks its client
 constexpr std::int64_t kDefaultCompletionTokens = 16;  // OpenAI's default max_tokens for /v1/completions
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+std::string json_text(const OJson& j) { return j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace); }
+
 void reply(httplib::Response& res, int status, const OJson& body) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace), "application/json");
+  res.set_content(json_text(body), "application/json");
 }
 
 void reply_error(httplib::Response& res, const ApiError& e) {
@@ -47,15 +53,30 @@ ApiError api_error(int status, const std::string& message, const std::string& ty
   return ApiError{status, message, type, param, code};
 }
 
+ApiError shutting_down() { return api_error(503, "the server is shutting down", "server_error", "shutting_down"); }
+
 bool same_key(const std::string& a, const std::string& b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
   return diff == 0 && !b.empty();
 }
 
-std::string sse(const OJson& j) {
-  return "data: " + j.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace) + "\n\n";
-}
+std::string sse(const OJson& j) { return "data: " + json_text(j) + "\n\n"; }
+
+// True while the client is still there. In cpp-httplib 0.11.4 a server DataSink's is_writable()
+// is its SocketStream's: select() for writing, then detail::is_socket_alive(), a zero-timeout
+// recv(MSG_PEEK) that reads 0 bytes once the peer has closed (FIN) and fails once it has reset.
+// So a provider notices a client that went away without writing a byte to it.
+bool client_connected(httplib::DataSink& sink) { return !sink.is_writable || sink.is_writable(); }
+
+// What an accepted request sends for one update from the engine: bytes (none while there is
+// nothing to say), or `broken`: end the body unfinished (a non-streaming request that failed after
+// its 200 went out, so the client sees a failed transfer rather than a success).
+struct Piece {
+  std::string bytes;
+  bool broken = false;
+};
+using Render = std::function<Piece(const RequestState::Update&)>;
 
 }  // namespace
 
@@ -68,6 +89,43 @@ struct Server::Impl {
   int port = 0;
   std::atomic<std::uint64_t> next_id{0};
   std::string id_prefix;
+
+  // Draining: generation requests accepted and not yet answered in full (a Ticket each, dropped
+  // when httplib is done with the response), and whether new ones are refused.
+  std::mutex drain_mu;
+  std::condition_variable drain_cv;
+  std::int64_t in_flight = 0;
+  bool draining = false;
+
+  struct Ticket {
+    explicit Ticket(Impl& i) : impl(i) {}
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+    ~Ticket() {
+      {
+        std::lock_guard lock(impl.drain_mu);
+        --impl.in_flight;
+      }
+      impl.drain_cv.notify_all();
+    }
+    Impl& impl;
+  };
+  // A ticket for a request about to be submitted; null once draining.
+  std::shared_ptr<Ticket> enter() {
+    std::lock_guard lock(drain_mu);
+    if (draining) return nullptr;
+    ++in_flight;
+    return std::make_shared<Ticket>(*this);
+  }
+  bool is_draining() {
+    std::lock_guard lock(drain_mu);
+    return draining;
+  }
+  void drain() {
+    std::unique_lock lock(drain_mu);
+    draining = true;
+    drain_cv.wait_for(lock, opt.drain_timeout, [&] { return in_flight == 0; });
+  }
 
   ServedModel* find(const std::string& id) {
     for (auto& m : models)
@@ -107,6 +165,8 @@ struct Server::Impl {
   }
 
   void generate_route(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  static void answer(httplib::Response& res, const char* content_type, std::shared_ptr<RequestState> state,
+                     std::shared_ptr<Ticket> ticket, Render render);
   void tokenize_route(const httplib::Request& req, httplib::Response& res);
   void detokenize_route(const httplib::Request& req, httplib::Response& res);
   void install_routes();
@@ -151,6 +211,8 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   g.stop = r.stop;
   g.ignore_eos = r.ignore_eos;
 
+  auto ticket = enter();
+  if (!ticket) return reply_error(res, shutting_down());
   auto state = std::make_shared<RequestState>();
   switch (engine.submit(state, std::move(g))) {
     case Engine::Submit::accepted: break;
@@ -163,36 +225,30 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   }
   const std::string id = new_id(chat ? "chatcmpl" : "cmpl");
   const std::int64_t created = unix_now();
-  const std::string object = chat ? "chat.completion" : "text_completion";
+  const std::string model_id = m.id;
   auto usage = [len](std::int64_t completion) {
     return OJson{{"prompt_tokens", len}, {"completion_tokens", completion}, {"total_tokens", len + completion}};
   };
+  res.status = 200;
 
   if (!r.stream) {
-    std::string text;
-    RequestState::Update u;
-    do {
-      u = state->take(kWaitPoll);
-      text += u.text;
-    } while (!u.done);
-    if (u.error_status)
-      return reply_error(res, api_error(u.error_status, u.error, "server_error", "backend_fault"));
-    OJson choice = {{"index", 0}};
-    if (chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else choice["text"] = text;
-    choice["logprobs"] = nullptr;
-    choice["finish_reason"] = u.finish_reason;
-    return reply(res, 200, {{"id", id}, {"object", object}, {"created", created}, {"model", m.id},
-                            {"choices", OJson::array({choice})}, {"usage", usage(u.completion_tokens)}});
+    auto text = std::make_shared<std::string>();
+    return answer(res, "application/json", state, ticket, [=](const RequestState::Update& u) -> Piece {
+      *text += u.text;
+      if (!u.done) return {};
+      if (u.error_status) return {.bytes = {}, .broken = true};
+      OJson choice = {{"index", 0}};
+      if (chat) choice["message"] = {{"role", "assistant"}, {"content", *text}};
+      else choice["text"] = *text;
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = u.finish_reason;
+      return {json_text({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
+                         {"model", model_id}, {"choices", OJson::array({choice})}, {"usage", usage(u.completion_tokens)}})};
+    });
   }
 
-  struct StreamCtx {
-    bool started = false;
-  };
-  auto ctx = std::make_shared<StreamCtx>();
   const std::string chunk_object = chat ? "chat.completion.chunk" : "text_completion";
   const bool include_usage = r.include_usage;
-  const std::string model_id = m.id;
   auto chunk = [=](const std::string* text, const char* finish) {
     OJson choice = {{"index", 0}};
     if (chat) {
@@ -207,47 +263,53 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
     if (include_usage) j["usage"] = nullptr;
     return j;
   };
+  auto started = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
+  answer(res, "text/event-stream", state, ticket, [=](const RequestState::Update& u) -> Piece {
+    std::string out;
+    if (!*started) {
+      *started = true;
+      if (chat) {
+        OJson first = chunk(nullptr, nullptr);
+        first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+        out += sse(first);
+      }
+    }
+    if (!u.text.empty()) out += sse(chunk(&u.text, nullptr));
+    if (!u.done) return {out};
+    if (u.error_status) {
+      out += sse(error_envelope(api_error(u.error_status, u.error, "server_error", "backend_fault")));
+    } else {
+      out += sse(chunk(nullptr, u.finish_reason.c_str()));
+      if (include_usage)
+        out += sse({{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id},
+                    {"choices", OJson::array()}, {"usage", usage(u.completion_tokens)}});
+    }
+    return {out + "data: [DONE]\n\n"};
+  });
+}
+
+// Each provider call waits up to kPoll for the engine and sends what `render` makes of the update;
+// a failed write, or a dead client while there is nothing to send, cancels the request (the engine
+// frees its slot at its next step). An empty write would end httplib's chunked loop, so none is
+// made. The releaser runs when httplib is done with the response however it ended (also when
+// stop() cut it off): it cancels a request still running (a no-op once it finished) and drops the
+// drain ticket.
+void Server::Impl::answer(httplib::Response& res, const char* content_type, std::shared_ptr<RequestState> state,
+                          std::shared_ptr<Ticket> ticket, Render render) {
   res.set_chunked_content_provider(
-      "text/event-stream",
-      [=](std::size_t, httplib::DataSink& sink) {
-        auto send = [&](const std::string& s) {
-          if (sink.is_writable && !sink.is_writable()) return false;
-          return sink.write(s.data(), s.size());
-        };
-        if (!ctx->started) {
-          ctx->started = true;
-          if (chat) {
-            OJson first = chunk(nullptr, nullptr);
-            first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-            if (!send(sse(first))) return state->cancel(), false;
-          }
-        }
-        const auto u = state->take(kStreamPoll);
-        if (!u.text.empty() && !send(sse(chunk(&u.text, nullptr)))) return state->cancel(), false;
-        if (!u.done) {
-          if (sink.is_writable && !sink.is_writable()) return state->cancel(), false;
-          return true;
-        }
-        std::string tail;
-        if (u.error_status) {
-          tail = sse(error_envelope(api_error(u.error_status, u.error, "server_error", "backend_fault")));
-        } else {
-          tail = sse(chunk(nullptr, u.finish_reason.c_str()));
-          if (include_usage) {
-            OJson j = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id},
-                       {"choices", OJson::array()}, {"usage", usage(u.completion_tokens)}};
-            tail += sse(j);
-          }
-        }
-        tail += "data: [DONE]\n\n";
-        if (!send(tail)) return false;
-        sink.done();
+      content_type,
+      [state, render = std::move(render)](std::size_t, httplib::DataSink& sink) {
+        const auto u = state->take(kPoll);
+        const Piece p = render(u);
+        if (!p.bytes.empty() && !(client_connected(sink) && sink.write(p.bytes.data(), p.bytes.size())))
+          return state->cancel(), false;
+        if (p.broken) return false;
+        if (u.done) return sink.done(), true;
+        if (!client_connected(sink)) return state->cancel(), false;
         return true;
       },
-      [state](bool success) {
-        if (!success) state->cancel();
-      });
+      [state, ticket = std::move(ticket)](bool) { state->cancel(); });
 }
 
 void Server::Impl::tokenize_route(const httplib::Request& req, httplib::Response& res) {
@@ -333,6 +395,7 @@ void Server::Impl::install_routes() {
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize_route(req, res); });
   auto health = [this](bool body) {
     return [this, body](const httplib::Request&, httplib::Response& res) {
+      if (is_draining()) return reply_error(res, shutting_down());
       for (const auto& [id, e] : engines)
         if (auto f = e->fault(); !f.empty())
           return reply_error(res, api_error(503, "model '" + id + "' is unavailable: " + f, "server_error", "backend_fault"));
@@ -392,6 +455,9 @@ Expected<void> Server::run() {
   return {};
 }
 
-void Server::stop() { impl_->http.stop(); }
+void Server::stop() {
+  impl_->drain();
+  impl_->http.stop();
+}
 
 }  // namespace met::serve

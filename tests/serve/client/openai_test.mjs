@@ -1,7 +1,8 @@
 // `met serve` against the official OpenAI client (npm openai, pinned in package.json). Run by
 // tests/serve/server_test.sh, which starts the server (with --api-key, --max-body 65536,
-// --queue 4) and sets MET_BASE_URL, MET_API_KEY, MET_MODEL, MET_MAX_CTX, MET_SLOTS, MET_QUEUE.
-// Each case names what it would catch; the last line is "N passed, M failed".
+// --queue 4) and sets MET_BASE_URL, MET_API_KEY, MET_MODEL, MET_MAX_CTX, MET_SLOTS, MET_QUEUE and
+// MET_SERVER_PID. The last cases send the server SIGTERM and watch it drain; server_test.sh then
+// checks that it exits. Each case names what it would catch; the last line is "N passed, M failed".
 import OpenAI from "openai";
 
 const base = process.env.MET_BASE_URL;
@@ -10,6 +11,7 @@ const model = process.env.MET_MODEL;
 const maxCtx = Number(process.env.MET_MAX_CTX);
 const slots = Number(process.env.MET_SLOTS);
 const queue = Number(process.env.MET_QUEUE);
+const serverPid = Number(process.env.MET_SERVER_PID);
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 });
 const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
 
@@ -27,12 +29,14 @@ async function test(name, fn) {
 function check(cond, what) { if (!cond) throw new Error(what); }
 function eq(a, b, what) { if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${what}: ${JSON.stringify(a)} != ${JSON.stringify(b)}`); }
 
-async function post(path, body, headers = auth) {
-  const r = await fetch(`${base}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+async function answered(r) {  // {status, json (null unless the body is JSON), text}
   const text = await r.text();
   let json = null;
   try { json = JSON.parse(text); } catch {}
   return { status: r.status, json, text };
+}
+async function post(path, body, headers = auth) {
+  return answered(await fetch(`${base}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) }));
 }
 async function tokenCount(body) {
   const r = await post("/tokenize", { model, ...body });
@@ -50,10 +54,15 @@ function envelope(r, status, code) {
   if (code !== undefined) eq(e.code, code, "error.code");
   return e;
 }
-async function metric(name) {
+async function metric(name, label = "") {  // label: another label the series must carry, e.g. finished_reason="abort"
   const text = await (await fetch(`${base}/metrics`)).text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`model_name="${model}"`));
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{`) && l.includes(`model_name="${model}"`) && l.includes(label));
   return line === undefined ? undefined : Number(line.split(" ").pop());
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(what, cond, ms = 5000) {
+  for (const end = Date.now() + ms; Date.now() < end; await sleep(20)) if (await cond()) return;
+  throw new Error(`timed out waiting for ${what}`);
 }
 async function running() { return metric("vllm:num_requests_running"); }
 async function settle() {  // waits for every slot to come free
@@ -270,6 +279,25 @@ await test("a disconnected streaming client frees its slot (running gauge back t
   await settle();
 });
 
+await test("a disconnected non-streaming client frees its slot long before max_tokens (catches a request that runs on after its client left)", async () => {
+  await settle();
+  const maxTokens = maxCtx - 32;  // seconds of decoding on the tiny model
+  const generated0 = await metric("vllm:generation_tokens_total");
+  const aborts0 = await metric("vllm:request_success_total", 'finished_reason="abort"');
+  const ac = new AbortController();
+  const call = client.completions.create({ model, prompt: "Go on and on", max_tokens: maxTokens, ignore_eos: true }, { signal: ac.signal });
+  const outcome = call.then(() => "answered", (e) => e);
+  await until("the request to take a slot", async () => (await running()) === 1);
+  ac.abort();  // the client closes its connection while it waits for the JSON body
+  check(await outcome !== "answered", "the aborted call does not resolve");
+  await settle();
+  const generated = (await metric("vllm:generation_tokens_total")) - generated0;
+  check(generated < maxTokens / 2, `the slot came free after ${generated} of ${maxTokens} tokens`);
+  eq((await metric("vllm:request_success_total", 'finished_reason="abort"')) - aborts0, 1, "one more request finished as abort");
+  const r = await client.completions.create({ model, prompt: "Still there?", max_tokens: 3, temperature: 0, ignore_eos: true });
+  eq(r.usage.completion_tokens, 3, "the next request is served");
+});
+
 await test(`queue bound: more than slots + queue concurrent requests get 429, the rest complete`, async () => {
   await settle();
   const n = slots + queue + 6;
@@ -308,6 +336,46 @@ await test("the server keeps serving after the errors; /health, /healthz and /me
   eq((await hz.json()).status, "ok", "/healthz body");
   check((await metric("vllm:generation_tokens_total")) > 0, "generation tokens counted");
   eq(await running(), 0, "no slot leaked");
+});
+
+// Drain (SIGTERM: Server::stop). These run last: the server stops at the end of them.
+let inFlight = null;
+await test("SIGTERM drains: /health turns 503 shutting_down while an accepted stream runs (catches a stop that drops work or keeps admitting)", async () => {
+  check(serverPid > 0, "MET_SERVER_PID is set");
+  await settle();
+  const stream = await client.completions.create({
+    model, prompt: "Keep going", max_tokens: 120, ignore_eos: true, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  inFlight = stream[Symbol.asyncIterator]();
+  check(!(await inFlight.next()).done, "a first chunk");
+  process.kill(serverPid, "SIGTERM");
+  await until("/health to answer 503", async () => (await fetch(`${base}/health`)).status === 503);
+  envelope(await answered(await fetch(`${base}/healthz`)), 503, "shutting_down");
+});
+
+await test("while draining a new completion gets 503 shutting_down (through the client and raw)", async () => {
+  try {
+    await client.completions.create({ model, prompt: "late", max_tokens: 2 });
+    throw new Error("no error");
+  } catch (e) {
+    check(e instanceof OpenAI.InternalServerError, `InternalServerError, got ${e}`);
+    eq(e.status, 503, "status");
+    eq(e.error.code, "shutting_down", "code");
+  }
+  envelope(await post("/v1/chat/completions", { model, messages: chatMessages, max_tokens: 2, stream: true }), 503, "shutting_down");
+  eq((await fetch(`${base}/metrics`)).status, 200, "/metrics still answers");
+});
+
+await test("the stream accepted before SIGTERM runs to its end (usage 120, finish length)", async () => {
+  check(inFlight !== null, "the stream started");
+  let usage = null, finish = null;
+  for (let c = await inFlight.next(); !c.done; c = await inFlight.next()) {
+    if (c.value.usage) usage = c.value.usage;
+    if (c.value.choices.length && c.value.choices[0].finish_reason) finish = c.value.choices[0].finish_reason;
+  }
+  eq(finish, "length", "finish_reason");
+  check(usage !== null, "usage chunk");
+  eq(usage.completion_tokens, 120, "completion_tokens");
 });
 
 console.log(`${passed} passed, ${failed} failed`);
