@@ -14,8 +14,11 @@
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
 #include "interp/assets.hpp"
+#include "interp/campaign.hpp"
 #include "interp/cpu_backend.hpp"
+#include "interp/cuda_backend.hpp"
 #include "interp/generate.hpp"
+#include "interp/optest.hpp"
 #include "model/instantiate.hpp"
 #include "serve/tokenizer.hpp"
 #include "tree/disk_tree.hpp"
@@ -41,6 +44,9 @@ struct RunArgs {
   float temperature = 0.0f, top_p = 1.0f;
   std::uint64_t seed = 0;
   std::uint32_t threads = 0;
+  std::vector<std::string> campaigns;
+  std::string perf_dir = "perf-data";
+  int warmup = 3, repeats = 20;
 };
 
 int error(const std::string& m) {
@@ -144,9 +150,76 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   return 0;
 }
 
-int run_run(const RunArgs& a) {
-  if (a.backend == "cuda") return error("the cuda backend is not built yet; use --backend cpu");
-  if (a.backend != "cpu") return error("--backend '" + a.backend + "': expected cpu or cuda");
+// The measured campaign: cases on the cuda backend, written to PERF/<device>/<model>/<stamp>.{json,md}.
+int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const interp::Assets& assets, interp::CudaBackend& backend) {
+  std::vector<interp::CampaignCase> cases;
+  for (const auto& spec : a.campaigns) {
+    auto c = interp::parse_campaign(spec);
+    if (!c) return error(c.error().message);
+    cases.insert(cases.end(), c->begin(), c->end());
+  }
+  if (a.repeats < 1 || a.warmup < 0) return error("--repeats must be >= 1 and --warmup >= 0");
+  const planner::Library* lib = library();
+  if (!lib) return 1;
+  auto target = planner::resolve_target(*lib, assets.build.device);
+  if (!target) return error(target.error().message);
+  DiskCheckpoint source(assets.checkpoint_dir);
+  auto graph = model::instantiate_checkpoint(*lib->tree, lib->circuits, source);
+  if (!graph) return error(graph.error().message);
+  const auto sheet = estimate::make_basis(*target->device, estimate::BasisChoice::datasheet);
+  const auto measured = estimate::make_basis(*target->device, estimate::BasisChoice::measured);
+  auto ceiling = [&](const interp::CampaignCase& c) {
+    const bool decode = c.kind == "decode";
+    const auto mode = !decode ? planner::Mode::prefill : c.rows == 1 ? planner::Mode::decode : planner::Mode::batch;
+    const std::int64_t ctx = decode ? c.ctx : 0;
+    return interp::Ceilings{estimate::estimate_case(*lib, *target, *graph, sheet, mode, c.rows, ctx, 1).ceiling_s,
+                            estimate::estimate_case(*lib, *target, *graph, measured, mode, c.rows, ctx, 1).ceiling_s};
+  };
+  interp::CampaignOptions o;
+  o.warmup = a.warmup;
+  o.repeats = a.repeats;
+  o.seed = a.seed ? a.seed : 1;
+  auto res = interp::run_campaign(backend, assets, cases, ceiling, o);
+  if (!res) return error(res.error().message);
+  const auto build = nlohmann::json::parse(assets.build_json, nullptr, false);
+  const std::string model = build.is_object() ? build.value("network", build.value("model", "model")) : "model";
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", std::gmtime(&now));
+  (*res)["stamp"] = stamp;
+  (*res)["model"] = model;
+  (*res)["hardware"] = assets.build.device;
+  std::string cmd = "met circuit run --assets " + a.assets + " --backend cuda";
+  for (const auto& c : a.campaigns) cmd += " --campaign " + c;
+  (*res)["command"] = cmd;
+  const fs::path dir = fs::path(a.perf_dir) / assets.build.device / model;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return error(dir.string() + ": " + ec.message());
+  const std::string md = interp::campaign_markdown(*res) + "\nCommand: `" + cmd + "`\n";
+  for (const auto& [ext, bytes] : std::map<std::string, std::string>{{".json", res->dump(2) + "\n"}, {".md", md}}) {
+    const fs::path p = dir / (std::string(stamp) + ext);
+    const fs::path tmp = p.string() + ".tmp";
+    if (auto w = write_file(tmp, bytes); !w) return error(w.error().message);
+    fs::rename(tmp, p, ec);
+    if (ec) return error(p.string() + ": " + ec.message());
+  }
+  std::printf("%s", md.c_str());
+  std::fprintf(stderr, "run: wrote %s/%s.json and .md\n", dir.string().c_str(), stamp);
+  return 0;
+}
+
+int run_run(const LibraryFn& library, const RunArgs& a) {
+  if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "cpu-oracle")
+    return error("--backend '" + a.backend + "': expected cpu, cuda or cpu-oracle");
+  if (!a.campaigns.empty()) {
+    if (a.backend != "cuda") return error("--campaign measures the cuda backend: add --backend cuda");
+    auto assets = interp::load_assets(a.assets);
+    if (!assets) return error(assets.error().message);
+    auto backend = interp::CudaBackend::create(*assets);
+    if (!backend) return error(backend.error().message);
+    return run_campaign_cmd(library, a, *assets, **backend);
+  }
   if (a.prompts.empty() && a.texts.empty()) return error("circuit run needs --prompt-ids or --prompt (one per sequence)");
   interp::GenerateRequest req;
   // Text prompts go through the checkpoint's own tokenizer, which emit linked into the assets.
@@ -176,9 +249,21 @@ int run_run(const RunArgs& a) {
   req.keep_logits = !a.logits_out.empty();
   auto assets = interp::load_assets(a.assets);
   if (!assets) return error(assets.error().message);
-  auto backend = interp::CpuBackend::create(*assets, a.threads);
-  if (!backend) return error(backend.error().message);
-  auto res = interp::generate(**backend, assets->packet, assets->build, req);
+  std::unique_ptr<interp::Backend> backend;
+  if (a.backend == "cuda") {
+    auto b = interp::CudaBackend::create(*assets);
+    if (!b) return error(b.error().message);
+    (*b)->set_fetch_logits(req.keep_logits || req.sampling.temperature > 0.0f);
+    std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device\n", (*b)->device_name().c_str(),
+                 static_cast<double>((*b)->device_bytes()) / 1e9);
+    backend = std::move(b).value();
+  } else {
+    // cpu-oracle: the same packets as the GPU's, on the cpu bodies with one worker per stream.
+    auto b = interp::CpuBackend::create(*assets, a.threads, /*any_class=*/a.backend == "cpu-oracle");
+    if (!b) return error(b.error().message);
+    backend = std::move(b).value();
+  }
+  auto res = interp::generate(*backend, assets->packet, assets->build, req);
   if (!res) return error(res.error().message);
   for (const auto& seq : res->tokens) {
     std::string line;
@@ -200,6 +285,53 @@ int run_run(const RunArgs& a) {
     if (auto w = write_file(a.logits_out, j.dump() + "\n"); !w) return error(w.error().message);
   }
   return 0;
+}
+
+struct OptestArgs {
+  std::string assets, backend = "cuda", filter, programs;
+  std::uint64_t seed = 1;
+  double tolerance = 1e-2;
+};
+
+int run_optest_cmd(const OptestArgs& a) {
+  if (a.backend != "cuda" && a.backend != "cpu-oracle") return error("--backend '" + a.backend + "': expected cuda or cpu-oracle");
+  auto assets = interp::load_assets(a.assets);
+  if (!assets) return error(assets.error().message);
+  std::unique_ptr<interp::Backend> test;
+  if (a.backend == "cuda") {
+    auto b = interp::CudaBackend::create(*assets);
+    if (!b) return error(b.error().message);
+    test = std::move(b).value();
+  } else {
+    auto b = interp::CpuBackend::create(*assets, 0, /*any_class=*/true);
+    if (!b) return error(b.error().message);
+    test = std::move(b).value();
+  }
+  auto ref = interp::CpuBackend::create(*assets, 0, /*any_class=*/true);
+  if (!ref) return error(ref.error().message);
+  interp::OptestOptions o;
+  o.filter = a.filter;
+  o.seed = a.seed;
+  o.tolerance = a.tolerance;
+  std::size_t at = 0;
+  while (!a.programs.empty() && at <= a.programs.size()) {
+    const auto comma = a.programs.find(',', at);
+    o.programs.push_back(a.programs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  auto cases = interp::run_optest(*test, **ref, *assets, o);
+  if (!cases) return error(cases.error().message);
+  std::size_t failed = 0;
+  for (const auto& c : *cases) {
+    failed += c.pass ? 0 : 1;
+    std::printf("%s  rel %.2e  max|d| %.3g  over %llu  %s%s%s\n", c.pass ? "PASS" : "FAIL", c.rel_err, c.max_abs,
+                static_cast<unsigned long long>(c.elements), c.name.c_str(), c.detail.empty() ? "" : "  ", c.detail.c_str());
+  }
+  std::printf("optest: %zu cases, %zu failed (%s vs cpu bodies, seed %llu, tolerance %.1e)\n", cases->size(), failed,
+              a.backend.c_str(), static_cast<unsigned long long>(a.seed), a.tolerance);
+  if (cases->empty()) return error("optest: no case matched");
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -230,7 +362,24 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   run->add_option("--seed", ra->seed, "sampling seed")->capture_default_str();
   run->add_option("--threads", ra->threads, "cpu worker threads (must equal the emit's --threads)");
   run->add_option("--logits-out", ra->logits_out, "write the last-position logits of the prompt and each step as JSON");
-  out.push_back({run, [ra] { return run_run(*ra); }});
+  run->add_option("--campaign", ra->campaigns,
+                  "measure on cuda: decode:C,..[@ctx=N] or prefill:T,.. (repeatable); writes PERF/<device>/<model>/<stamp>.json and .md");
+  run->add_option("--perf-dir", ra->perf_dir, "where --campaign writes its results")->capture_default_str();
+  run->add_option("--warmup", ra->warmup, "--campaign: untimed runs per case")->capture_default_str();
+  run->add_option("--repeats", ra->repeats, "--campaign: timed runs per case")->capture_default_str();
+  out.push_back({run, [library, ra] { return run_run(library, *ra); }});
+
+  auto oa = std::make_shared<OptestArgs>();
+  auto* ot = circuit.add_subcommand(
+      "optest", "run every distinct instruction of the assets alone on a backend and on the cpu bodies, from the same random inputs, and compare");
+  ot->fallthrough();
+  ot->add_option("--assets", oa->assets, "assets directory from `met circuit emit`")->required();
+  ot->add_option("--backend", oa->backend, "cuda | cpu-oracle (the harness checking itself)")->capture_default_str();
+  ot->add_option("--filter", oa->filter, "only the cases whose name contains this");
+  ot->add_option("--programs", oa->programs, "comma-separated program names (default: all)");
+  ot->add_option("--seed", oa->seed, "random inputs seed")->capture_default_str();
+  ot->add_option("--tol", oa->tolerance, "relative L2 tolerance over written elements")->capture_default_str();
+  out.push_back({ot, [oa] { return run_optest_cmd(*oa); }});
 }
 
 }  // namespace met::cli

@@ -22,6 +22,12 @@ class Backend {
   virtual Expected<void> run(std::size_t program) = 0;
   // Zeroes the KV caches (a new set of sequences).
   virtual void reset_kv() = 0;
+
+  // For the opcode harness (optest.hpp): the bytes of a scratch, KV or IO tensor by handle, and one
+  // instruction run on its own (every slice, no waits) with whatever its operands hold.
+  virtual Expected<void> write_tensor(std::size_t handle, const void* data, std::uint64_t bytes) = 0;
+  virtual Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) = 0;
+  virtual Expected<void> run_instruction(std::size_t program, std::size_t instr) = 0;
 };
 
 }  // namespace met::interp

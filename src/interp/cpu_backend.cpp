@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "emit/opcodes.hpp"
 
@@ -108,9 +109,10 @@ CpuBackend::~CpuBackend() {
   for (auto& t : impl_->pool) t.join();
 }
 
-Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::uint32_t threads) {
+Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::uint32_t threads, bool any_class) {
   const std::uint32_t want = threads ? threads : a.packet.sm_count;
-  if (a.packet.target_class != "cpu" || want != a.packet.sm_count) return fail(target_mismatch(a, "cpu", want));
+  if ((a.packet.target_class != "cpu" && !any_class) || want != a.packet.sm_count)
+    return fail(target_mismatch(a, any_class ? a.packet.target_class : "cpu", want));
   auto impl = std::make_unique<Impl>();
   impl->packet = &a.packet;
   impl->workers = a.packet.sm_count;
@@ -215,6 +217,48 @@ void CpuBackend::reset_kv() {
   const auto& tensors = impl_->packet->tensors;
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].source == MET_SOURCE_KV) std::memset(impl_->owned[i].data, 0, impl_->owned_bytes[i]);
+}
+
+namespace {
+// A tensor the harness may fill or read: scratch, KV and IO live in host memory the backend owns.
+Expected<std::byte*> host_bytes(const emit::PacketFile& f, const std::vector<void*>& ptr, std::size_t h, std::uint64_t bytes) {
+  if (h >= f.tensors.size()) return fail("cpu backend: no tensor " + std::to_string(h));
+  const auto& t = f.tensors[h];
+  if (t.source != MET_SOURCE_SCRATCH && t.source != MET_SOURCE_KV && t.source != MET_SOURCE_IO)
+    return fail("cpu backend: tensor '" + t.name + "' is not scratch, KV or IO");
+  if (bytes != t.bytes) return fail("cpu backend: tensor '" + t.name + "' holds " + std::to_string(t.bytes) + " bytes, not " + std::to_string(bytes));
+  return static_cast<std::byte*>(ptr[h]);
+}
+}  // namespace
+
+Expected<void> CpuBackend::write_tensor(std::size_t h, const void* data, std::uint64_t bytes) {
+  MET_TRY(std::byte* p, host_bytes(*impl_->packet, impl_->ptr, h, bytes));
+  std::memcpy(p, data, bytes);
+  return {};
+}
+
+Expected<void> CpuBackend::read_tensor(std::size_t h, void* data, std::uint64_t bytes) {
+  MET_TRY(std::byte* p, host_bytes(*impl_->packet, impl_->ptr, h, bytes));
+  std::memcpy(data, p, bytes);
+  return {};
+}
+
+// Slices are independent within an instruction: they run on up to the machine's cores.
+Expected<void> CpuBackend::run_instruction(std::size_t program, std::size_t instr) {
+  auto& m = *impl_;
+  if (program >= m.packet->programs.size() || instr >= m.packet->programs[program].instrs.size())
+    return fail("cpu backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
+  const auto& d = m.packet->programs[program].instrs[instr];
+  const auto* op = m.ops[program][instr];
+  void* const* o = m.operands[program][instr].data();
+  const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), d.slices));
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < n; ++w)
+    pool.emplace_back([&, w] {
+      for (std::uint32_t s = w; s < d.slices; s += n) op->cpu(d, s, o);
+    });
+  for (auto& t : pool) t.join();
+  return {};
 }
 
 }  // namespace met::interp

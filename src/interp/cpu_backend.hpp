@@ -18,14 +18,19 @@ namespace met::interp {
 
 class CpuBackend final : public Backend {
  public:
-  // threads: 0 = the emit's SM count; any other count than the emit's is refused, as is another class.
-  static Expected<std::unique_ptr<CpuBackend>> create(const Assets& assets, std::uint32_t threads = 0);
+  // threads: 0 = the emit's SM count; any other count than the emit's is refused, as is another
+  // class unless any_class: then a GPU class's packets run on the cpu bodies with one worker per
+  // stream (the oracle the cuda backend is checked against; every opcode has a cpu body).
+  static Expected<std::unique_ptr<CpuBackend>> create(const Assets& assets, std::uint32_t threads = 0, bool any_class = false);
   ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
   void* io(std::size_t program, emit::IoField field) override;
   Expected<void> run(std::size_t program) override;
   void reset_kv() override;
+  Expected<void> write_tensor(std::size_t handle, const void* data, std::uint64_t bytes) override;
+  Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) override;
+  Expected<void> run_instruction(std::size_t program, std::size_t instr) override;
 
  private:
   struct Impl;

@@ -1,0 +1,288 @@
+// Attention bodies of the interpreter: split-KV decode (one row and one split per slice, every
+// head), the merge of the split states, and causal prefill over the slice's rows. One warp owns
+// one (row, head): lanes take 32 keys at a time for the scores, then the lanes own output dims for
+// P V. Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
+#pragma once
+#include "common/interp/flash.cuh"
+#include "common/interp/ops.cuh"
+
+namespace met_interp {
+
+constexpr int kMaxVDims = 4;  // v_head_dim / 32 per lane: v head dims up to 128
+constexpr int kMaxGroup = 4;  // query heads sharing one KV head in one warp
+
+// Unnormalised online-softmax state of one (row, head): lane owns output dims lane * DPL + i.
+struct WarpAttn {
+  float m, l;
+  float o[kMaxVDims];
+};
+
+template <int DPL>
+__device__ __forceinline__ void load_seg(const u16* p, float (&v)[DPL]) {
+  if constexpr (DPL == 1) {
+    v[0] = bf(p[0]);
+  } else if constexpr (DPL == 2) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    v[0] = __uint_as_float(w << 16);
+    v[1] = __uint_as_float(w & 0xffff0000u);
+  } else if constexpr (DPL == 4) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    const uint32_t ws[2] = {w.x, w.y};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      v[2 * k] = __uint_as_float(ws[k] << 16);
+      v[2 * k + 1] = __uint_as_float(ws[k] & 0xffff0000u);
+    }
+  } else {
+    const uint4 w = *reinterpret_cast<const uint4*>(p);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = __uint_as_float(ws[k] << 16);
+      v[2 * k + 1] = __uint_as_float(ws[k] & 0xffff0000u);
+    }
+  }
+}
+
+// Folds keys [lo, hi) into the states of G query heads that share one KV head (the cpu's
+// attend_range per head, with the softmax of each 32-key chunk taken at once): lanes score one
+// key each for all G heads from one K load, then own DPL output dims for P V, loading the V rows
+// of several keys before using them. q points at the first head; the others follow hd apart.
+template <int DPL, int G>
+__device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                               int kv_heads, int hd, float scale, float softcap, WarpAttn* st) {
+  constexpr int kBatch = DPL >= 8 ? 4 : 8;
+  const int lane = threadIdx.x % 32;
+  const int vhd = 32 * DPL;
+  const int64_t kw = static_cast<int64_t>(kv_heads) * hd, vw = static_cast<int64_t>(kv_heads) * vhd;
+  for (int64_t c0 = lo; c0 < hi; c0 += 32) {
+    const int64_t j = c0 + lane;
+    float p[G];
+    {
+      float dot[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) dot[g] = 0.f;
+      if (j < hi) {
+        const u16* k = kc + (base + j) * kw + static_cast<int64_t>(kv_head) * hd;
+#pragma unroll 2
+        for (int d = 0; d < hd; d += 8) {
+          const uint4 kv = *reinterpret_cast<const uint4*>(k + d);
+          const uint32_t kk[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            const uint4 qv = *reinterpret_cast<const uint4*>(q + g * hd + d);
+            const uint32_t qq[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              dot[g] += __uint_as_float(qq[e] << 16) * __uint_as_float(kk[e] << 16);
+              dot[g] += __uint_as_float(qq[e] & 0xffff0000u) * __uint_as_float(kk[e] & 0xffff0000u);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float score = -INFINITY;
+        if (j < hi) {
+          score = dot[g] * scale;
+          if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+        }
+        const float cmax = met_warp_reduce_max(score);
+        const float m_new = fmaxf(st[g].m, cmax);
+        const float carry = st[g].m == -INFINITY ? 0.f : expf(st[g].m - m_new);
+        p[g] = j < hi ? expf(score - m_new) : 0.f;
+        st[g].l = st[g].l * carry + met_warp_reduce(p[g]);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) st[g].o[i] *= carry;
+        st[g].m = m_new;
+      }
+    }
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const u16* v0 = vc + (base + c0) * vw + static_cast<int64_t>(kv_head) * vhd + lane * DPL;
+    for (int jb = 0; jb < n; jb += kBatch) {
+      float v[kBatch][DPL];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (jb + u < n) {
+          load_seg<DPL>(v0 + (jb + u) * vw, v[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) v[u][i] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float pj = __shfl_sync(0xffffffffu, p[g], (jb + u) & 31);
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) st[g].o[i] += pj * v[u][i];
+        }
+    }
+  }
+}
+
+template <int DPL>
+__device__ void attend_dpl(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                           int kv_heads, int hd, int group, float scale, float softcap, WarpAttn* st) {
+  switch (group) {
+    case 1: attend_group_t<DPL, 1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+    case 2: attend_group_t<DPL, 2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+    default: attend_group_t<DPL, 4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+  }
+}
+
+// Dispatch on v_head_dim (32, 64 or 128) and the query heads per KV head (1, 2 or 4); the host
+// refuses other shapes.
+__device__ void attend_group(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                             int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st) {
+  switch (vhd / 32) {
+    case 1: attend_dpl<1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+    case 2: attend_dpl<2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+    default: attend_dpl<4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+  }
+}
+
+__device__ __forceinline__ void attn_init(WarpAttn& st) {
+  st.m = -INFINITY;
+  st.l = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMaxVDims; ++k) st.o[k] = 0.f;
+}
+
+__device__ __forceinline__ int64_t window_start(int64_t pos, int64_t window) {
+  return window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0;
+}
+
+// ints [rows, heads, kv_heads, head_dim, v_head_dim, window, splits, q_stride, col_slices], imms [softcap, scale];
+// ops [q, k_cache, v_cache, seq_base, seq_len, part_o, part_ml].
+__device__ void body_attn_decode_split(const MetDevInstr& in, uint32_t s) {
+  const SliceRange rr = slice_rows(in, s);
+  const int heads = static_cast<int>(in.ints[1]), kvh = static_cast<int>(in.ints[2]);
+  const int hd = static_cast<int>(in.ints[3]), vhd = static_cast<int>(in.ints[4]);
+  const int64_t window = in.ints[5], splits = in.ints[6], q_stride = in.ints[7];
+  const SliceRange sp = slice_cols(in, s, splits);
+  const int group = heads / kvh;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t* base = op<const int64_t>(in, 3);
+  const int* seq_len = op<const int>(in, 4);
+  float* part_o = op<float>(in, 5);
+  float* part_ml = op<float>(in, 6);
+  const int64_t n_split = sp.end - sp.begin;
+  const int dpl = vhd / 32;
+  for (int64_t row = rr.begin; row < rr.end; ++row) {
+    const int64_t len = seq_len[row];
+    const int64_t lo = window_start(len - 1, window);
+    const int64_t chunk = (len - lo + splits - 1) / splits;
+    // One warp per (KV head, split): its query heads share every K and V load.
+    for (int64_t it = warp; it < kvh * n_split; it += MET_INTERP_WARPS) {
+      const int kv = static_cast<int>(it % kvh);
+      const int64_t i = sp.begin + it / kvh;
+      const int64_t a = min(len, lo + i * chunk), b = min(len, a + chunk);
+      WarpAttn st[kMaxGroup];
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
+      attend_group(op<const u16>(in, 0) + row * q_stride + kv * group * hd, op<const u16>(in, 1), op<const u16>(in, 2),
+                   base[row], a, b, kv, kvh, hd, vhd, group, in.imms[1], in.imms[0], st);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= group) break;
+        const int64_t idx = (row * heads + kv * group + g) * splits + i;
+#pragma unroll
+        for (int k = 0; k < kMaxVDims; ++k)
+          if (k < dpl) part_o[idx * vhd + lane * dpl + k] = st[g].o[k];
+        if (lane == 0) {
+          part_ml[2 * idx] = st[g].m;
+          part_ml[2 * idx + 1] = st[g].l;
+        }
+      }
+    }
+  }
+}
+
+// Normalised bf16 output of split states and an optional sink logit (the cpu's merge_states):
+// lanes take the splits for the max and the weights (kept in w_s), then the output dims.
+__device__ void merge_warp(const float* po, const float* pml, int64_t splits, int vhd, const u16* sink, u16* out, float* w_s) {
+  const int lane = threadIdx.x % 32;
+  float m = sink ? bf(*sink) : -INFINITY;
+  for (int64_t i = lane; i < splits; i += 32) m = fmaxf(m, pml[2 * i]);
+  m = met_warp_reduce_max(m);
+  float l = 0.f;
+  for (int64_t i = lane; i < splits; i += 32) {
+    const float w = pml[2 * i + 1] == 0.f ? 0.f : expf(pml[2 * i] - m);
+    w_s[i] = w;
+    l += pml[2 * i + 1] * w;
+  }
+  l = met_warp_reduce(l);
+  if (sink) l += expf(bf(*sink) - m);
+  __syncwarp();
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int d = lane; d < vhd; d += 32) {
+    float acc = 0.f;
+#pragma unroll 4
+    for (int64_t i = 0; i < splits; ++i) acc += po[i * vhd + d] * w_s[i];
+    out[d] = to_bf(acc * inv);
+  }
+  __syncwarp();
+}
+
+// ints [rows, heads, kv_heads, head_dim, v_head_dim, window, splits], ops [part_o, part_ml, sinks, out].
+__device__ void body_attn_decode_merge(const MetDevInstr& in, uint32_t s, float* smem) {
+  const SliceRange rr = slice_rows(in, s);
+  const int heads = static_cast<int>(in.ints[1]), vhd = static_cast<int>(in.ints[4]);
+  const int64_t splits = in.ints[6];
+  const u16* sinks = op<const u16>(in, 2);
+  const int warp = threadIdx.x / 32;
+  for (int64_t it = warp; it < (rr.end - rr.begin) * heads; it += MET_INTERP_WARPS) {
+    const int64_t row = rr.begin + it / heads;
+    const int h = static_cast<int>(it % heads);
+    const int64_t idx = (row * heads + h) * splits;
+    merge_warp(op<const float>(in, 0) + idx * vhd, op<const float>(in, 1) + idx * 2, splits, vhd, sinks ? sinks + h : nullptr,
+               op<u16>(in, 3) + (row * heads + h) * vhd, smem + warp * MET_MERGE_MAX_SPLITS);
+  }
+}
+
+// Causal prefill: ints [rows, heads, kv_heads, head_dim, v_head_dim, window, q_stride], imms
+// [softcap, scale]; ops [q, k_cache, v_cache, positions, seq_base, sinks, out]. Work items are 16
+// rows x one head on the tensor cores (flash.cuh), one pass per sequence the rows belong to
+// (padding rows of another sequence share a block with real ones) and per 64 output dims.
+// Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others).
+__device__ void body_attn_prefill(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
+  const SliceRange rr = slice_rows(in, s);
+  const int heads = static_cast<int>(in.ints[1]), kvh = static_cast<int>(in.ints[2]);
+  const int hd = static_cast<int>(in.ints[3]);
+  const int* pos = op<const int>(in, 3);
+  const int64_t* base = op<const int64_t>(in, 4);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t blocks = (rr.end - rr.begin + 15) / 16;
+  u16* v_s = reinterpret_cast<u16*>(smem) + warp * (flash_warp_smem() / 2);
+  for (int64_t it = warp; it < blocks * heads; it += MET_INTERP_WARPS) {
+    const int64_t row0 = rr.begin + (it / heads) * 16, row_end = min(row0 + 16, rr.end);
+    const int h = static_cast<int>(it % heads);
+    const bool valid = lane < 16 && row0 + lane < row_end;
+    const int64_t mine = valid ? base[row0 + lane] : 0;
+    unsigned pending = __ballot_sync(0xffffffffu, valid);
+    while (pending) {
+      const int64_t seg = __shfl_sync(0xffffffffu, mine, __ffs(pending) - 1);
+      for (int dv0 = 0; dv0 < hd; dv0 += kFlashMaxDv) {
+        const u16* q = op<const u16>(in, 0);
+        const u16* kc = op<const u16>(in, 1);
+        const u16* vc = op<const u16>(in, 2);
+        const u16* sinks = op<const u16>(in, 5);
+        u16* out = op<u16>(in, 6);
+        if (hd == 128)
+          flash_block<128, 64>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],
+                               in.imms[1], in.imms[0], sinks, out, heads, v_s, dv0);
+        else if (hd == 64)
+          flash_block<64, 64>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],
+                              in.imms[1], in.imms[0], sinks, out, heads, v_s, dv0);
+        else
+          flash_block<32, 32>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],
+                              in.imms[1], in.imms[0], sinks, out, heads, v_s, dv0);
+      }
+      pending &= ~__ballot_sync(0xffffffffu, valid && mine == seg);
+    }
+  }
+}
+
+}  // namespace met_interp

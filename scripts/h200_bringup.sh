@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The one script that builds nothing, checks and times met on an H200 in one go (the device
+# machine has no Debian -dev packages: `met` is built here and carried).
+#
+#   bash scripts/h200_bringup.sh [STAGES] [MODELS]
+#     STAGES: comma list of tiny,optest,campaign,peers,oracle (default: all; run in that order per model)
+#     MODELS: comma list of llama-3.2-1b,qwen3-0.6b,llama-3.1-8b (default: all three)
+#
+# Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
+# scripts/device_pack.sh); bench/configs/*.json; tests/oracle/ and bench/peers/. Work goes to
+# WORK (default /tmp/metw); results to OUT (default ./out-h200): log.txt, results.tar.gz with the
+# campaign JSON/Markdown (perf/<device>/<model>/), the peers' JSON and every comparison's output.
+#
+# Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
+#   tiny      tiny-llama3 and tiny-qwen3: optest on cuda, cuda vs the transformers fixtures of
+#             tests/oracle and vs the same packets on the cpu bodies (cpu-oracle)
+#   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
+#             on cuda vs the cpu bodies
+#   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2
+#   campaign  met circuit run --campaign decode:1,2,4,8,16@ctx=4096 --campaign prefill:128,512,4096
+#   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint
+set -uo pipefail
+stages="${1:-tiny,optest,campaign,peers,oracle}"
+models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+OUT="${OUT:-$root/out-h200}"
+WORK="${WORK:-/tmp/metw}"
+mkdir -p "$OUT" "$WORK" "$WORK/res"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+
+if [[ -f .device/libs.tar.xz ]]; then
+  mkdir -p "$WORK/lib" && tar xJf .device/libs.tar.xz -C "$WORK" && export LD_LIBRARY_PATH="$WORK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+MET="${MET:-$root/.device/met}"
+[[ -x "$MET" ]] || { echo "error: $MET is not an executable met"; exit 1; }
+has() { [[ ",$stages," == *",$1,"* ]]; }
+status=0
+step() {  # step NAME SECONDS CMD...: runs with a time limit, logs the outcome, never stops the script
+  local name="$1" limit="$2"; shift 2
+  local t0=$SECONDS
+  echo "=== $name"
+  timeout "$limit" "$@"
+  local rc=$?
+  echo "=== $name: rc $rc in $((SECONDS - t0)) s"
+  [[ $rc -eq 0 ]] || status=1
+  return $rc
+}
+prompts_of() {  # the --prompt-ids arguments of a fixture
+  python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$1"
+}
+steps_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$1"; }
+# same_tokens.py A.json B.json: identical greedy tokens in two met --logits-out files
+cat >"$WORK/same_tokens.py" <<'EOF'
+import json, sys
+a, b = (json.load(open(p))["sequences"] for p in sys.argv[1:3])
+bad = [k for k, (x, y) in enumerate(zip(a, b)) if x["tokens"] != y["tokens"]]
+worst = 0.0
+for x, y in zip(a, b):
+    for la, lb in zip(x["logits"], y["logits"]):
+        m = max(abs(v) for v in lb) or 1.0
+        worst = max(worst, max(abs(p - q) for p, q in zip(la, lb)) / m)
+print(f"sequences {len(a)}, token mismatches in {bad}, worst relative logit difference {worst:.4g}")
+sys.exit(1 if bad else 0)
+EOF
+
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv
+echo "met: $("$MET" --help | head -1)"
+
+if has tiny; then
+  for m in tiny-llama3 tiny-qwen3; do
+    fx="tests/oracle/fixtures/$m-bf16.json"
+    step "$m synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$m" >/dev/null
+    step "$m emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$m" --out "$WORK/$m-a" --max-ctx 256 \
+      --decode-rungs 1,2,4 --prefill-buckets 64,128
+    step "$m optest cuda" 120 "$MET" circuit optest --assets "$WORK/$m-a" --backend cuda
+    # shellcheck disable=SC2046
+    step "$m run cuda" 120 "$MET" circuit run --assets "$WORK/$m-a" --backend cuda $(prompts_of "$fx") --max-tokens "$(steps_of "$fx")" \
+      --logits-out "$WORK/$m-cuda.json"
+    step "$m cuda vs transformers" 60 python3 tests/oracle/compare.py "$fx" "$WORK/$m-cuda.json" 2e-2
+    # shellcheck disable=SC2046
+    step "$m run cpu-oracle" 300 "$MET" circuit run --assets "$WORK/$m-a" --backend cpu-oracle $(prompts_of "$fx") \
+      --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$m-cpu.json"
+    step "$m cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-cuda.json" "$WORK/$m-cpu.json"
+  done
+fi
+
+for m in ${models//,/ }; do
+  ck="$WORK/$m"
+  if has optest || has oracle || has campaign || has peers; then
+    [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
+  fi
+  if has optest; then
+    step "$m emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
+      --decode-rungs 1,16 --prefill-buckets 128
+    step "$m optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$m.txt"
+  fi
+  if has oracle || has campaign; then
+    [[ -f "$ck-a/model.pkt" ]] || step "$m emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
+      --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
+  fi
+  if has campaign; then
+    step "$m campaign" 400 "$MET" circuit run --assets "$ck-a" --backend cuda --campaign decode:1,2,4,8,16@ctx=4096 \
+      --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
+  fi
+  if has peers; then
+    step "$m peers" 400 python3 bench/peers/peers.py --checkpoint "$ck" --out "$WORK/res/peers-$m.json"
+  fi
+  if has oracle; then
+    # The most decisive of 4 seeded random prompts (random weights give flat logits; each case
+    # records its smallest top-1/top-2 margin), plus one fixed prompt.
+    step "$m transformers" 300 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --prompt-ids 1,17,42,99,7 \
+      --random-prompts 4 --keep 1 --seed 1 --steps 64 --out "$WORK/$m-tf.json"
+    # shellcheck disable=SC2046
+    step "$m run cuda" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") --max-tokens 64 \
+      --logits-out "$WORK/$m-cuda.json"
+    step "$m cuda vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-tf.json" "$WORK/$m-cuda.json" 2e-2 \
+      | tee "$WORK/res/oracle-$m.txt"
+    python3 -c "import json,sys; j=json.load(open(sys.argv[1])); [c.pop('logits', None) for c in j['cases']]; json.dump(j, open(sys.argv[2], 'w'))" \
+      "$WORK/$m-tf.json" "$WORK/res/oracle-$m-tokens.json" || true
+  fi
+  tar czf "$OUT/results.tar.gz" -C "$WORK/res" .  # after each model: a cut-short run still returns what it measured
+done
+
+tar czf "$OUT/results.tar.gz" -C "$WORK/res" .
+echo "bringup: done, status $status"
+exit $status

@@ -1,0 +1,213 @@
+#include "interp/campaign.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "emit/opcodes.hpp"
+#include "interp/session.hpp"
+
+namespace met::interp {
+
+namespace {
+
+Expected<std::vector<std::int64_t>> numbers(const std::string& spec, const std::string& text) {
+  std::vector<std::int64_t> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos || std::stoll(item) < 1)
+      return fail("--campaign '" + spec + "': '" + item + "' is not a positive integer");
+    out.push_back(std::stoll(item));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+struct Stats {
+  double median = 0, p10 = 0, p90 = 0, min = 0;
+};
+Stats stats(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) { return v[static_cast<std::size_t>(f * static_cast<double>(v.size() - 1) + 0.5)]; };
+  return {q(0.5), q(0.1), q(0.9), v.front()};
+}
+
+std::int64_t find_program(const emit::PacketFile& f, std::uint32_t kind, std::int64_t rows) {
+  for (std::size_t i = 0; i < f.programs.size(); ++i)
+    if (f.programs[i].kind == kind && f.programs[i].rows == rows) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+std::string program_list(const emit::PacketFile& f, std::uint32_t kind) {
+  std::string s;
+  for (const auto& p : f.programs)
+    if (p.kind == kind) s += (s.empty() ? "" : ", ") + std::to_string(p.rows);
+  return s;
+}
+
+template <class T>
+T* field(Backend& b, std::size_t program, emit::IoField f) {
+  return static_cast<T*>(b.io(program, f));
+}
+
+}  // namespace
+
+Expected<std::vector<CampaignCase>> parse_campaign(const std::string& spec) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos) return fail("--campaign '" + spec + "': expected decode:C,..[@ctx=N] or prefill:T,..");
+  const std::string kind = spec.substr(0, colon);
+  std::string list = spec.substr(colon + 1);
+  std::int64_t ctx = 0;
+  if (const auto at = list.find('@'); at != std::string::npos) {
+    const std::string opt = list.substr(at + 1);
+    list = list.substr(0, at);
+    if (kind != "decode" || opt.rfind("ctx=", 0) != 0)
+      return fail("--campaign '" + spec + "': only decode takes @ctx=N");
+    MET_TRY(auto c, numbers(spec, opt.substr(4)));
+    if (c.size() != 1) return fail("--campaign '" + spec + "': one context per decode campaign");
+    ctx = c[0];
+  } else if (kind == "decode") {
+    ctx = 4096;
+  }
+  if (kind != "decode" && kind != "prefill") return fail("--campaign '" + spec + "': kind '" + kind + "' is not decode or prefill");
+  MET_TRY(auto rows, numbers(spec, list));
+  std::vector<CampaignCase> out;
+  for (auto r : rows) out.push_back({kind, r, ctx});
+  return out;
+}
+
+Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, const std::vector<CampaignCase>& cases,
+                                      const CeilingFn& ceiling, const CampaignOptions& o) {
+  const auto& f = a.packet;
+  const std::int64_t max_ctx = a.build.max_ctx;
+  std::mt19937_64 rng(o.seed);
+  // The vocabulary: the logits width of any program.
+  std::int64_t vocab = 0;
+  for (const auto& t : f.tensors)
+    if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits) && t.shape.size() == 2)
+      vocab = static_cast<std::int64_t>(t.shape[1]);
+  if (vocab <= 0) return fail(a.dir + ": no logits in model.pkt");
+  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(vocab - 1));
+
+  // Decode cases read real keys and values: prefill each sequence they use with random tokens first.
+  std::int64_t seqs = 0, ctx = 0;
+  for (const auto& c : cases) {
+    if (c.kind != "decode") continue;
+    if (find_program(f, MET_PROGRAM_DECODE, c.rows) < 0)
+      return fail(fmt::format("--campaign decode:{}: {} has no decode rung of {} rows (rungs: {})", c.rows, a.dir, c.rows,
+                              program_list(f, MET_PROGRAM_DECODE)));
+    if (c.ctx + 1 > max_ctx)
+      return fail(fmt::format("--campaign decode at ctx={}: the assets' KV holds {} tokens per sequence (emit with a larger --max-ctx)",
+                              c.ctx, max_ctx));
+    seqs = std::max(seqs, c.rows);
+    ctx = std::max(ctx, c.ctx);
+  }
+  for (const auto& c : cases)
+    if (c.kind == "prefill" && find_program(f, MET_PROGRAM_PREFILL, c.rows) < 0)
+      return fail(fmt::format("--campaign prefill:{}: {} has no prefill bucket of {} rows (buckets: {})", c.rows, a.dir, c.rows,
+                              program_list(f, MET_PROGRAM_PREFILL)));
+  backend.set_fetch_logits(false);
+  if (seqs > 0) {
+    MET_TRY(Session session, Session::create(backend, f, a.build));
+    for (std::int64_t s = 0; s < seqs; ++s) {
+      std::vector<std::int32_t> prompt(static_cast<std::size_t>(ctx - 1));
+      for (auto& t : prompt) t = token(rng);
+      MET_TRY(auto added, session.add(prompt, Sampling{}));
+      if (added.slot != s) return fail("campaign: expected slot " + std::to_string(s) + ", got " + std::to_string(added.slot));
+    }
+  }
+
+  nlohmann::json out;
+  out["schema"] = "met-campaign/1";
+  out["device"] = backend.device_name();
+  out["assets"] = a.dir;
+  out["target"] = {{"class", f.target_class}, {"sm_count", f.sm_count}};
+  out["warmup"] = o.warmup;
+  out["repeats"] = o.repeats;
+  out["cases"] = nlohmann::json::array();
+  for (const auto& c : cases) {
+    const bool decode = c.kind == "decode";
+    const auto prog = static_cast<std::size_t>(find_program(f, decode ? MET_PROGRAM_DECODE : MET_PROGRAM_PREFILL, c.rows));
+    auto* tokens = field<std::int32_t>(backend, prog, emit::IoField::tokens);
+    auto* positions = field<std::int32_t>(backend, prog, emit::IoField::positions);
+    auto* slots = field<std::int64_t>(backend, prog, emit::IoField::slots);
+    auto* base = field<std::int64_t>(backend, prog, emit::IoField::seq_base);
+    auto* lens = field<std::int32_t>(backend, prog, emit::IoField::seq_len);
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+      // decode: row r is sequence r at position ctx - 1; prefill: one sequence at positions 0..T-1.
+      const std::int64_t b = decode ? r * max_ctx : 0;
+      const std::int64_t p = decode ? c.ctx - 1 : r;
+      if (tokens) tokens[r] = token(rng);
+      if (positions) positions[r] = static_cast<std::int32_t>(p);
+      if (slots) slots[r] = b + p;
+      if (base) base[r] = b;
+      if (lens) lens[r] = static_cast<std::int32_t>(p + 1);
+    }
+    backend.set_timestamps(false);
+    std::vector<double> ms;
+    for (int i = 0; i < o.warmup + o.repeats; ++i) {
+      MET_CHECK(backend.run(prog));
+      if (i >= o.warmup) ms.push_back(backend.last_run_ms());
+    }
+    const Stats st = stats(ms);
+    // One more run with in-kernel timestamps: wall time of each instruction, summed per family.
+    backend.set_timestamps(true);
+    MET_CHECK(backend.run(prog));
+    backend.set_timestamps(false);
+    const auto walls = backend.instr_times_ns(prog);
+    std::map<std::string, double> family;
+    double wall_sum = 0;
+    for (std::size_t i = 0; i < walls.size(); ++i) {
+      const auto* op = emit::find_opcode(f.programs[prog].instrs[i].opcode);
+      family[op ? op->family : "?"] += walls[i] / 1e6;
+      wall_sum += walls[i] / 1e6;
+    }
+    const Ceilings ceil = ceiling(c);
+    const double ceil_ms = ceil.datasheet_s * 1e3;
+    nlohmann::json j;
+    j["kind"] = c.kind;
+    j["rows"] = c.rows;
+    if (decode) j["ctx"] = c.ctx;
+    j["program"] = f.programs[prog].name;
+    j["instructions"] = f.programs[prog].instrs.size();
+    j["ms"] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}, {"min", st.min}};
+    j["samples_ms"] = ms;
+    j["ceiling_ms"] = ceil_ms;
+    j["ceiling_share"] = st.median > 0 ? ceil_ms / st.median : 0.0;
+    j["ceiling_measured_basis_ms"] = ceil.measured_s * 1e3;
+    j["tokens_per_s"] = st.median > 0 ? static_cast<double>(c.rows) / (st.median / 1e3) : 0.0;
+    if (decode) j["ms_per_token"] = st.median;
+    j["timestamped_ms"] = backend.last_run_ms();
+    j["instr_wall_sum_ms"] = wall_sum;
+    j["family_ms"] = family;
+    out["cases"].push_back(std::move(j));
+  }
+  return out;
+}
+
+std::string campaign_markdown(const nlohmann::json& j) {
+  std::string s = fmt::format("# met campaign on {}\n\nassets `{}`, class {} on {} SMs; {} warm-up runs, {} timed runs per case "
+                              "(CUDA events around the one launch).\n\n",
+                              j.value("device", "?"), j.value("assets", "?"), j["target"].value("class", "?"),
+                              j["target"].value("sm_count", 0), j.value("warmup", 0), j.value("repeats", 0));
+  s += "| case | program | median ms | p10 | p90 | ceiling ms | ceiling / measured | tokens/s | time by family (timestamped run) |\n";
+  s += "|---|---|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const auto& c : j["cases"]) {
+    std::string fam;
+    for (const auto& [k, v] : c["family_ms"].items()) fam += fmt::format("{}{} {:.3f}", fam.empty() ? "" : ", ", k, v.get<double>());
+    const std::string name = c["kind"] == "decode" ? fmt::format("decode C={} ctx={}", c["rows"].get<int>(), c["ctx"].get<int>())
+                                                   : fmt::format("prefill T={}", c["rows"].get<int>());
+    s += fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.2f} | {:.0f} | {} |\n", name,
+                     c["program"].get<std::string>(), c["ms"]["median"].get<double>(), c["ms"]["p10"].get<double>(),
+                     c["ms"]["p90"].get<double>(), c["ceiling_ms"].get<double>(), c["ceiling_share"].get<double>(),
+                     c["tokens_per_s"].get<double>(), fam);
+  }
+  return s;
+}
+
+}  // namespace met::interp

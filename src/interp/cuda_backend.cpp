@@ -1,0 +1,487 @@
+// cuda backend: device storage for every tensor of the packet, the device view of each program
+// (kernels/common/interp/abi.h), and one cooperative launch of the embedded interpreter per run.
+#include "interp/cuda_backend.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+
+#include "../../kernels/common/interp/abi.h"
+#include "../../kernels/common/interp/smem.h"
+#include "emit/opcodes.hpp"
+#include "interp/cuda_driver.hpp"
+#include "interp/weights.hpp"
+
+namespace met::interp {
+
+namespace {
+
+// Shared memory of the bodies (kernels/common/interp/smem.h): the gemv family's fixed part plus
+// rows x K normalised activations, the GEMM's stages, the flash V tiles, the merge weights.
+constexpr std::uint64_t kGemvFixedSmem = MET_GEMV_FIXED_SMEM;
+constexpr std::uint64_t kGemmSmem = MET_GEMM_SMEM;
+
+bool input_field(emit::IoField f) {
+  return f == emit::IoField::tokens || f == emit::IoField::positions || f == emit::IoField::slots ||
+         f == emit::IoField::seq_base || f == emit::IoField::seq_len;
+}
+
+bool gemv_body(std::uint32_t b) {
+  return b == MET_BODY_GEMV || b == MET_BODY_GEMV_O_RESIDUAL || b == MET_BODY_GEMV_DOWN_RESIDUAL ||
+         b == MET_BODY_GATE_UP_SILU || b == MET_BODY_GATE_UP_GELU || b == MET_BODY_LM_HEAD_ARGMAX ||
+         b == MET_BODY_LM_HEAD_SOFTCAP_ARGMAX || b == MET_BODY_QKV_ROPE || b == MET_BODY_QKV_QKNORM_ROPE;
+}
+bool normed_body(std::uint32_t b) {
+  return b == MET_BODY_GATE_UP_SILU || b == MET_BODY_GATE_UP_GELU || b == MET_BODY_LM_HEAD_ARGMAX ||
+         b == MET_BODY_LM_HEAD_SOFTCAP_ARGMAX || b == MET_BODY_QKV_ROPE || b == MET_BODY_QKV_QKNORM_ROPE;
+}
+
+}  // namespace
+
+std::uint32_t cuda_body_of(const std::string& n) {
+  static const std::map<std::string, std::uint32_t> table = {
+      {"embed", MET_BODY_EMBED},
+      {"gemv_rmsnorm_qkv_rope", MET_BODY_QKV_ROPE},
+      {"gemv_rmsnorm_qkv_qknorm_rope", MET_BODY_QKV_QKNORM_ROPE},
+      {"attn_decode_split", MET_BODY_ATTN_DECODE_SPLIT},
+      {"attn_decode_merge", MET_BODY_ATTN_DECODE_MERGE},
+      {"attn_prefill", MET_BODY_ATTN_PREFILL},
+      {"flash_prefill_mma", MET_BODY_ATTN_PREFILL},
+      {"flash_prefill_wgmma", MET_BODY_ATTN_PREFILL},
+      {"gemv_o_residual", MET_BODY_GEMV_O_RESIDUAL},
+      {"gemv_rmsnorm_gate_up_silu", MET_BODY_GATE_UP_SILU},
+      {"gemv_rmsnorm_gate_up_gelu", MET_BODY_GATE_UP_GELU},
+      {"gemv_down_residual", MET_BODY_GEMV_DOWN_RESIDUAL},
+      {"gemv_rmsnorm_lm_head_argmax", MET_BODY_LM_HEAD_ARGMAX},
+      {"gemv_rmsnorm_lm_head_softcap_argmax", MET_BODY_LM_HEAD_SOFTCAP_ARGMAX},
+      {"gemv", MET_BODY_GEMV},
+      {"gemm", MET_BODY_GEMM},
+      {"gemm_bf16_mma", MET_BODY_GEMM},
+      {"gemm_bf16_wgmma", MET_BODY_GEMM},
+      {"rmsnorm", MET_BODY_RMSNORM},
+      {"rope", MET_BODY_ROPE},
+      {"kv_append", MET_BODY_KV_APPEND},
+      {"residual_add", MET_BODY_RESIDUAL_ADD},
+      {"silu_mul", MET_BODY_SILU_MUL},
+      {"gelu_mul", MET_BODY_GELU_MUL},
+      {"scale", MET_BODY_SCALE},
+      {"softcap", MET_BODY_SOFTCAP},
+      {"argmax", MET_BODY_ARGMAX},
+  };
+  auto it = table.find(n);
+  return it == table.end() ? 0 : it->second;
+}
+
+struct CudaBackend::Impl {
+  const cu::Api* api = nullptr;
+  cu::Device dev = 0;
+  cu::Context ctx = nullptr;
+  cu::Module mod = nullptr;
+  cu::Function fn = nullptr;
+  cu::Stream stream = nullptr;
+  cu::Event ev0 = nullptr, ev1 = nullptr;
+  std::vector<cu::DevicePtr> allocs;
+  std::uint64_t held = 0;
+  std::string dev_name;
+  const emit::PacketFile* packet = nullptr;
+  std::vector<cu::DevicePtr> tensor;  // per tensor handle
+  std::vector<std::size_t> kv;        // KV tensor handles
+
+  struct Io {
+    std::vector<std::byte> host;
+    cu::DevicePtr dev = 0;
+  };
+  struct Prog {
+    cu::DevicePtr instrs = 0, streams = 0, entries = 0, waits = 0, counters = 0, stamps = 0;
+    std::uint32_t n_instrs = 0, n_entries = 0;
+    std::map<emit::IoField, Io> io;
+    std::vector<std::uint32_t> entry_instr;
+    std::vector<unsigned long long> stamps_host;
+    std::vector<MetDevInstr> host_instrs;
+  };
+  std::vector<Prog> progs;
+  unsigned smem = 0;
+  bool fetch_logits = true, stamps = false;
+  float last_ms = 0;
+
+  ~Impl() {
+    if (!api) return;
+    for (auto p : allocs) api->MemFree(p);
+    if (ev0) api->EventDestroy(ev0);
+    if (ev1) api->EventDestroy(ev1);
+    if (stream) api->StreamDestroy(stream);
+    if (mod) api->ModuleUnload(mod);
+    if (ctx) api->DevicePrimaryCtxRelease(dev);
+  }
+
+  Expected<cu::DevicePtr> alloc(std::uint64_t bytes) {
+    cu::DevicePtr p = 0;
+    MET_CU(*api, MemAlloc(&p, std::max<std::uint64_t>(bytes, 16)));
+    allocs.push_back(p);
+    held += bytes;
+    return p;
+  }
+  Expected<void> launch(const MetInterpParams& params) {
+    MetInterpParams p = params;
+    void* args[] = {&p};
+    MET_CU(*api, EventRecord(ev0, stream));
+    MET_CU(*api, LaunchCooperativeKernel(fn, packet->sm_count, 1, 1, MET_INTERP_THREADS, 1, 1, smem, stream, args));
+    MET_CU(*api, EventRecord(ev1, stream));
+    MET_CU(*api, StreamSynchronize(stream));
+    MET_CU(*api, EventElapsedTime(&last_ms, ev0, ev1));
+    return {};
+  }
+  Expected<cu::DevicePtr> upload(const void* data, std::uint64_t bytes) {
+    MET_TRY(cu::DevicePtr p, alloc(bytes));
+    if (bytes) MET_CU(*api, MemcpyHtoD(p, data, bytes));
+    return p;
+  }
+  template <class T>
+  Expected<cu::DevicePtr> upload_vec(const std::vector<T>& v) {
+    return upload(v.data(), v.size() * sizeof(T));
+  }
+};
+
+InterpImage hopper_interp_image();  // defined in the generated interp_image.cpp
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() = default;
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
+  const std::string at = a.dir + "/model.pkt";
+  if (a.packet.target_class != "hopper")
+    return fail(a.dir + " were emitted for class '" + a.packet.target_class +
+                "'; the cuda backend runs the hopper interpreter (emit for h100-sxm or h200-sxm)");
+  const InterpImage image = hopper_interp_image();
+  if (image.size == 0)
+    return fail("cuda: this met was built without nvcc, so it carries no hopper interpreter; rebuild where nvcc is on PATH");
+  auto impl = std::make_unique<Impl>();
+  MET_TRY(const cu::Api* api, cu::api());
+  impl->api = api;
+  Impl& m = *impl;
+  int count = 0;
+  MET_CU(*api, DeviceGetCount(&count));
+  if (count < 1) return fail("cuda: the driver sees no GPU");
+  MET_CU(*api, DeviceGet(&m.dev, 0));
+  char name[256] = {};
+  MET_CU(*api, DeviceGetName(name, sizeof name, m.dev));
+  m.dev_name = name;
+  int major = 0, minor = 0, sms = 0, coop = 0, smem_optin = 0;
+  MET_CU(*api, DeviceGetAttribute(&major, cu::kAttrComputeMajor, m.dev));
+  MET_CU(*api, DeviceGetAttribute(&minor, cu::kAttrComputeMinor, m.dev));
+  MET_CU(*api, DeviceGetAttribute(&sms, cu::kAttrMultiprocessorCount, m.dev));
+  MET_CU(*api, DeviceGetAttribute(&coop, cu::kAttrCooperativeLaunch, m.dev));
+  MET_CU(*api, DeviceGetAttribute(&smem_optin, cu::kAttrMaxSmemPerBlockOptin, m.dev));
+  if (major != 9 || minor != 0)
+    return fail("cuda: " + m.dev_name + " is compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+                "; the hopper interpreter is built for sm_90a");
+  if (static_cast<std::uint32_t>(sms) != a.packet.sm_count)
+    return fail(a.dir + " were emitted for " + std::to_string(a.packet.sm_count) + " SMs; " + m.dev_name + " has " +
+                std::to_string(sms) + " (emit for this device, or with --threads " + std::to_string(sms) + ")");
+  if (!coop) return fail("cuda: " + m.dev_name + " does not support cooperative launches");
+  MET_CU(*api, DevicePrimaryCtxRetain(&m.ctx, m.dev));
+  MET_CU(*api, CtxSetCurrent(m.ctx));
+  MET_CU(*api, ModuleLoadData(&m.mod, image.data));
+  MET_CU(*api, ModuleGetFunction(&m.fn, m.mod, "metinterp_hopper"));
+  MET_CU(*api, StreamCreate(&m.stream, 0));
+  MET_CU(*api, EventCreate(&m.ev0, 0));
+  MET_CU(*api, EventCreate(&m.ev1, 0));
+  m.packet = &a.packet;
+
+  // Weights: bf16 only; each entry in its own allocation (256-byte aligned for 16-byte loads).
+  MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
+  std::vector<cu::DevicePtr> wdev;
+  std::vector<MetHostWeight> whost;
+  for (std::size_t e = 0; e < w.size(); ++e) {
+    MET_TRY(MetHostWeight h, w.host_weight(e));
+    if (h.format != MET_WEIGHT_BF16)
+      return fail(a.dir + "/weights.json: weight '" + w.entry(e).name +
+                  "' is not bf16; the hopper interpreter reads bf16 weights only (fp8 and fp4 bodies are not built yet)");
+    MET_TRY(cu::DevicePtr p, m.upload(w.data(e), w.bytes(e)));
+    wdev.push_back(p);
+    whost.push_back(h);
+  }
+
+  const auto& tensors = a.packet.tensors;
+  std::uint64_t arena = 0;
+  for (const auto& t : tensors)
+    if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
+  MET_TRY(cu::DevicePtr arena_dev, m.alloc(arena));
+  MET_CU(*api, MemsetD8(arena_dev, 0, std::max<std::uint64_t>(arena, 16)));
+  m.tensor.assign(tensors.size(), 0);
+  m.progs.resize(a.packet.programs.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    switch (t.source) {
+      case MET_SOURCE_CHECKPOINT:
+        if (t.ref >= wdev.size())
+          return fail(at + ": tensor '" + t.name + "' names weights.json entry " + std::to_string(t.ref) + " of " +
+                      std::to_string(wdev.size()));
+        m.tensor[i] = wdev[t.ref];
+        break;
+      case MET_SOURCE_SCRATCH: m.tensor[i] = arena_dev + t.ref; break;
+      case MET_SOURCE_GENERATED: {
+        MET_TRY(std::string bytes, emit::generated_table(t, a.build, at));
+        MET_TRY(cu::DevicePtr p, m.upload(bytes.data(), bytes.size()));
+        m.tensor[i] = p;
+        break;
+      }
+      case MET_SOURCE_KV: {
+        MET_TRY(cu::DevicePtr p, m.alloc(t.bytes));
+        MET_CU(*api, MemsetD8(p, 0, t.bytes));
+        m.tensor[i] = p;
+        m.kv.push_back(i);
+        break;
+      }
+      case MET_SOURCE_IO: {
+        MET_TRY(cu::DevicePtr p, m.alloc(t.bytes));
+        MET_CU(*api, MemsetD8(p, 0, std::max<std::uint64_t>(t.bytes, 16)));
+        m.tensor[i] = p;
+        for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
+          if (t.name.rfind(a.packet.programs[k].name + ".io.", 0) != 0) continue;
+          Impl::Io io;
+          io.host.assign(t.bytes, std::byte{0});
+          io.dev = p;
+          m.progs[k].io[static_cast<emit::IoField>(t.ref)] = std::move(io);
+        }
+        break;
+      }
+      default: return fail(at + ": tensor '" + t.name + "': source " + std::to_string(t.source) + " is not run by the cuda backend");
+    }
+  }
+
+  // Programs: device instructions with resolved operands, streams, entries, waits, counters.
+  std::uint64_t rows_k = 0;
+  bool flash = false;
+  for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
+    const auto& p = a.packet.programs[k];
+    auto& prog = m.progs[k];
+    std::vector<MetDevInstr> ins;
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+      const auto& d = p.instrs[i];
+      const auto* op = emit::find_opcode(d.opcode);
+      const std::string where = at + ": program " + p.name + " instruction " + std::to_string(i);
+      if (!op) return fail(where + ": unknown opcode " + std::to_string(d.opcode));
+      MetDevInstr di{};
+      di.body = cuda_body_of(op->name);
+      if (di.body == 0) return fail(where + ": opcode " + op->name + " has no body in the hopper interpreter yet");
+      di.slices = d.slices;
+      di.col_parts = static_cast<std::uint32_t>(emit::col_parts(d));
+      for (std::size_t j = 0; j < d.ints.size() && j < MET_DEV_INTS; ++j) di.ints[j] = d.ints[j];
+      for (std::size_t j = 0; j < d.imms.size() && j < MET_DEV_IMMS; ++j) di.imms[j] = d.imms[j];
+      for (std::size_t j = 0; j < d.tensors.size() && j < MET_DEV_OPERANDS; ++j) {
+        const auto h = d.tensors[j];
+        if (h == MET_NO_TENSOR) continue;
+        di.ops[j] = m.tensor[h];
+        const auto& t = tensors[h];
+        if (t.source == MET_SOURCE_CHECKPOINT && t.shape.size() == 2 && di.w_rows == 0) {
+          di.w_rows = whost[t.ref].rows;
+          di.w_cols = whost[t.ref].cols;
+        }
+      }
+      // Shapes the bodies cover.
+      const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
+      const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
+      const std::int64_t slice_rows = (rows + row_parts - 1) / row_parts;
+      if ((gemv_body(di.body) || di.body == MET_BODY_GEMM) && di.w_cols % 32 != 0)
+        return fail(where + ": " + op->name + " needs a reduction length divisible by 32, not " + std::to_string(di.w_cols));
+      if (gemv_body(di.body) && slice_rows > MET_DEV_MAX_ROWS)
+        return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +
+                    std::to_string(MET_DEV_MAX_ROWS));
+      if (normed_body(di.body)) rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
+      if (di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ||
+          di.body == MET_BODY_ATTN_DECODE_SPLIT || di.body == MET_BODY_ATTN_PREFILL) {
+        const std::int64_t hd = di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ? d.ints[4] : d.ints[3];
+        const std::int64_t vhd = di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ? hd : d.ints[4];
+        if (hd % 8 != 0 || hd > 256 || vhd > 256)
+          return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
+                      ": the bodies take multiples of 8 up to 256");
+      }
+      if (di.body == MET_BODY_ATTN_PREFILL) {
+        if (d.ints[3] != d.ints[4] || (d.ints[3] != 32 && d.ints[3] != 64 && d.ints[3] != 128))
+          return fail(where + ": " + op->name + " head dims " + std::to_string(d.ints[3]) + "/" + std::to_string(d.ints[4]) +
+                      ": the flash prefill body takes equal q/k and v head dims of 32, 64 or 128");
+        flash = true;
+      }
+      if (di.body == MET_BODY_ATTN_DECODE_SPLIT) {
+        const std::int64_t vhd = d.ints[4], group = d.ints[2] > 0 ? d.ints[1] / d.ints[2] : 0;
+        if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4))
+          return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
+                      " query heads per KV head: the decode body takes v head dims 32, 64 or 128 and 1, 2 or 4 heads per KV head");
+      }
+      if (di.body == MET_BODY_ATTN_DECODE_MERGE && d.ints[6] > MET_MERGE_MAX_SPLITS)
+        return fail(where + ": " + op->name + " merges " + std::to_string(d.ints[6]) + " splits; the body takes at most " +
+                    std::to_string(MET_MERGE_MAX_SPLITS));
+      if (di.body == MET_BODY_EMBED && di.w_cols % 8 != 0)
+        return fail(where + ": embed width " + std::to_string(di.w_cols) + " is not a multiple of 8");
+      ins.push_back(di);
+    }
+    std::vector<MetDevStream> st;
+    std::vector<MetDevEntry> en;
+    std::vector<MetDevWait> wt;
+    for (const auto& s : p.streams) {
+      st.push_back({static_cast<std::uint32_t>(en.size()), static_cast<std::uint32_t>(s.size())});
+      for (const auto& e : s) {
+        en.push_back({e.instr, e.slice, static_cast<std::uint32_t>(wt.size()), static_cast<std::uint32_t>(e.waits.size())});
+        prog.entry_instr.push_back(e.instr);
+        for (const auto& x : e.waits) wt.push_back({x.counter, x.value});
+      }
+    }
+    if (st.size() != static_cast<std::size_t>(sms))
+      return fail(at + ": program " + p.name + " has " + std::to_string(st.size()) + " streams for " + std::to_string(sms) + " SMs");
+    prog.host_instrs = ins;
+    prog.n_instrs = static_cast<std::uint32_t>(ins.size());
+    prog.n_entries = static_cast<std::uint32_t>(en.size());
+    MET_TRY(prog.instrs, m.upload_vec(ins));
+    MET_TRY(prog.streams, m.upload_vec(st));
+    MET_TRY(prog.entries, m.upload_vec(en));
+    MET_TRY(prog.waits, m.upload_vec(wt));
+    MET_TRY(prog.counters, m.alloc(std::max<std::size_t>(1, ins.size()) * 4));
+    MET_TRY(prog.stamps, m.alloc(std::max<std::size_t>(1, en.size()) * 16));
+  }
+
+  const std::uint64_t flash_smem = flash ? std::uint64_t{MET_FLASH_SMEM} : 0;
+  const std::uint64_t need = std::max<std::uint64_t>({kGemmSmem, kGemvFixedSmem + rows_k * 2, flash_smem, MET_MERGE_SMEM});
+  if (need > static_cast<std::uint64_t>(smem_optin))
+    return fail(at + ": the gemv bodies would stage " + std::to_string(rows_k) + " normalised activations (" + std::to_string(need) +
+                " bytes of shared memory); " + m.dev_name + " allows " + std::to_string(smem_optin));
+  m.smem = static_cast<unsigned>(need);
+  MET_CU(*api, FuncSetAttribute(m.fn, cu::kFuncMaxDynamicSmem, static_cast<int>(m.smem)));
+  int blocks = 0;
+  MET_CU(*api, OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.fn, MET_INTERP_THREADS, m.smem));
+  if (blocks < 1) return fail("cuda: the interpreter (" + std::to_string(MET_INTERP_THREADS) + " threads, " +
+                              std::to_string(m.smem) + " bytes of shared memory) does not fit on one SM of " + m.dev_name);
+  return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
+}
+
+void* CudaBackend::io(std::size_t program, emit::IoField field) {
+  if (program >= impl_->progs.size()) return nullptr;
+  auto& io = impl_->progs[program].io;
+  auto it = io.find(field);
+  return it == io.end() ? nullptr : it->second.host.data();
+}
+
+Expected<void> CudaBackend::run(std::size_t program) {
+  Impl& m = *impl_;
+  const cu::Api& api = *m.api;
+  if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
+  auto& p = m.progs[program];
+  for (auto& [field, io] : p.io)
+    if (input_field(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));
+  MET_CU(api, MemsetD32Async(p.counters, 0, std::max<std::uint32_t>(1, p.n_instrs), m.stream));
+  MetInterpParams params{};
+  params.instrs = reinterpret_cast<const MetDevInstr*>(p.instrs);
+  params.streams = reinterpret_cast<const MetDevStream*>(p.streams);
+  params.entries = reinterpret_cast<const MetDevEntry*>(p.entries);
+  params.waits = reinterpret_cast<const MetDevWait*>(p.waits);
+  params.counters = reinterpret_cast<unsigned int*>(p.counters);
+  params.stamps = m.stamps ? reinterpret_cast<unsigned long long*>(p.stamps) : nullptr;
+  MET_CHECK(m.launch(params));
+  for (auto& [field, io] : p.io) {
+    if (field == emit::IoField::out_tokens || (field == emit::IoField::logits && m.fetch_logits))
+      MET_CU(api, MemcpyDtoH(io.host.data(), io.dev, io.host.size()));
+  }
+  if (m.stamps) {
+    p.stamps_host.assign(2 * static_cast<std::size_t>(p.n_entries), 0);
+    MET_CU(api, MemcpyDtoH(p.stamps_host.data(), p.stamps, p.stamps_host.size() * sizeof(unsigned long long)));
+  }
+  return {};
+}
+
+void CudaBackend::reset_kv() {
+  for (auto i : impl_->kv) impl_->api->MemsetD8(impl_->tensor[i], 0, impl_->packet->tensors[i].bytes);
+}
+
+void CudaBackend::set_fetch_logits(bool on) { impl_->fetch_logits = on; }
+void CudaBackend::set_timestamps(bool on) { impl_->stamps = on; }
+float CudaBackend::last_run_ms() const { return impl_->last_ms; }
+std::string CudaBackend::device_name() const { return impl_->dev_name; }
+std::uint64_t CudaBackend::device_bytes() const { return impl_->held; }
+
+std::vector<double> CudaBackend::instr_times_ns(std::size_t program) const {
+  const auto& p = impl_->progs.at(program);
+  std::vector<unsigned long long> first(p.n_instrs, ~0ull), last(p.n_instrs, 0);
+  for (std::size_t e = 0; e < p.entry_instr.size() && 2 * e + 1 < p.stamps_host.size(); ++e) {
+    const auto i = p.entry_instr[e];
+    first[i] = std::min(first[i], p.stamps_host[2 * e]);
+    last[i] = std::max(last[i], p.stamps_host[2 * e + 1]);
+  }
+  std::vector<double> out(p.n_instrs, 0.0);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (last[i] >= first[i] && first[i] != ~0ull) out[i] = static_cast<double>(last[i] - first[i]);
+  return out;
+}
+
+namespace {
+Expected<cu::DevicePtr> harness_tensor(const emit::PacketFile& f, const std::vector<cu::DevicePtr>& dev, std::size_t h,
+                                       std::uint64_t bytes) {
+  if (h >= f.tensors.size()) return fail("cuda backend: no tensor " + std::to_string(h));
+  const auto& t = f.tensors[h];
+  if (t.source != MET_SOURCE_SCRATCH && t.source != MET_SOURCE_KV && t.source != MET_SOURCE_IO)
+    return fail("cuda backend: tensor '" + t.name + "' is not scratch, KV or IO");
+  if (bytes != t.bytes) return fail("cuda backend: tensor '" + t.name + "' holds " + std::to_string(t.bytes) + " bytes, not " + std::to_string(bytes));
+  return dev[h];
+}
+}  // namespace
+
+Expected<void> CudaBackend::write_tensor(std::size_t h, const void* data, std::uint64_t bytes) {
+  Impl& m = *impl_;
+  MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
+  MET_CU(*m.api, MemcpyHtoD(p, data, bytes));
+  // IO inputs are uploaded from the host copy by run(): keep it equal.
+  for (auto& prog : m.progs)
+    for (auto& [field, io] : prog.io)
+      if (io.dev == p && io.host.size() == bytes) std::memcpy(io.host.data(), data, bytes);
+  return {};
+}
+
+Expected<void> CudaBackend::read_tensor(std::size_t h, void* data, std::uint64_t bytes) {
+  Impl& m = *impl_;
+  MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
+  MET_CU(*m.api, MemcpyDtoH(data, p, bytes));
+  return {};
+}
+
+// One instruction as a program of its own: its slices spread over the streams, no waits.
+Expected<void> CudaBackend::run_instruction(std::size_t program, std::size_t instr) {
+  Impl& m = *impl_;
+  if (program >= m.progs.size() || instr >= m.progs[program].host_instrs.size())
+    return fail("cuda backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
+  const MetDevInstr& in = m.progs[program].host_instrs[instr];
+  const std::uint32_t sm = m.packet->sm_count;
+  std::vector<std::vector<MetDevEntry>> per(sm);
+  for (std::uint32_t s = 0; s < in.slices; ++s) per[s % sm].push_back({0, s, 0, 0});
+  std::vector<MetDevStream> st;
+  std::vector<MetDevEntry> en;
+  for (const auto& p : per) {
+    st.push_back({static_cast<std::uint32_t>(en.size()), static_cast<std::uint32_t>(p.size())});
+    en.insert(en.end(), p.begin(), p.end());
+  }
+  const std::size_t mark = m.allocs.size();
+  const std::uint64_t held = m.held;
+  auto release = [&] {
+    for (std::size_t i = mark; i < m.allocs.size(); ++i) m.api->MemFree(m.allocs[i]);
+    m.allocs.resize(mark);
+    m.held = held;
+  };
+  auto go = [&]() -> Expected<void> {
+    MET_TRY(cu::DevicePtr di, m.upload(&in, sizeof in));
+    MET_TRY(cu::DevicePtr ds, m.upload_vec(st));
+    MET_TRY(cu::DevicePtr de, m.upload_vec(en));
+    MET_TRY(cu::DevicePtr dc, m.alloc(16));
+    MET_CU(*m.api, MemsetD32Async(dc, 0, 4, m.stream));
+    MetInterpParams params{};
+    params.instrs = reinterpret_cast<const MetDevInstr*>(di);
+    params.streams = reinterpret_cast<const MetDevStream*>(ds);
+    params.entries = reinterpret_cast<const MetDevEntry*>(de);
+    params.waits = reinterpret_cast<const MetDevWait*>(dc);
+    params.counters = reinterpret_cast<unsigned int*>(dc);
+    return m.launch(params);
+  };
+  auto r = go();
+  release();
+  return r;
+}
+
+}  // namespace met::interp

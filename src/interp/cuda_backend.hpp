@@ -1,0 +1,63 @@
+// The cuda backend: runs packet programs on an NVIDIA GPU through the persistent interpreter that
+// nvcc built from kernels/<class>/interp.cu (embedded in met). Weights, KV caches, the scratch
+// arena, generated tables and every program's tables live on the device; one run of a program is
+// one cooperative launch (grid = the emit's SM count). The host patches only the per-step IO
+// inputs (tokens, positions, slots, sequence bases and lengths) and reads back the tokens, and
+// the logits only when asked.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "interp/assets.hpp"
+#include "interp/backend.hpp"
+
+namespace met::interp {
+
+// The hopper interpreter image embedded at build time (empty when nvcc was absent).
+struct InterpImage {
+  const unsigned char* data = nullptr;
+  std::size_t size = 0;
+};
+InterpImage hopper_interp_image();
+
+class CudaBackend final : public Backend {
+ public:
+  // Refuses assets of another class, a device whose SM count or architecture differs from the
+  // emit's, shapes the interpreter's bodies do not cover, and weights other than bf16.
+  static Expected<std::unique_ptr<CudaBackend>> create(const Assets& assets);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  void* io(std::size_t program, emit::IoField field) override;
+  Expected<void> run(std::size_t program) override;
+  void reset_kv() override;
+  Expected<void> write_tensor(std::size_t handle, const void* data, std::uint64_t bytes) override;
+  Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) override;
+  Expected<void> run_instruction(std::size_t program, std::size_t instr) override;
+
+  // Logits are copied back after a run only when wanted (greedy decoding needs just the tokens).
+  void set_fetch_logits(bool on);
+  // Records %globaltimer per stream entry (start after its waits, end after its signal).
+  void set_timestamps(bool on);
+  // Device time of the last run (CUDA events around the launch), milliseconds.
+  float last_run_ms() const;
+  // Per instruction of the last run with timestamps: wall time from its first slice's start to
+  // its last slice's end, nanoseconds.
+  std::vector<double> instr_times_ns(std::size_t program) const;
+  std::string device_name() const;
+  // Bytes of device memory the backend holds.
+  std::uint64_t device_bytes() const;
+
+ private:
+  struct Impl;
+  explicit CudaBackend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The interpreter body an opcode runs on cuda (0 = none), by opcode name.
+std::uint32_t cuda_body_of(const std::string& opcode_name);
+
+}  // namespace met::interp

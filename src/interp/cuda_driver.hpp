@@ -1,0 +1,82 @@
+// The CUDA driver API as met uses it: libcuda.so.1 opened at run time (met links no CUDA library,
+// so the same binary runs on machines without a GPU), the handful of entry points the cuda backend
+// calls, and one checking macro that turns every failing call into a located error naming the call
+// and the driver's own error name and text.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/expected.hpp"
+
+namespace met::interp::cu {
+
+// The driver's own types, as its ABI defines them.
+using Result = int;  // CUresult; 0 = CUDA_SUCCESS
+using Device = int;
+using DevicePtr = unsigned long long;
+using Context = struct CtxSt*;
+using Module = struct ModSt*;
+using Function = struct FuncSt*;
+using Stream = struct StreamSt*;
+using Event = struct EventSt*;
+
+// CUdevice_attribute / CUfunction_attribute values used here.
+inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kAttrComputeMajor = 75;
+inline constexpr int kAttrComputeMinor = 76;
+inline constexpr int kAttrCooperativeLaunch = 95;
+inline constexpr int kAttrMaxSmemPerBlockOptin = 97;
+inline constexpr int kFuncMaxDynamicSmem = 8;
+
+struct Api {
+  Result (*Init)(unsigned);
+  Result (*DeviceGetCount)(int*);
+  Result (*DeviceGet)(Device*, int);
+  Result (*DeviceGetAttribute)(int*, int, Device);
+  Result (*DeviceGetName)(char*, int, Device);
+  Result (*DevicePrimaryCtxRetain)(Context*, Device);
+  Result (*DevicePrimaryCtxRelease)(Device);
+  Result (*CtxSetCurrent)(Context);
+  Result (*ModuleLoadData)(Module*, const void*);
+  Result (*ModuleUnload)(Module);
+  Result (*ModuleGetFunction)(Function*, Module, const char*);
+  Result (*FuncSetAttribute)(Function, int, int);
+  Result (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, Function, int, std::size_t);
+  Result (*LaunchCooperativeKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,
+                                    void**);
+  Result (*MemAlloc)(DevicePtr*, std::size_t);
+  Result (*MemFree)(DevicePtr);
+  Result (*MemGetInfo)(std::size_t*, std::size_t*);
+  Result (*MemcpyHtoD)(DevicePtr, const void*, std::size_t);
+  Result (*MemcpyDtoH)(void*, DevicePtr, std::size_t);
+  Result (*MemsetD8)(DevicePtr, unsigned char, std::size_t);
+  Result (*MemsetD32Async)(DevicePtr, unsigned, std::size_t, Stream);
+  Result (*StreamCreate)(Stream*, unsigned);
+  Result (*StreamDestroy)(Stream);
+  Result (*StreamSynchronize)(Stream);
+  Result (*EventCreate)(Event*, unsigned);
+  Result (*EventDestroy)(Event);
+  Result (*EventRecord)(Event, Stream);
+  Result (*EventSynchronize)(Event);
+  Result (*EventElapsedTime)(float*, Event, Event);
+  Result (*GetErrorName)(Result, const char**);
+  Result (*GetErrorString)(Result, const char**);
+};
+
+// Opens libcuda.so.1 once and resolves every entry point (or says which is missing).
+Expected<const Api*> api();
+
+// "cuFoo(args): CUDA_ERROR_X (text)" for a failed call.
+std::string describe(const Api& a, Result r, const char* call);
+
+}  // namespace met::interp::cu
+
+// Evaluates a driver call through `api` (a const cu::Api&) and returns a located failure from the
+// enclosing function (which returns Expected<...>) when it does not succeed.
+#define MET_CU(api, call)                                                     \
+  do {                                                                        \
+    const ::met::interp::cu::Result met_cu_r_ = (api).call;                   \
+    if (met_cu_r_ != 0) return ::met::fail(::met::interp::cu::describe((api), met_cu_r_, #call)); \
+  } while (0)

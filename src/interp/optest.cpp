@@ -1,0 +1,244 @@
+#include "interp/optest.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "emit/opcodes.hpp"
+
+namespace met::interp {
+
+namespace {
+
+float bf16_value(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+std::uint16_t bf16_bits(float f) {  // round to nearest even (finite inputs)
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t x = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return x ^ (x >> 29);
+}
+std::uint64_t hash(const std::string& s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Random bytes for an operand: bf16 and f32 values in [-1, 1) (split-state (max, sum) pairs kept
+// sensible), integers in [0, bound).
+std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::int64_t bound) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::string out(t.bytes, '\0');
+  const bool ml = t.name.size() >= 7 && t.name.compare(t.name.size() - 7, 7, "part_ml") == 0;
+  switch (t.dtype) {
+    case MET_DTYPE_BF16:
+      for (std::uint64_t i = 0; i + 2 <= t.bytes; i += 2) {
+        const std::uint16_t b = bf16_bits(u(g));
+        std::memcpy(out.data() + i, &b, 2);
+      }
+      break;
+    case MET_DTYPE_F32:
+      for (std::uint64_t i = 0; i + 4 <= t.bytes; i += 4) {
+        float f = u(g);
+        if (ml) f = (i / 4) % 2 == 0 ? 2.0f * f : 1.5f + f;  // (max score, positive sum)
+        std::memcpy(out.data() + i, &f, 4);
+      }
+      break;
+    case MET_DTYPE_I32:
+      for (std::uint64_t i = 0; i + 4 <= t.bytes; i += 4) {
+        const auto v = static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(std::max<std::int64_t>(1, bound)));
+        std::memcpy(out.data() + i, &v, 4);
+      }
+      break;
+    default:
+      for (auto& c : out) c = static_cast<char>(g());
+      break;
+  }
+  return out;
+}
+
+double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i) {
+  switch (t.dtype) {
+    case MET_DTYPE_BF16: {
+      std::uint16_t v;
+      std::memcpy(&v, b.data() + 2 * i, 2);
+      return bf16_value(v);
+    }
+    case MET_DTYPE_F32: {
+      float v;
+      std::memcpy(&v, b.data() + 4 * i, 4);
+      return v;
+    }
+    case MET_DTYPE_I32: {
+      std::int32_t v;
+      std::memcpy(&v, b.data() + 4 * i, 4);
+      return v;
+    }
+    case MET_DTYPE_I64: {
+      std::int64_t v;
+      std::memcpy(&v, b.data() + 8 * i, 8);
+      return static_cast<double>(v);
+    }
+    default: return static_cast<unsigned char>(b[i]);
+  }
+}
+
+std::uint64_t elem_bytes(std::uint32_t dtype) {
+  switch (dtype) {
+    case MET_DTYPE_BF16:
+    case MET_DTYPE_F16: return 2;
+    case MET_DTYPE_F32:
+    case MET_DTYPE_I32: return 4;
+    case MET_DTYPE_I64: return 8;
+    default: return 1;
+  }
+}
+
+// The IO a program reads, consistent across rows: decode row r is sequence r at a random position
+// of its own region; prefill rows are one sequence at positions 0..rows-1.
+void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64_t max_ctx, std::int64_t vocab,
+             std::uint64_t seed, std::vector<std::pair<std::size_t, std::string>>& io) {
+  const auto& p = f.programs[prog];
+  const bool decode = p.kind == MET_PROGRAM_DECODE;
+  std::mt19937_64 g(seed);
+  std::vector<std::int32_t> tokens(p.rows), pos(p.rows), lens(p.rows);
+  std::vector<std::int64_t> slots(p.rows), base(p.rows);
+  for (std::uint32_t r = 0; r < p.rows; ++r) {
+    base[r] = decode ? static_cast<std::int64_t>(r) * max_ctx : 0;
+    pos[r] = decode ? static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(std::min<std::int64_t>(max_ctx, 300))) : static_cast<std::int32_t>(r);
+    slots[r] = base[r] + pos[r];
+    lens[r] = pos[r] + 1;
+    tokens[r] = static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(vocab));
+  }
+  for (std::size_t h = 0; h < f.tensors.size(); ++h) {
+    const auto& t = f.tensors[h];
+    if (t.source != MET_SOURCE_IO || t.name.rfind(p.name + ".io.", 0) != 0) continue;
+    std::string bytes(t.bytes, '\0');
+    auto put = [&](const void* src, std::size_t n) { std::memcpy(bytes.data(), src, std::min<std::size_t>(n, bytes.size())); };
+    switch (static_cast<emit::IoField>(t.ref)) {
+      case emit::IoField::tokens: put(tokens.data(), tokens.size() * 4); break;
+      case emit::IoField::positions: put(pos.data(), pos.size() * 4); break;
+      case emit::IoField::slots: put(slots.data(), slots.size() * 8); break;
+      case emit::IoField::seq_base: put(base.data(), base.size() * 8); break;
+      case emit::IoField::seq_len: put(lens.data(), lens.size() * 4); break;
+      default: continue;  // outputs: filled per case
+    }
+    io.push_back({h, bytes});
+    (void)b;
+  }
+}
+
+}  // namespace
+
+Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const Assets& a, const OptestOptions& o) {
+  const auto& f = a.packet;
+  std::int64_t vocab = 1;
+  for (const auto& t : f.tensors)
+    if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits) && t.shape.size() == 2)
+      vocab = static_cast<std::int64_t>(t.shape[1]);
+  std::vector<OptestCase> out;
+  std::set<std::string> seen;
+  for (std::size_t pi = 0; pi < f.programs.size(); ++pi) {
+    const auto& p = f.programs[pi];
+    if (!o.programs.empty() && std::find(o.programs.begin(), o.programs.end(), p.name) == o.programs.end()) continue;
+    std::vector<std::pair<std::size_t, std::string>> io;
+    fill_io(test, f, pi, a.build.max_ctx, vocab, mix(o.seed, hash(p.name)), io);
+    for (const auto& [h, bytes] : io) {
+      MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));
+      MET_CHECK(ref.write_tensor(h, bytes.data(), bytes.size()));
+    }
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+      const auto& d = p.instrs[i];
+      const auto* op = emit::find_opcode(d.opcode);
+      if (!op) return fail(fmt::format("{}: program {} instruction {}: unknown opcode {}", a.dir, p.name, i, d.opcode));
+      // One case per distinct shape: layers repeat the same instruction with other weights.
+      std::string sig = fmt::format("{} s{} ints[{}] imms[{}]", op->name, d.slices, fmt::join(d.ints, ","), fmt::join(d.imms, ","));
+      for (auto h : d.tensors)
+        if (h != MET_NO_TENSOR) sig += fmt::format(" {}", fmt::join(f.tensors[h].shape, "x"));
+      if (!seen.insert(sig).second) continue;
+      std::string ints;
+      for (std::size_t k = 0; k < d.ints.size() && k < op->ints.size(); ++k)
+        ints += fmt::format("{}{}={}", ints.empty() ? "" : " ", op->ints[k], d.ints[k]);
+      OptestCase c;
+      c.name = fmt::format("{} {}#{} slices={} {}", op->name, p.name, i, d.slices, ints);
+      if (!o.filter.empty() && c.name.find(o.filter) == std::string::npos) continue;
+      // Fresh random scratch and KV operands (IO outputs too), the same on both sides.
+      std::vector<std::pair<std::size_t, std::string>> inputs;
+      for (std::size_t k = 0; k < d.tensors.size(); ++k) {
+        const auto h = d.tensors[k];
+        if (h == MET_NO_TENSOR) continue;
+        const auto& t = f.tensors[h];
+        const bool io_out = t.source == MET_SOURCE_IO &&
+                            (t.ref == static_cast<std::uint64_t>(emit::IoField::logits) ||
+                             t.ref == static_cast<std::uint64_t>(emit::IoField::out_tokens));
+        if (t.source != MET_SOURCE_SCRATCH && t.source != MET_SOURCE_KV && !io_out) continue;
+        if (std::any_of(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; })) continue;
+        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), vocab)});
+      }
+      for (const auto& [h, bytes] : inputs) {
+        MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));
+        MET_CHECK(ref.write_tensor(h, bytes.data(), bytes.size()));
+      }
+      MET_CHECK(test.run_instruction(pi, i));
+      MET_CHECK(ref.run_instruction(pi, i));
+      // Compare every written operand over the elements either side changed.
+      double num = 0, den = 0, max_abs = 0;
+      std::uint64_t n = 0, int_mismatch = 0;
+      bool nan_mismatch = false;
+      for (std::size_t k = 0; k < d.tensors.size() && k < op->tensors.size(); ++k) {
+        const auto h = d.tensors[k];
+        if (h == MET_NO_TENSOR || !op->tensors[k].write) continue;
+        const auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; });
+        if (it == inputs.end()) continue;
+        const auto& t = f.tensors[h];
+        std::string got(t.bytes, '\0'), want(t.bytes, '\0');
+        MET_CHECK(test.read_tensor(h, got.data(), got.size()));
+        MET_CHECK(ref.read_tensor(h, want.data(), want.size()));
+        const std::uint64_t eb = elem_bytes(t.dtype);
+        for (std::uint64_t e = 0; e < t.bytes / eb; ++e) {
+          if (std::memcmp(got.data() + e * eb, it->second.data() + e * eb, eb) == 0 &&
+              std::memcmp(want.data() + e * eb, it->second.data() + e * eb, eb) == 0)
+            continue;
+          ++n;
+          const double x = value_at(t, got, e), y = value_at(t, want, e);
+          if (t.dtype == MET_DTYPE_I32 || t.dtype == MET_DTYPE_I64) {
+            if (x != y) ++int_mismatch;
+            continue;
+          }
+          if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) {
+            if (!(x == y || (std::isnan(x) && std::isnan(y)))) nan_mismatch = true;
+            continue;
+          }
+          num += (x - y) * (x - y);
+          den += y * y;
+          max_abs = std::max(max_abs, std::abs(x - y));
+        }
+      }
+      c.elements = n;
+      c.max_abs = max_abs;
+      c.rel_err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+      c.pass = n > 0 && !nan_mismatch && int_mismatch == 0 && c.rel_err <= o.tolerance;
+      if (n == 0) c.detail = "neither side wrote anything";
+      if (nan_mismatch) c.detail = "non-finite values differ";
+      if (int_mismatch) c.detail = fmt::format("{} integer outputs differ", int_mismatch);
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace met::interp
