@@ -44,6 +44,7 @@ struct RunArgs {
   float temperature = 0.0f, top_p = 1.0f;
   std::uint64_t seed = 0;
   std::uint32_t threads = 0;
+  std::string follow;  // a transformers fixture whose tokens are fed back (teacher forcing)
   std::vector<std::string> campaigns;
   std::string perf_dir = "perf-data";
   int warmup = 3, repeats = 20;
@@ -151,14 +152,8 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
 }
 
 // The measured campaign: cases on the cuda backend, written to PERF/<device>/<model>/<stamp>.{json,md}.
-int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const interp::Assets& assets, interp::CudaBackend& backend) {
-  std::vector<interp::CampaignCase> cases;
-  for (const auto& spec : a.campaigns) {
-    auto c = interp::parse_campaign(spec);
-    if (!c) return error(c.error().message);
-    cases.insert(cases.end(), c->begin(), c->end());
-  }
-  if (a.repeats < 1 || a.warmup < 0) return error("--repeats must be >= 1 and --warmup >= 0");
+int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vector<interp::CampaignCase>& cases,
+                     const interp::Assets& assets, interp::CudaBackend& backend) {
   const planner::Library* lib = library();
   if (!lib) return 1;
   auto target = planner::resolve_target(*lib, assets.build.device);
@@ -214,11 +209,18 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
     return error("--backend '" + a.backend + "': expected cpu, cuda or cpu-oracle");
   if (!a.campaigns.empty()) {
     if (a.backend != "cuda") return error("--campaign measures the cuda backend: add --backend cuda");
+    std::vector<interp::CampaignCase> cases;
+    for (const auto& spec : a.campaigns) {
+      auto c = interp::parse_campaign(spec);
+      if (!c) return error(c.error().message);
+      cases.insert(cases.end(), c->begin(), c->end());
+    }
+    if (a.repeats < 1 || a.warmup < 0) return error("--repeats must be >= 1 and --warmup >= 0");
     auto assets = interp::load_assets(a.assets);
     if (!assets) return error(assets.error().message);
     auto backend = interp::CudaBackend::create(*assets);
     if (!backend) return error(backend.error().message);
-    return run_campaign_cmd(library, a, *assets, **backend);
+    return run_campaign_cmd(library, a, cases, *assets, **backend);
   }
   if (a.prompts.empty() && a.texts.empty()) return error("circuit run needs --prompt-ids or --prompt (one per sequence)");
   interp::GenerateRequest req;
@@ -247,6 +249,21 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
   req.sampling = {a.temperature, a.top_p, a.seed};
   if (a.top_p <= 0.0f || a.top_p > 1.0f) return error("--top-p must be in (0, 1]");
   req.keep_logits = !a.logits_out.empty();
+  if (!a.follow.empty()) {
+    auto text = read_file(a.follow);
+    if (!text) return error(text.error().message);
+    const auto j = nlohmann::json::parse(*text, nullptr, false);
+    if (!j.is_object() || !j.contains("cases") || !j["cases"].is_array())
+      return error(a.follow + ": not a transformers fixture (expected an object with \"cases\")");
+    if (j["cases"].size() != req.prompts.size())
+      return error(fmt::format("{}: {} cases for {} prompts", a.follow, j["cases"].size(), req.prompts.size()));
+    for (std::size_t k = 0; k < req.prompts.size(); ++k) {
+      const auto& c = j["cases"][k];
+      if (!c.contains("prompt") || !c.contains("tokens") || c["prompt"] != nlohmann::json(req.prompts[k]))
+        return error(fmt::format("{}: case {} is not prompt {} of this run", a.follow, k, k));
+      req.forced.push_back(c["tokens"].get<std::vector<std::int32_t>>());
+    }
+  }
   auto assets = interp::load_assets(a.assets);
   if (!assets) return error(assets.error().message);
   std::unique_ptr<interp::Backend> backend;
@@ -362,6 +379,8 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   run->add_option("--seed", ra->seed, "sampling seed")->capture_default_str();
   run->add_option("--threads", ra->threads, "cpu worker threads (must equal the emit's --threads)");
   run->add_option("--logits-out", ra->logits_out, "write the last-position logits of the prompt and each step as JSON");
+  run->add_option("--follow", ra->follow,
+                  "teacher forcing: feed back the tokens of this transformers fixture (same prompts) instead of met's own");
   run->add_option("--campaign", ra->campaigns,
                   "measure on cuda: decode:C,..[@ctx=N] or prefill:T,.. (repeatable); writes PERF/<device>/<model>/<stamp>.json and .md");
   run->add_option("--perf-dir", ra->perf_dir, "where --campaign writes its results")->capture_default_str();

@@ -93,6 +93,17 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
     for (auto t : req.prompts[s])
       if (t < 0 || t >= vocab) return fail("generate: prompt " + std::to_string(s) + ": token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
   }
+  if (!req.forced.empty()) {
+    if (req.forced.size() != req.prompts.size())
+      return fail("generate: " + std::to_string(req.forced.size()) + " forced token lists for " + std::to_string(req.prompts.size()) + " prompts");
+    for (std::size_t s = 0; s < req.forced.size(); ++s) {
+      if (static_cast<std::int64_t>(req.forced[s].size()) + 1 < req.max_tokens)
+        return fail("generate: forced tokens of sequence " + std::to_string(s) + " cover " + std::to_string(req.forced[s].size()) +
+                    " steps; " + std::to_string(req.max_tokens - 1) + " needed");
+      for (auto t : req.forced[s])
+        if (t < 0 || t >= vocab) return fail("generate: forced token " + std::to_string(t) + " outside the vocabulary");
+    }
+  }
   backend.reset_kv();
   GenerateResult out;
   out.tokens.assign(static_cast<std::size_t>(n_seq), {});
@@ -156,7 +167,8 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
       // Position of the newest token: prompt + tokens generated so far - 1 (its K/V is not cached yet).
       const std::int64_t ps = real ? static_cast<std::int64_t>(req.prompts[ur].size() + out.tokens[ur].size()) - 1 : 0;
       const std::int64_t base = r * build.max_ctx;  // a padding row writes its own unused region
-      if (tok) tok[r] = real ? out.tokens[ur].back() : 0;
+      const std::int32_t prev = real ? (req.forced.empty() ? out.tokens[ur].back() : req.forced[ur][static_cast<std::size_t>(step - 1)]) : 0;
+      if (tok) tok[r] = prev;
       if (pos) pos[r] = static_cast<std::int32_t>(ps);
       if (slot) slot[r] = base + ps;
       if (sb) sb[r] = base;

@@ -25,6 +25,10 @@ struct GenerateRequest {
   std::int64_t max_tokens = 16;                    // generated tokens per sequence
   Sampling sampling;
   bool keep_logits = false;
+  // Teacher forcing (the oracle on random-weight models, whose exact logit ties make free-running
+  // greedy paths a coin toss): when set, decode step s feeds forced[seq][s - 1], the reference's
+  // token, instead of the sequence's own; tokens and logits still record met's own choices.
+  std::vector<std::vector<std::int32_t>> forced;
 };
 
 struct GenerateResult {

@@ -310,5 +310,25 @@ write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
 expect_error rope_type_yarn_refused "ckpt-yarn_rope/config\.json: rope_scaling: rope type 'yarn' is not implemented" -- \
   "$met" circuit emit --hardware host-cpu --checkpoint "$ck" --out "$work/assets-yarn"
 
+# --- run: teacher forcing, campaigns, the cuda backend and the opcode harness --------------------
+tiny=$work/tiny-run
+"$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 1 --dtype bf16 --out "$tiny" >/dev/null 2>&1
+"$met" circuit emit --hardware host-cpu --checkpoint "$tiny" --out "$tiny-a" --max-ctx 256 --threads 2 2>/dev/null
+fixture=$root/tests/oracle/fixtures/tiny-llama3-bf16.json
+expect_error follow_missing_file "no-such\.json" -- \
+  "$met" circuit run --assets "$tiny-a" --prompt-ids 1,2 --threads 2 --follow "$work/no-such.json"
+expect_error follow_other_prompts "tiny-llama3-bf16\.json: 4 cases for 2 prompts" -- \
+  "$met" circuit run --assets "$tiny-a" --prompt-ids 1,2 --prompt-ids 3 --threads 2 --follow "$fixture"
+expect_error campaign_needs_cuda "--campaign measures the cuda backend" -- \
+  "$met" circuit run --assets "$tiny-a" --campaign decode:1
+expect_error campaign_bad_kind "--campaign 'sideways:1': kind 'sideways'" -- \
+  "$met" circuit run --assets "$tiny-a" --backend cuda --campaign sideways:1
+expect_error unknown_backend "--backend 'tpu'" -- \
+  "$met" circuit run --assets "$tiny-a" --backend tpu --prompt-ids 1
+expect_error cuda_refuses_cpu_assets "emitted for class 'cpu'; the cuda backend runs the hopper interpreter" -- \
+  "$met" circuit run --assets "$tiny-a" --backend cuda --prompt-ids 1
+expect_error optest_no_match "optest: no case matched" -- \
+  "$met" circuit optest --assets "$tiny-a" --backend cpu-oracle --filter no-such-opcode
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -20,3 +20,9 @@ steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps']
 # shellcheck disable=SC2086
 "$met" circuit run --assets "$work/assets" --backend cpu $prompts --max-tokens "$steps" --threads 2 --logits-out "$work/met.json" >/dev/null
 python3 "$here/compare.py" "$fixture" "$work/met.json" "$tol"
+# The same with teacher forcing (met fed transformers' tokens): every step's logits and, at the
+# steps that are not near-ties, the argmax.
+# shellcheck disable=SC2086
+"$met" circuit run --assets "$work/assets" --backend cpu $prompts --max-tokens "$steps" --threads 2 --follow "$fixture" \
+  --logits-out "$work/forced.json" >/dev/null
+python3 "$here/compare.py" --forced "$fixture" "$work/forced.json" "$tol"
