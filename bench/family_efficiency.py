@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Per kernel family: the planner's ceiling for a campaign case next to the time the interpreter's
+timestamps measured for that family, their ratio (the family's efficiency: the share of its
+ceiling it reaches), and the per-packet overhead (launch time not covered by any instruction,
+per instruction). These are the figures kernels/<class>/KERNEL_FAMILIES.toml may carry as
+`efficiency` with `evidence` naming the campaign file.
+
+    python3 bench/family_efficiency.py CAMPAIGN.json CONFIG.json [MET]
+
+CAMPAIGN.json comes from `met circuit run --campaign` (perf-data/<device>/<model>/<stamp>.json);
+CONFIG.json is the model's config.json (the planner needs nothing else); MET defaults to
+build/src/cli/met. The ceilings are recomputed by `met circuit plan` for the same device, mode,
+rows and context (datasheet basis)."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import tomllib
+
+
+def family_of_kernel(root):
+    out = {}
+    for path in sorted(glob.glob(os.path.join(root, "kernels", "*", "KERNEL_FAMILIES.toml"))):
+        with open(path, "rb") as f:
+            for fam in tomllib.load(f).get("family", []):
+                for k in fam.get("kernels", []):
+                    out[k] = fam["id"]
+    return out
+
+
+def plan(met, hardware, model_dir, case):
+    args = [met, "circuit", "plan", "--hardware", hardware, "--checkpoint", model_dir, "--format", "json"]
+    if case["kind"] == "decode":
+        args += ["--mode", "decode" if case["rows"] == 1 else "batch", "--context", str(case["ctx"])]
+        if case["rows"] > 1:
+            args += ["--rows", str(case["rows"])]
+    else:
+        args += ["--mode", "prefill", "--rows", str(case["rows"])]
+    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        sys.exit(__doc__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    campaign = json.load(open(sys.argv[1]))
+    met = sys.argv[3] if len(sys.argv) == 4 else os.path.join(root, "build", "src", "cli", "met")
+    families = family_of_kernel(root)
+    with tempfile.TemporaryDirectory() as model_dir:
+        with open(sys.argv[2]) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
+            dst.write(src.read())
+        print(f"# Family efficiencies: {campaign['model']} on {campaign['device']} ({os.path.relpath(sys.argv[1], root)})\n")
+        print("| case | family | ceiling ms | measured ms | efficiency |")
+        print("|---|---|---:|---:|---:|")
+        for case in campaign["cases"]:
+            p = plan(met, campaign["hardware"], model_dir, case)
+            ceil = {}
+            for g in p["groups"]:
+                first = g["kernels"].split(",")[0].strip()
+                fam = families.get(first, "?")
+                ceil[fam] = ceil.get(fam, 0.0) + g["step_seconds"] * 1e3
+            name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
+            for fam, measured in sorted(case["family_ms"].items()):
+                c = ceil.get(fam, 0.0)
+                print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.3f} |")
+            gap = case["timestamped_ms"] - case["instr_wall_sum_ms"]
+            print(f"| {name} | (packet overhead) | | {max(gap, 0.0):.4f} | "
+                  f"{max(gap, 0.0) * 1e3 / case['instructions']:.2f} us per instruction |")
+
+
+if __name__ == "__main__":
+    main()
