@@ -419,6 +419,8 @@ Server::~Server() {
 
 Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   if (options.assets.empty()) return fail("serve: give at least one --assets DIR");
+  if (options.backend != "cpu" && options.backend != "cuda")
+    return fail("serve: --backend '" + options.backend + "': expected cpu or cuda");
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
   std::random_device rd;
@@ -427,7 +429,7 @@ Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   impl->id_prefix = buf;
   std::size_t slots = 0;
   for (const auto& dir : options.assets) {
-    MET_TRY(auto model, load_served_model(dir));
+    MET_TRY(auto model, load_served_model(dir, options.backend));
     if (impl->find(model->id)) return fail(dir + ": a model named '" + model->id + "' is already served (from another --assets)");
     MET_TRY(auto engine, Engine::start(*model, impl->metrics, options.queue));
     slots += static_cast<std::size_t>(engine->slots());

@@ -17,6 +17,7 @@ namespace met::serve {
 
 struct ServerOptions {
   std::vector<std::string> assets;  // one model per assets directory
+  std::string backend = "cpu";      // cpu | cuda
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (printed once bound)
   std::string api_key;              // empty: no auth

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "interp/cpu_backend.hpp"
+#include "interp/cuda_backend.hpp"
 #include "serve/chat_template.hpp"
 
 namespace met::serve {
@@ -42,7 +43,7 @@ void add_eos_ids(const nlohmann::json& v, std::set<std::int32_t>& out) {
 
 }  // namespace
 
-Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir) {
+Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir, const std::string& backend_name) {
   auto m = std::make_unique<ServedModel>();
   MET_TRY(m->assets, interp::load_assets(dir));
   const auto build = nlohmann::json::parse(m->assets.build_json, nullptr, /*allow_exceptions=*/false);
@@ -88,8 +89,15 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir)
     m->chat_template_error = src.error().message;
   }
 
-  MET_TRY(auto backend, interp::CpuBackend::create(m->assets));
-  m->backend = std::move(backend);
+  if (backend_name == "cuda") {
+    MET_TRY(auto backend, interp::CudaBackend::create(m->assets));
+    m->backend = std::move(backend);
+  } else if (backend_name == "cpu") {
+    MET_TRY(auto backend, interp::CpuBackend::create(m->assets));
+    m->backend = std::move(backend);
+  } else {
+    return fail("serve: --backend '" + backend_name + "': expected cpu or cuda");
+  }
   m->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return m;
 }

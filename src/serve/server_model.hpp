@@ -32,8 +32,8 @@ struct ServedModel {
   std::int64_t created = 0;               // unix seconds when loaded (/v1/models)
 };
 
-// Loads the assets, a cpu backend for them, tokenizer.json (the assets' link, else the
+// Loads the assets, a backend for them ("cpu", or "cuda": the hopper interpreter), tokenizer.json (the assets' link, else the
 // checkpoint's), the checkpoint's chat template and EOS ids. Every error names its file.
-Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& assets_dir);
+Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& assets_dir, const std::string& backend = "cpu");
 
 }  // namespace met::serve

@@ -327,6 +327,8 @@ expect_error unknown_backend "--backend 'tpu'" -- \
   "$met" circuit run --assets "$tiny-a" --backend tpu --prompt-ids 1
 expect_error cuda_refuses_cpu_assets "emitted for class 'cpu'; the cuda backend runs the hopper interpreter" -- \
   "$met" circuit run --assets "$tiny-a" --backend cuda --prompt-ids 1
+expect_error serve_unknown_backend "--backend 'tpu': expected cpu or cuda" -- \
+  "$met" serve --assets "$tiny-a" --backend tpu --port 0
 expect_error optest_no_match "optest: no case matched" -- \
   "$met" circuit optest --assets "$tiny-a" --backend cpu-oracle --filter no-such-opcode
 
