@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "emit/abi_doc.hpp"
 #include "emit/opcodes.hpp"
 
 namespace met::interp {
@@ -97,16 +98,6 @@ double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i
   }
 }
 
-std::uint64_t elem_bytes(std::uint32_t dtype) {
-  switch (dtype) {
-    case MET_DTYPE_BF16:
-    case MET_DTYPE_F16: return 2;
-    case MET_DTYPE_F32:
-    case MET_DTYPE_I32: return 4;
-    case MET_DTYPE_I64: return 8;
-    default: return 1;
-  }
-}
 
 // The IO a program reads, consistent across rows: decode row r is sequence r at a random position
 // of its own region; prefill rows are one sequence at positions 0..rows-1.
@@ -208,7 +199,7 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
         std::string got(t.bytes, '\0'), want(t.bytes, '\0');
         MET_CHECK(test.read_tensor(h, got.data(), got.size()));
         MET_CHECK(ref.read_tensor(h, want.data(), want.size()));
-        const std::uint64_t eb = elem_bytes(t.dtype);
+        const std::uint64_t eb = emit::dtype_bytes(t.dtype);
         for (std::uint64_t e = 0; e < t.bytes / eb; ++e) {
           if (std::memcmp(got.data() + e * eb, it->second.data() + e * eb, eb) == 0 &&
               std::memcmp(want.data() + e * eb, it->second.data() + e * eb, eb) == 0)
