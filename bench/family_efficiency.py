@@ -2,7 +2,7 @@
 """Per kernel family: the planner's ceiling for a campaign case next to the time the interpreter's
 timestamps measured for that family, their ratio (the family's efficiency: the share of its
 ceiling it reaches), and the per-packet overhead (launch time not covered by any instruction,
-per instruction). These are the figures kernels/<class>/KERNEL_FAMILIES.toml may carry as
+per instruction and per fused-plan group: the planner adds the latter to each group's time). These are the figures kernels/<class>/KERNEL_FAMILIES.toml may carry as
 `efficiency` with `evidence` naming the campaign file.
 
     python3 bench/family_efficiency.py CAMPAIGN.json CONFIG.json [MET]
@@ -60,14 +60,15 @@ def main():
             for g in p["groups"]:
                 first = g["kernels"].split(",")[0].strip()
                 fam = families.get(first, "?")
-                ceil[fam] = ceil.get(fam, 0.0) + g["step_seconds"] * 1e3
+                ceil[fam] = ceil.get(fam, 0.0) + g["seconds_per_layer"] * g["layers"] * 1e3  # the ceiling, not the prediction
             name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
             for fam, measured in sorted(case["family_ms"].items()):
                 c = ceil.get(fam, 0.0)
                 print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.3f} |")
-            gap = case["timestamped_ms"] - case["instr_wall_sum_ms"]
-            print(f"| {name} | (packet overhead) | | {max(gap, 0.0):.4f} | "
-                  f"{max(gap, 0.0) * 1e3 / case['instructions']:.2f} us per instruction |")
+            gap = max(case["timestamped_ms"] - case["instr_wall_sum_ms"], 0.0)
+            groups = sum(g["layers"] for g in p["groups"])
+            print(f"| {name} | (packet overhead) | | {gap:.4f} | {gap * 1e3 / case['instructions']:.2f} us per instruction, "
+                  f"{gap * 1e3 / groups:.2f} us per plan group ({groups}) |")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,12 @@ Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path) 
   }
   MET_TRY(c.inherits, f.opt_str("inherits"));
   if (c.inherits && *c.inherits == c.id) return f.error_at("inherits", fmt::format("class '{}' inherits itself", c.id));
+  MET_TRY(c.packet_overhead_us, f.opt_number("packet_overhead_us"));
+  MET_TRY(auto overhead_evidence, f.opt_str("packet_overhead_evidence"));
+  if (c.packet_overhead_us && (*c.packet_overhead_us <= 0 || !overhead_evidence))
+    return f.error_at("packet_overhead_us", "must be positive and come with packet_overhead_evidence (the campaign it was measured in)");
+  if (overhead_evidence && !c.packet_overhead_us) return f.error_at("packet_overhead_evidence", "without packet_overhead_us");
+  c.packet_overhead_evidence = overhead_evidence.value_or("");
   MET_TRY(c.sources, f.str_list("sources"));
   std::set<std::string> seen;
   for (const auto& s : c.sources) {

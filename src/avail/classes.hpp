@@ -33,6 +33,11 @@ struct ClassInfo {
   std::string tc_policy = "none";    // required | preferred | none
   int tc_min_rows = 0;
   Defaults defaults;
+  // Measured time an interpreter step spends per fused-plan group beyond the groups' own work
+  // (dependency gaps between packets), with the campaign it came from. Applies to this class
+  // only: a child class never inherits it (its interpreter is another program).
+  std::optional<double> packet_overhead_us;
+  std::string packet_overhead_evidence;
   std::string location;              // "kernels/hopper/HARDWARE.toml"
 };
 

@@ -74,7 +74,7 @@ struct ScopeSum {
 };
 
 void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Scope& scope, const StepShape& shape, const Basis& basis,
-                    const planner::RuleSet& rules, std::vector<GroupRow>* rows) {
+                    const planner::RuleSet& rules, const avail::ClassInfo& cls, std::vector<GroupRow>* rows) {
   for (const auto& g : scope.groups) {
     const GroupCost c = group_cost(g, scope, shape, basis);
     double pred = c.seconds;
@@ -84,6 +84,12 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
         pred = c.seconds / *fam->second.efficiency;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
+      }
+      // The interpreter's measured per-packet overhead (the class's own figure, never inherited).
+      if (cls.packet_overhead_us) {
+        pred += *cls.packet_overhead_us * 1e-6;
+        sum.measured = true;
+        sum.evidence.insert(cls.packet_overhead_evidence);
       }
     }
     const double n = scope.count;
@@ -163,7 +169,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     shape.rows = rows;
     shape.seqs = rows;
     shape.context = context;
-    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, target.rules, groups);
+    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, target.rules, target.chain.leaf(), groups);
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
@@ -191,7 +197,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
           sh.prefill = true;
           sh.prior = prior;
         }
-        add_scope_cost(sum, plan, s, sh, basis, target.rules, i == 0 ? groups : nullptr);
+        add_scope_cost(sum, plan, s, sh, basis, target.rules, target.chain.leaf(), i == 0 ? groups : nullptr);
       }
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
       prior += chunks[i];

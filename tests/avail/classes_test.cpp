@@ -121,6 +121,28 @@ TEST_CASE("schema mistakes are located errors") {
         "kernels/hopper/HARDWARE.toml:10: tensor_core: missing key 'min_rows' (policy 'required')");
 }
 
+TEST_CASE("a measured packet overhead needs its evidence, must be positive, and stays with its class") {
+  auto with = [](const std::string& extra) {
+    MemTree tree = base_tree();
+    auto& f = tree.files()["hopper/HARDWARE.toml"];
+    f.replace(f.find("inherits = "), 0, extra);
+    return tree;
+  };
+  {
+    auto r = load_classes(with("packet_overhead_us = 4.2\npacket_overhead_evidence = \"perf-data/x.json\"\n"));
+    REQUIRE(r.ok());
+    CHECK(r->at("hopper").packet_overhead_us == 4.2);
+    CHECK(r->at("hopper").packet_overhead_evidence == "perf-data/x.json");
+    CHECK(!r->at("ampere").packet_overhead_us);
+  }
+  CHECK(load_error(with("packet_overhead_us = 4.2\n")).find("'packet_overhead_us': must be positive and come with "
+                                                           "packet_overhead_evidence") != std::string::npos);
+  CHECK(load_error(with("packet_overhead_us = -1.0\npacket_overhead_evidence = \"x\"\n")).find("must be positive") !=
+        std::string::npos);
+  CHECK(load_error(with("packet_overhead_evidence = \"x\"\n")).find("'packet_overhead_evidence': without packet_overhead_us") !=
+        std::string::npos);
+}
+
 TEST_CASE("resolving an unknown class names the known ones") {
   MemTree tree = base_tree();
   auto classes = load_classes(tree);

@@ -378,6 +378,26 @@ TEST_CASE("a gap is costed as unfused reference ops, never cheaper than the kern
   CHECK(gap_sum == doctest::Approx(gapped.gap_s).epsilon(1e-12));
 }
 
+TEST_CASE("a class's measured packet overhead adds to every group's time, naming the evidence") {
+  Loaded l([] {
+    auto t = met::testing::real_tree();
+    std::string& f = t.files().at("ampere/HARDWARE.toml");
+    f.replace(f.find("inherits = "), 0, "packet_overhead_us = 5.0\npacket_overhead_evidence = \"perf-data/a100/overhead.json\"\n");
+    return t;
+  }());
+  auto c = analyse(l, "llama-3.1-8b-instruct", "a100-sxm-80g", datasheet());
+  const auto& an = c->an;
+  CHECK(an.requested.prediction_basis == "measured: perf-data/a100/overhead.json");
+  double groups = 0;
+  for (const auto& g : an.groups) {
+    CAPTURE(g.group);
+    CHECK(g.step_seconds == doctest::Approx(g.cost.seconds * g.count + 5e-6 * g.count).epsilon(1e-9));
+    groups += g.count;
+  }
+  CHECK(groups > 0);
+  CHECK(an.requested.prediction_s == doctest::Approx(an.requested.ceiling_s + 5e-6 * groups).epsilon(1e-9));
+}
+
 TEST_CASE("a family's measured efficiency divides its groups' ceilings into the prediction, naming the evidence") {
   Loaded l([] {
     auto t = met::testing::real_tree();
