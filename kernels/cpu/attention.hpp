@@ -108,11 +108,11 @@ extern "C" void met_attn_decode_split(const std::uint16_t* q, const std::uint16_
 }
 
 // Decode merge: out [rows, heads*v_head_dim] bf16 from the split states; sinks ([heads] bf16
-// logits, may be null) join the softmax denominator only.
-extern "C" void met_attn_decode_merge(const float* part_o, const float* part_ml, const std::uint16_t* sinks, std::int64_t rows, const MetAttnShape* shape, std::int32_t splits, std::uint16_t* out) {
+// logits, may be null) join the softmax denominator only. Heads [head0, head1) are merged.
+extern "C" void met_attn_decode_merge(const float* part_o, const float* part_ml, const std::uint16_t* sinks, std::int64_t rows, const MetAttnShape* shape, std::int32_t splits, std::int32_t head0, std::int32_t head1, std::uint16_t* out) {
   const MetAttnShape& s = *shape;
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int32_t h = 0; h < s.heads; ++h) {
+    for (std::int32_t h = head0; h < head1; ++h) {
       const std::int64_t idx = (r * s.heads + h) * splits;
       met::cpu::merge_states(part_o + idx * s.v_head_dim, part_ml + idx * 2, splits, s.v_head_dim,
                              sinks ? sinks + h : nullptr, out + (r * s.heads + h) * s.v_head_dim);

@@ -321,7 +321,7 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
                         {qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
                         {R, heads, kvh, hd, vhd, window, b.splits, qstride, /*col_slices=*/1}, {softcap, scale}));
       } else if (k == "attn_decode_merge") {
-        MET_CHECK(b.add(k, c.group_index, c.label, {po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits},
+        MET_CHECK(b.add(k, c.group_index, c.label, {po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits, /*col_slices=*/1},
                         {softcap, scale}));
       } else {
         MET_CHECK(b.add(k, c.group_index, c.label,
@@ -471,6 +471,7 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 // (a GPU runs each row's splits as separate slices). A column-split lm_head cannot pick the row's
 // argmax from its part; it leaves its tokens to a met_argmax over the logits right after it.
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
+  if (op.name == "attn_decode_merge") return d.ints[1];  // heads
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
     if (h == MET_NO_TENSOR) return 0;
@@ -497,7 +498,7 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         row_parts = (rows + kGemmTile - 1) / kGemmTile;
         parts = (n + kGemmTile - 1) / kGemmTile;
       } else if (gpu && int_index(*op, "splits") >= 0) {
-        row_parts = rows;  // one row and one split per slice
+        row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;
       } else if (gpu && rows <= kGpuGemvRows) {
         row_parts = 1;

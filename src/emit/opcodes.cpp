@@ -27,7 +27,8 @@ enum class Span {
   q_heads,   // the q columns of the slice's units, in each of its rows
   k_heads,   // the k heads of the slice's units, in every slot of its rows' regions
   v_heads,   // the v heads likewise
-  splits     // [rows, heads, splits, x] partial states: the slice's split range (col_slices over splits)
+  splits,    // [rows, heads, splits, x] partial states: the slice's split range (col_slices over splits)
+  out_heads  // [rows, heads * v_head_dim] merged heads: the slice's head range (col_slices over heads)
 };
 
 struct Operand {
@@ -121,8 +122,9 @@ void cpu_attn_decode_merge(const InstrDesc& d, std::uint32_t s, void* const* o) 
   const MetAttnShape sh = attn_shape(d, 1);
   const std::int32_t splits = i32(d, 6);
   const std::int64_t per_row = static_cast<std::int64_t>(sh.heads) * splits;
+  const auto h = cols_of(d, s, sh.heads);
   met_attn_decode_merge(f32(o, 0) + r.begin * per_row * sh.v_head_dim, f32(o, 1) + r.begin * per_row * 2, bf(o, 2),
-                        r.end - r.begin, &sh, splits,
+                        r.end - r.begin, &sh, splits, static_cast<std::int32_t>(h.begin), static_cast<std::int32_t>(h.end),
                         bf(o, 3) + r.begin * static_cast<std::int64_t>(sh.heads) * sh.v_head_dim);
 }
 
@@ -323,8 +325,8 @@ std::vector<Row> rows_table() {
         {"part_o", true, Span::splits}, {"part_ml", true, Span::splits}},
        attn_ints, {"softcap", "scale"}, cpu_attn_decode_split},
       {"attn_decode_merge", "attention_decode",
-       {{"part_o", false, R}, {"part_ml", false, R}, {"sinks", false, W}, {"out", true, R}},
-       {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "splits"}, {"softcap", "scale"},
+       {{"part_o", false, R}, {"part_ml", false, R}, {"sinks", false, W}, {"out", true, Span::out_heads}},
+       {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "splits", "col_slices"}, {"softcap", "scale"},
        cpu_attn_decode_merge},
       prefill_like("attn_prefill"),
       {"gemv_o_residual", "gemv", {{"attn", false, R}, {"w_o", false, W}, {"x", true, C}}, kColInts, {},
@@ -441,6 +443,14 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
     if (per_seq <= 0) return {0, t.bytes};
     return strided_extent(U(rr.begin * per_seq) * slot_bytes + U(h0) * head_bytes, U(h1 - h0) * head_bytes, slot_bytes,
                           U((rr.end - rr.begin) * per_seq));
+  }
+  if (span == Span::out_heads && t.shape.size() == 2) {
+    const std::int64_t heads = iv(d, 1);
+    const RowRange hr = slice_cols(d, slice, heads);
+    if (hr.begin >= hr.end || heads <= 0) return {};
+    const std::uint64_t row_bytes = t.bytes / t.shape[0], head_bytes = row_bytes / U(heads);
+    return strided_extent(U(rr.begin) * row_bytes + U(hr.begin) * head_bytes, U(hr.end - hr.begin) * head_bytes, row_bytes,
+                          U(rr.end - rr.begin));
   }
   if (span == Span::splits && t.shape.size() == 4) {
     const std::uint64_t n = t.shape[2], x = t.shape[3] * dtype_bytes(t.dtype);

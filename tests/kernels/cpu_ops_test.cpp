@@ -677,7 +677,11 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
                         pml.data());
   met_attn_decode_split(q.data(), kc.data(), vc.data(), base.data(), lens.data(), rows, &s, c.splits, half, c.splits,
                         po.data(), pml.data());
-  met_attn_decode_merge(po.data(), pml.data(), c.sinks ? sinks.data() : nullptr, rows, &s, c.splits, out.data());
+  // Two head ranges make every head.
+  met_attn_decode_merge(po.data(), pml.data(), c.sinks ? sinks.data() : nullptr, rows, &s, c.splits, 0, s.heads / 2,
+                        out.data());
+  met_attn_decode_merge(po.data(), pml.data(), c.sinks ? sinks.data() : nullptr, rows, &s, c.splits, s.heads / 2, s.heads,
+                        out.data());
   const auto qd = to_dbl(q), kd = to_dbl(kc), vd = to_dbl(vc), sd = to_dbl(sinks);
   Dbl ref;
   for (std::int64_t r = 0; r < rows; ++r)

@@ -231,11 +231,13 @@ __device__ void body_attn_decode_merge(const MetDevInstr& in, uint32_t s, float*
   const SliceRange rr = slice_rows(in, s);
   const int heads = static_cast<int>(in.ints[1]), vhd = static_cast<int>(in.ints[4]);
   const int64_t splits = in.ints[6];
+  const SliceRange hs = slice_cols(in, s, heads);  // the slice's heads
+  const int nh = static_cast<int>(hs.end - hs.begin);
   const u16* sinks = op<const u16>(in, 2);
   const int warp = threadIdx.x / 32;
-  for (int64_t it = warp; it < (rr.end - rr.begin) * heads; it += MET_INTERP_WARPS) {
-    const int64_t row = rr.begin + it / heads;
-    const int h = static_cast<int>(it % heads);
+  for (int64_t it = warp; it < (rr.end - rr.begin) * nh; it += MET_INTERP_WARPS) {
+    const int64_t row = rr.begin + it / nh;
+    const int h = static_cast<int>(hs.begin + it % nh);
     const int64_t idx = (row * heads + h) * splits;
     merge_warp(op<const float>(in, 0) + idx * vhd, op<const float>(in, 1) + idx * 2, splits, vhd, sinks ? sinks + h : nullptr,
                op<u16>(in, 3) + (row * heads + h) * vhd, smem + warp * MET_MERGE_MAX_SPLITS);

@@ -155,11 +155,23 @@ __device__ void body_kv_append(const MetDevInstr& in, uint32_t s) {
   u16* kc = op<u16>(in, 2);
   u16* vc = op<u16>(in, 3);
   const int64_t kw = in.ints[4] * in.ints[5], vw = in.ints[4] * in.ints[6];
-  for (int64_t row = r.begin; row < r.end; ++row) {
-    const u16* base = qkv + row * in.ints[1];
+  const int64_t stride = in.ints[1], k0 = in.ints[2], v0 = in.ints[3];
+  // Every thread takes (row, 16-byte chunk) pairs across all rows, so a prefill's thousands of
+  // rows move at the SM's bandwidth; odd widths or offsets fall back to 2-byte copies.
+  const bool vec = kw % 8 == 0 && vw % 8 == 0 && stride % 8 == 0 && k0 % 8 == 0 && v0 % 8 == 0;
+  const int64_t kc_n = vec ? kw / 8 : kw, vc_n = vec ? vw / 8 : vw, per_row = kc_n + vc_n;
+  for (int64_t i = threadIdx.x; i < (r.end - r.begin) * per_row; i += MET_INTERP_THREADS) {
+    const int64_t row = r.begin + i / per_row, c = i % per_row;
+    const u16* base = qkv + row * stride;
     const int64_t slot = slots[row];
-    for (int64_t i = threadIdx.x; i < kw; i += MET_INTERP_THREADS) kc[slot * kw + i] = base[in.ints[2] + i];
-    for (int64_t i = threadIdx.x; i < vw; i += MET_INTERP_THREADS) vc[slot * vw + i] = base[in.ints[3] + i];
+    const bool is_k = c < kc_n;
+    const int64_t e = is_k ? c : c - kc_n;
+    const u16* src = base + (is_k ? k0 : v0);
+    u16* dst = is_k ? kc + slot * kw : vc + slot * vw;
+    if (vec)
+      reinterpret_cast<uint4*>(dst)[e] = reinterpret_cast<const uint4*>(src)[e];
+    else
+      dst[e] = src[e];
   }
 }
 
