@@ -329,6 +329,13 @@ expect_error cuda_refuses_cpu_assets "emitted for class 'cpu'; the cuda backend 
   "$met" circuit run --assets "$tiny-a" --backend cuda --prompt-ids 1
 expect_error serve_unknown_backend "--backend 'tpu': expected cpu or cuda" -- \
   "$met" serve --assets "$tiny-a" --backend tpu --port 0
+# Where no NVIDIA driver is installed (CI), --backend cuda on GPU assets says so and stops.
+if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+  "$met" circuit emit --hardware h200-sxm --checkpoint "$tiny" --out "$tiny-h" --max-ctx 256 --decode-rungs 1 \
+    --prefill-buckets 64 2>/dev/null
+  expect_error cuda_without_driver "cannot open libcuda\.so\.1 \(no NVIDIA driver on this machine\?\)|built without nvcc" -- \
+    "$met" circuit run --assets "$tiny-h" --backend cuda --prompt-ids 1
+fi
 expect_error optest_no_match "optest: no case matched" -- \
   "$met" circuit optest --assets "$tiny-a" --backend cpu-oracle --filter no-such-opcode
 
