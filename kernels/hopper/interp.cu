@@ -85,6 +85,7 @@ __device__ void run_body(const MetDevInstr& in, uint32_t s, unsigned char* smem)
     case MET_BODY_SCALE:
     case MET_BODY_SOFTCAP: body_elementwise(in, s); break;
     case MET_BODY_ARGMAX: body_argmax(in, s, reinterpret_cast<float*>(smem)); break;
+    case MET_BODY_SAMPLE: body_sample(in, s, smem); break;
     default: break;  // the host refuses instructions without a body before launching
   }
 }

@@ -42,6 +42,7 @@ struct RunArgs {
   std::vector<std::string> texts;  // --prompt: encoded with ASSETS/tokenizer.json
   std::int64_t max_tokens = 16;
   float temperature = 0.0f, top_p = 1.0f;
+  std::int32_t top_k = 0;
   std::uint64_t seed = 0;
   std::uint32_t threads = 0;
   std::string follow;  // a transformers fixture whose tokens are fed back (teacher forcing)
@@ -246,8 +247,9 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
     req.prompts.push_back(std::move(v));
   }
   req.max_tokens = a.max_tokens;
-  req.sampling = {a.temperature, a.top_p, a.seed};
+  req.sampling = {a.temperature, a.top_p, a.top_k, a.seed};
   if (a.top_p <= 0.0f || a.top_p > 1.0f) return error("--top-p must be in (0, 1]");
+  if (a.top_k < 0) return error("--top-k must be >= 0 (0: off)");
   req.keep_logits = !a.logits_out.empty();
   if (!a.follow.empty()) {
     auto text = read_file(a.follow);
@@ -270,7 +272,7 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
   if (a.backend == "cuda") {
     auto b = interp::CudaBackend::create(*assets);
     if (!b) return error(b.error().message);
-    (*b)->set_fetch_logits(req.keep_logits || req.sampling.temperature > 0.0f);
+    (*b)->set_fetch_logits(req.keep_logits);  // sampling happens on the device
     std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device\n", (*b)->device_name().c_str(),
                  static_cast<double>((*b)->device_bytes()) / 1e9);
     backend = std::move(b).value();
@@ -376,6 +378,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   run->add_option("--max-tokens", ra->max_tokens, "tokens to generate per sequence")->capture_default_str();
   run->add_option("--temperature", ra->temperature, "0 = greedy")->capture_default_str();
   run->add_option("--top-p", ra->top_p, "nucleus sampling mass")->capture_default_str();
+  run->add_option("--top-k", ra->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
   run->add_option("--seed", ra->seed, "sampling seed")->capture_default_str();
   run->add_option("--threads", ra->threads, "cpu worker threads (must equal the emit's --threads)");
   run->add_option("--logits-out", ra->logits_out, "write the last-position logits of the prompt and each step as JSON");

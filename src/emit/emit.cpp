@@ -28,6 +28,8 @@ const char* io_field_name(IoField f) {
     case IoField::seq_len: return "seq_len";
     case IoField::out_tokens: return "out_tokens";
     case IoField::logits: return "logits";
+    case IoField::sample_params: return "sample_params";
+    case IoField::sampled_tokens: return "sampled_tokens";
   }
   return "?";
 }
@@ -194,9 +196,10 @@ struct Builder {
     return buffer(name, MET_DTYPE_BF16, {static_cast<std::uint64_t>(r), static_cast<std::uint64_t>(width)});
   }
   std::uint32_t io(IoField f, std::int64_t r, std::int64_t width = 0) {
-    const bool wide = f == IoField::logits;
+    const bool wide = f == IoField::logits || f == IoField::sample_params;
     const std::uint32_t dt = f == IoField::slots || f == IoField::seq_base ? MET_DTYPE_I64
                              : f == IoField::logits                       ? MET_DTYPE_BF16
+                             : f == IoField::sample_params                ? MET_DTYPE_F32
                                                                           : MET_DTYPE_I32;
     std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(r)};
     if (wide) shape.push_back(static_cast<std::uint64_t>(width));
@@ -750,6 +753,16 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
                           plan.scopes[si + k].name + " L" + std::to_string(l)));
     }
     if (!graph.post.empty()) MET_CHECK(run_scope(plan.scopes.size() - 1, 0, 0, "post"));
+    // Sampling on the device, after the head (same group): non-greedy rows draw their token from
+    // the logits with the host's per-step parameters; greedy rows skip it and read the argmax.
+    if (auto it = b.bufs.find("io.logits"); it != b.bufs.end() && !b.prog.instrs.empty()) {
+      const auto& lt = sh.file->tensors[it->second];
+      const auto head_rows = static_cast<std::int64_t>(lt.shape[0]), vocab = static_cast<std::int64_t>(lt.shape[1]);
+      const auto& last = b.prog.instrs.back();
+      MET_CHECK(b.add("sample", last.group, last.scope,
+                      {it->second, b.io(IoField::sample_params, head_rows, 4), b.io(IoField::sampled_tokens, head_rows)},
+                      {head_rows, /*in_row0=*/0, vocab}, {}));
+    }
     slice_program(b.prog, a.packet, sm, gpu);
     schedule(b.prog, sm);
     a.packet.programs.push_back(std::move(b.prog));

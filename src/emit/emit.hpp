@@ -39,8 +39,10 @@ enum class IoField : std::uint32_t {
   seq_len = 4,     // i32 [rows]: keys the row attends to, its own included (decode)
   out_tokens = 5,  // i32 [head rows]: argmax of the head
   logits = 6,      // bf16 [head rows, vocab]
+  sample_params = 7,   // f32 [head rows, 4]: temperature (<= 0: greedy, the row is skipped), top_p, top_k, u
+  sampled_tokens = 8,  // i32 [head rows]: the sampled token of each non-greedy row
 };
-inline constexpr std::uint32_t kIoFields = 7;
+inline constexpr std::uint32_t kIoFields = 9;
 const char* io_field_name(IoField f);
 
 // The rotary embedding of config.json: rope_theta plus rope_scaling (or a flat rope_parameters).

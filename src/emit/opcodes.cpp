@@ -12,6 +12,7 @@
 #include "../../kernels/cpu/gemm.hpp"
 #include "../../kernels/cpu/gemv.hpp"
 #include "../../kernels/cpu/moe.hpp"
+#include "../../kernels/cpu/sample.hpp"
 
 namespace met::emit {
 namespace {
@@ -261,6 +262,11 @@ void cpu_argmax(const InstrDesc& d, std::uint32_t s, void* const* o) {
   met_argmax(bf(o, 0) + (iv(d, 1) + r.begin) * iv(d, 2), s32(o, 1) + r.begin, r.end - r.begin, iv(d, 2));
 }
 
+void cpu_sample(const InstrDesc& d, std::uint32_t s, void* const* o) {
+  const auto r = rows_of(d, s);
+  met_sample(bf(o, 0) + (iv(d, 1) + r.begin) * iv(d, 2), f32(o, 1) + r.begin * 4, s32(o, 2) + r.begin, r.end - r.begin, iv(d, 2));
+}
+
 void cpu_moe_router_topk(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const auto* w = wt(o, 1);
@@ -381,6 +387,10 @@ std::vector<Row> rows_table() {
       gemm_like("gemm_bf16_mfma"),
       prefill_like("flash_prefill_mma"),
       prefill_like("flash_prefill_wgmma"),
+      // Appended by emit after the head (no plan group of its own): temperature / top-k / top-p
+      // sampling of the rows whose params ask for it (kernels/cpu/sample.hpp).
+      {"sample", "memory", {{"logits", false, R}, {"params", false, R}, {"tokens", true, R}}, {"rows", "in_row0", "vocab"}, {},
+       cpu_sample},
   };
 }
 

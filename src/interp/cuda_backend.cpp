@@ -24,7 +24,7 @@ constexpr std::uint64_t kGemmSmem = MET_GEMM_SMEM;
 
 bool input_field(emit::IoField f) {
   return f == emit::IoField::tokens || f == emit::IoField::positions || f == emit::IoField::slots ||
-         f == emit::IoField::seq_base || f == emit::IoField::seq_len;
+         f == emit::IoField::seq_base || f == emit::IoField::seq_len || f == emit::IoField::sample_params;
 }
 
 bool gemv_body(std::uint32_t b) {
@@ -68,6 +68,7 @@ std::uint32_t cuda_body_of(const std::string& n) {
       {"scale", MET_BODY_SCALE},
       {"softcap", MET_BODY_SOFTCAP},
       {"argmax", MET_BODY_ARGMAX},
+      {"sample", MET_BODY_SAMPLE},
   };
   auto it = table.find(n);
   return it == table.end() ? 0 : it->second;
@@ -379,7 +380,8 @@ Expected<void> CudaBackend::run(std::size_t program) {
   params.stamps = m.stamps ? reinterpret_cast<unsigned long long*>(p.stamps) : nullptr;
   MET_CHECK(m.launch(params));
   for (auto& [field, io] : p.io) {
-    if (field == emit::IoField::out_tokens || (field == emit::IoField::logits && m.fetch_logits))
+    if (field == emit::IoField::out_tokens || field == emit::IoField::sampled_tokens ||
+        (field == emit::IoField::logits && m.fetch_logits))
       MET_CU(api, MemcpyDtoH(io.host.data(), io.dev, io.host.size()));
   }
   if (m.stamps) {

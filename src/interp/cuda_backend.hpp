@@ -2,8 +2,8 @@
 // nvcc built from kernels/<class>/interp.cu (embedded in met). Weights, KV caches, the scratch
 // arena, generated tables and every program's tables live on the device; one run of a program is
 // one cooperative launch (grid = the emit's SM count). The host patches only the per-step IO
-// inputs (tokens, positions, slots, sequence bases and lengths) and reads back the tokens, and
-// the logits only when asked.
+// inputs (tokens, positions, slots, sequence bases and lengths, sampling parameters) and reads
+// back the tokens (argmax and sampled), and the logits only when asked.
 #pragma once
 
 #include <cstdint>

@@ -38,29 +38,23 @@ std::vector<float> logits_row(Backend& b, std::size_t program, std::int64_t row,
 
 }  // namespace
 
-std::int32_t sample(const std::vector<float>& logits, const Sampling& s, std::uint64_t& draws, std::uint64_t stream) {
+float next_uniform(const Sampling& s, std::uint64_t& draws, std::uint64_t stream) {
   std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + stream);
   rng.discard(draws++);
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1), portable (no std distribution)
-  const float m = *std::max_element(logits.begin(), logits.end());
-  std::vector<std::pair<double, std::int32_t>> p;
-  p.reserve(logits.size());
-  double sum = 0;
-  for (std::size_t i = 0; i < logits.size(); ++i) {
-    const double e = std::exp(static_cast<double>(logits[i] - m) / s.temperature);
-    p.push_back({e, static_cast<std::int32_t>(i)});
-    sum += e;
-  }
-  std::stable_sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  double keep = 0;
-  std::size_t n = 0;
-  while (n < p.size() && (n == 0 || keep < s.top_p * sum)) keep += p[n++].first;
-  double acc = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    acc += p[i].first;
-    if (u * keep < acc) return p[i].second;
-  }
-  return p[n - 1].second;
+  return std::min(static_cast<float>(u), std::nextafter(1.0f, 0.0f));
+}
+
+void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, const Sampling& s, std::uint64_t& draws,
+                       std::uint64_t stream) {
+  auto* p = field<float>(backend, program, IoField::sample_params);
+  if (!p) return;
+  p += 4 * row;
+  const bool greedy = s.temperature <= 0.0f;
+  p[0] = greedy ? 0.0f : s.temperature;
+  p[1] = s.top_p;
+  p[2] = static_cast<float>(s.top_k);
+  p[3] = greedy ? 0.0f : next_uniform(s, draws, stream);
 }
 
 Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build,
@@ -110,13 +104,16 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
   out.logits.assign(static_cast<std::size_t>(n_seq), {});
   const bool greedy = req.sampling.temperature <= 0.0f;
   std::vector<std::uint64_t> draws(static_cast<std::size_t>(n_seq), 0);
+  // Tokens come from the backend: the argmax for greedy requests, the sample op otherwise (its
+  // parameters, with this draw's uniform number, are set before the run).
+  if (!greedy)
+    for (const auto& p : decode)
+      if (!field<float>(backend, p.index, IoField::sample_params))
+        return fail("generate: the assets have no sample op (emitted by an older met?); re-emit them to sample");
   auto pick = [&](std::size_t seq, std::size_t program, std::int64_t row) -> std::int32_t {
-    std::vector<float> l;
-    if (req.keep_logits || !greedy) l = logits_row(backend, program, row, vocab);
-    const std::int32_t tok = greedy ? field<std::int32_t>(backend, program, IoField::out_tokens)[row]
-                                    : sample(l, req.sampling, draws[seq], seq);
-    if (req.keep_logits) out.logits[seq].push_back(std::move(l));
-    return tok;
+    if (req.keep_logits) out.logits[seq].push_back(logits_row(backend, program, row, vocab));
+    return greedy ? field<std::int32_t>(backend, program, IoField::out_tokens)[row]
+                  : field<std::int32_t>(backend, program, IoField::sampled_tokens)[row];
   };
   const std::int64_t pad_base = build.max_seqs * build.max_ctx;
 
@@ -145,6 +142,10 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
         if (sb) sb[r] = real ? base : pad_base;
         if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
       }
+      // The head reads the last row; only the chunk that ends the prompt draws a token.
+      Sampling off;
+      set_sample_params(backend, p.index, 0, start + n == len ? req.sampling : off, draws[static_cast<std::size_t>(s)],
+                        static_cast<std::uint64_t>(s));
       MET_CHECK(backend.run(p.index));
       start += n;
       if (start == len) out.tokens[static_cast<std::size_t>(s)].push_back(pick(static_cast<std::size_t>(s), p.index, 0));
@@ -173,6 +174,8 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
       if (slot) slot[r] = base + ps;
       if (sb) sb[r] = base;
       if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
+      Sampling off;
+      set_sample_params(backend, p.index, r, real ? req.sampling : off, draws[real ? ur : 0], ur);
     }
     MET_CHECK(backend.run(p.index));
     for (std::int64_t r = 0; r < n_seq; ++r) out.tokens[static_cast<std::size_t>(r)].push_back(pick(static_cast<std::size_t>(r), p.index, r));

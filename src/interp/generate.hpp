@@ -17,6 +17,7 @@ namespace met::interp {
 struct Sampling {
   float temperature = 0.0f;  // 0: greedy (the program's argmax)
   float top_p = 1.0f;
+  std::int32_t top_k = 0;    // 0: off
   std::uint64_t seed = 0;
 };
 
@@ -42,7 +43,14 @@ struct GenerateResult {
 Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build,
                                   const GenerateRequest& request);
 
-// Temperature / top-p sampling of one row of logits with a 64-bit Mersenne twister (exposed for tests).
-std::int32_t sample(const std::vector<float>& logits, const Sampling& s, std::uint64_t& state_draws, std::uint64_t stream);
+// The uniform number in [0, 1) of a sequence's next draw: a 64-bit Mersenne twister keyed by the
+// seed and the sequence's stream, advanced by one per drawn token. The backend's `sample` op turns
+// it into a token (kernels/cpu/sample.hpp has the rule).
+float next_uniform(const Sampling& s, std::uint64_t& draws, std::uint64_t stream);
+
+// Fills row `row` of a program's sample_params: greedy rows (temperature <= 0) are skipped by the
+// sample op; others get their temperature, top-p, top-k and the next uniform number.
+void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, const Sampling& s, std::uint64_t& draws,
+                       std::uint64_t stream);
 
 }  // namespace met::interp

@@ -126,6 +126,16 @@ void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64
       case emit::IoField::slots: put(slots.data(), slots.size() * 8); break;
       case emit::IoField::seq_base: put(base.data(), base.size() * 8); break;
       case emit::IoField::seq_len: put(lens.data(), lens.size() * 4); break;
+      case emit::IoField::sample_params: {  // every row samples: temperature, top_p, top_k, u
+        std::vector<float> params;
+        for (std::uint64_t r = 0; r < t.bytes / 16; ++r) {
+          const float top_k[3] = {0.0f, 5.0f, 50.0f};
+          params.insert(params.end(), {0.5f + static_cast<float>(g() % 1000) / 1000.0f, 0.5f + static_cast<float>(g() % 501) / 1000.0f,
+                                       top_k[g() % 3], static_cast<float>(g() % 1000000) / 1000000.0f});
+        }
+        put(params.data(), params.size() * 4);
+        break;
+      }
       default: continue;  // outputs: filled per case
     }
     io.push_back({h, bytes});
@@ -175,7 +185,8 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
         const auto& t = f.tensors[h];
         const bool io_out = t.source == MET_SOURCE_IO &&
                             (t.ref == static_cast<std::uint64_t>(emit::IoField::logits) ||
-                             t.ref == static_cast<std::uint64_t>(emit::IoField::out_tokens));
+                             t.ref == static_cast<std::uint64_t>(emit::IoField::out_tokens) ||
+                             t.ref == static_cast<std::uint64_t>(emit::IoField::sampled_tokens));
         if (t.source != MET_SOURCE_SCRATCH && t.source != MET_SOURCE_KV && !io_out) continue;
         if (std::any_of(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; })) continue;
         inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), vocab)});

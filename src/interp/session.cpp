@@ -41,7 +41,8 @@ Expected<Session> Session::create(Backend& backend, const emit::PacketFile& pack
   s.max_ctx_ = build.max_ctx;
   s.pad_base_ = build.max_seqs * build.max_ctx;
   s.slots_.resize(static_cast<std::size_t>(std::min(build.max_seqs, s.decode_.back().rows)));
-  s.row_.resize(static_cast<std::size_t>(s.vocab_));
+  for (const auto& t : packet.tensors)
+    if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(IoField::sample_params)) s.sampling_op_ = true;
   return s;
 }
 
@@ -61,11 +62,10 @@ std::int64_t Session::position(std::int64_t slot) const {
   return is_active(slot) ? slots_[static_cast<std::size_t>(slot)].next_pos : 0;
 }
 
+// Greedy rows take the argmax; others the sample op's token (its parameters were set before the run).
 std::int32_t Session::pick(Slot& s, std::size_t program, std::int64_t row) {
   if (s.sampling.temperature <= 0.0f) return io_of<std::int32_t>(*backend_, program, IoField::out_tokens)[row];
-  const auto* l = io_of<std::uint16_t>(*backend_, program, IoField::logits) + row * vocab_;
-  for (std::int64_t i = 0; i < vocab_; ++i) row_[static_cast<std::size_t>(i)] = cpu::bf16_to_f32(l[i]);
-  return sample(row_, s.sampling, s.draws, kRequestStream);
+  return io_of<std::int32_t>(*backend_, program, IoField::sampled_tokens)[row];
 }
 
 Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, const Sampling& sampling) {
@@ -73,6 +73,8 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
   if (free == slots_.end()) return fail("session: all " + std::to_string(slots_.size()) + " slots are busy");
   const auto len = static_cast<std::int64_t>(prompt.size());
   if (len == 0) return fail("session: empty prompt");
+  if (sampling.temperature > 0.0f && !sampling_op_)
+    return fail("session: the assets have no sample op (emitted by an older met?); re-emit them to sample");
   if (len >= max_ctx_)
     return fail("session: prompt of " + std::to_string(len) + " tokens leaves no room in the context of " + std::to_string(max_ctx_));
   for (auto t : prompt)
@@ -103,6 +105,7 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
       if (sb) sb[r] = real ? base : pad_base_;
       if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
     }
+    set_sample_params(*backend_, p.index, 0, start + n == len ? s.sampling : Sampling{}, s.draws, kRequestStream);
     MET_CHECK(backend_->run(p.index));
     start += n;
     if (start == len) first = pick(s, p.index, /*row=*/0);
@@ -153,6 +156,12 @@ Expected<std::vector<SlotToken>> Session::step() {
     if (slt) slt[r] = base + at;
     if (sb) sb[r] = base;
     if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
+    if (real) set_sample_params(*backend_, p->index, r, slots_[static_cast<std::size_t>(r)].sampling,
+                                slots_[static_cast<std::size_t>(r)].draws, kRequestStream);
+    else {
+      std::uint64_t none = 0;
+      set_sample_params(*backend_, p->index, r, Sampling{}, none, kRequestStream);
+    }
   }
   MET_CHECK(backend_->run(p->index));
   for (std::int64_t r = 0; r <= highest; ++r) {

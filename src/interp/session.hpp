@@ -75,7 +75,7 @@ class Session {
   std::vector<Prog> prefill_, decode_;
   std::vector<Slot> slots_;
   std::int64_t max_ctx_ = 0, vocab_ = 0, pad_base_ = 0;
-  std::vector<float> row_;  // logits of one row, reused
+  bool sampling_op_ = false;  // the programs carry a sample op (non-greedy requests need it)
 };
 
 }  // namespace met::interp

@@ -91,6 +91,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir,
 
   if (backend_name == "cuda") {
     MET_TRY(auto backend, interp::CudaBackend::create(m->assets));
+    backend->set_fetch_logits(false);  // tokens (argmax and sampled) come from the device
     m->backend = std::move(backend);
   } else if (backend_name == "cpu") {
     MET_TRY(auto backend, interp::CpuBackend::create(m->assets));

@@ -16,6 +16,7 @@
 #include "../../kernels/cpu/gemm.hpp"
 #include "../../kernels/cpu/gemv.hpp"
 #include "../../kernels/cpu/moe.hpp"
+#include "../../kernels/cpu/sample.hpp"
 
 namespace {
 
@@ -805,4 +806,68 @@ TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top
     }
   check_close(h, href);
   check_close(y, yref);
+}
+
+// ---------------------------------------------------------------- sampling
+
+namespace {
+std::vector<std::uint16_t> logits_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> out;
+  for (float f : v) out.push_back(met::cpu::f32_to_bf16(f));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("sample: temperature 0, top_k 1 and a tiny top_p all give the argmax; ties go to the lowest index") {
+  const auto l = logits_bf16({0.5f, 2.0f, -1.0f, 2.0f, 1.9f});
+  for (float u : {0.0f, 0.3f, 0.999f}) {
+    CHECK(met::cpu::sample_row(l.data(), 5, 0.0f, 1.0f, 0.0f, u) == 1);
+    CHECK(met::cpu::sample_row(l.data(), 5, 1.0f, 1.0f, 1.0f, u) <= 3);  // top_k 1 keeps both tied maxima
+    CHECK(met::cpu::sample_row(l.data(), 5, 1.0f, 1e-6f, 0.0f, u) != 4);
+  }
+  CHECK(met::cpu::sample_row(l.data(), 5, 1.0f, 1.0f, 1.0f, 0.0f) == 1);
+  CHECK(met::cpu::sample_row(l.data(), 5, 1.0f, 1.0f, 1.0f, 0.999f) == 3);
+}
+
+TEST_CASE("sample: frequencies over evenly spaced u follow softmax(logits / T); top_k and top_p cut the tail") {
+  std::mt19937 g(7);
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<float> raw(64);
+  for (auto& x : raw) x = d(g);
+  const auto l = logits_bf16(raw);
+  const float t = 0.7f;
+  std::vector<double> p(64);
+  double z = 0;
+  for (int i = 0; i < 64; ++i) z += p[i] = std::exp((met::cpu::bf16_to_f32(l[i]) - 3.0) / t);
+  std::vector<int> count(64, 0);
+  const int n = 20000;
+  for (int k = 0; k < n; ++k) ++count[met::cpu::sample_row(l.data(), 64, t, 1.0f, 0.0f, (static_cast<float>(k) + 0.5f) / n)];
+  for (int i = 0; i < 64; ++i) CHECK(std::abs(count[i] / double(n) - p[i] / z) < 2e-3);
+  // top_k 5: only the five largest logits ever come out; top_p 0.5: only the head holding half the mass.
+  std::vector<int> order(64);
+  for (int i = 0; i < 64; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  std::vector<bool> top5(64, false), head(64, false);
+  for (int i = 0; i < 5; ++i) top5[order[i]] = true;
+  double mass = 0;
+  for (int i = 0; i < 64 && mass < 0.5 * z; ++i) {
+    head[order[i]] = true;
+    mass += p[order[i]];
+  }
+  for (int k = 0; k < 2000; ++k) {
+    const float u = (static_cast<float>(k) + 0.5f) / 2000;
+    CHECK(top5[met::cpu::sample_row(l.data(), 64, t, 1.0f, 5.0f, u)]);
+    CHECK(head[met::cpu::sample_row(l.data(), 64, t, 0.5f, 0.0f, u)]);
+  }
+}
+
+TEST_CASE("sample: rows with temperature <= 0 are left alone; -inf and NaN logits are never drawn") {
+  const float nan = std::nanf("");
+  const auto l = logits_bf16({-INFINITY, 0.0f, nan, 0.0f, -INFINITY, nan, 0.0f, 0.0f});
+  const float params[8] = {0.0f, 1.0f, 0.0f, 0.5f, 1.0f, 1.0f, 0.0f, 0.5f};
+  std::int32_t tokens[2] = {-7, -7};
+  met_sample(l.data(), params, tokens, 2, 4);
+  CHECK(tokens[0] == -7);
+  CHECK((tokens[1] == 6 || tokens[1] == 7) == false);  // row 1 is logits 4..7: indices within the row
+  CHECK((tokens[1] == 2 || tokens[1] == 3));
 }

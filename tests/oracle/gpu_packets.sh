@@ -27,3 +27,19 @@ python3 "$here/compare.py" "$fixture" "$work/met.json" "$tol"
 "$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts --max-tokens "$steps" --follow "$fixture" \
   --logits-out "$work/forced.json" >/dev/null
 python3 "$here/compare.py" --forced "$fixture" "$work/forced.json" "$tol"
+# Sampling on the backend (the sample op): the cpu bodies give bit-identical logits whatever the
+# slicing, so the GPU emit on the cpu bodies and a host-cpu emit draw the same tokens from the
+# same seed.
+"$met" circuit emit --hardware host-cpu --checkpoint "$work/$name" --out "$work/cpu-assets" --max-ctx 256 --threads 2 \
+  --decode-rungs 1,2,4 --prefill-buckets 64,128 >/dev/null 2>&1
+sampling=(--temperature 0.8 --top-p 0.9 --top-k 20 --seed 5 --max-tokens 12)
+# shellcheck disable=SC2086
+"$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts "${sampling[@]}" >"$work/gpu-sampled.txt" 2>/dev/null
+# shellcheck disable=SC2086
+"$met" circuit run --assets "$work/cpu-assets" --backend cpu --threads 2 $prompts "${sampling[@]}" >"$work/cpu-sampled.txt" 2>/dev/null
+if ! cmp -s "$work/gpu-sampled.txt" "$work/cpu-sampled.txt"; then
+  echo "sampled tokens differ between the h200-sxm packets and the host-cpu packets:"
+  diff "$work/gpu-sampled.txt" "$work/cpu-sampled.txt"
+  exit 1
+fi
+echo "sampled: $(wc -l <"$work/gpu-sampled.txt") sequences identical across the two emits"
