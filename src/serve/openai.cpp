@@ -127,8 +127,8 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const Json& j = std::get<Json>(parsed);
   const bool chat = endpoint == Endpoint::chat;
-  std::set<std::string> known = {"model", "max_tokens", "stop", "temperature", "top_p", "seed", "stream", "stream_options",
-                                 "ignore_eos", "n", "user"};
+  std::set<std::string> known = {"model", "max_tokens", "stop", "temperature", "top_p", "top_k", "seed", "stream",
+                                 "stream_options", "ignore_eos", "n", "user"};
   known.insert(chat ? "messages" : "prompt");
   if (chat) known.insert("max_completion_tokens");
   if (auto e = unknown_fields(j, known)) return *e;
@@ -170,6 +170,10 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
   if (r.temperature < 0 || r.temperature > 2) return invalid("'temperature' must be in [0, 2]", "temperature");
   if (auto e = get_number(j, "top_p", r.top_p)) return *e;
   if (!(r.top_p > 0 && r.top_p <= 1)) return invalid("'top_p' must be in (0, 1]", "top_p");
+  std::optional<std::int64_t> top_k;  // vLLM's extension: -1 or 0 is off
+  if (auto e = get_int(j, "top_k", top_k)) return *e;
+  if (top_k && (*top_k < -1 || *top_k > (std::int64_t{1} << 24))) return invalid("'top_k' must be -1, 0 (off) or a count of tokens", "top_k");
+  r.top_k = top_k && *top_k > 0 ? static_cast<std::int32_t>(*top_k) : 0;
   if (auto e = get_int(j, "seed", seed)) return *e;
   if (seed) r.seed = static_cast<std::uint64_t>(*seed);
   if (auto e = get_bool(j, "stream", r.stream)) return *e;

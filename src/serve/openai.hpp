@@ -40,6 +40,7 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   double temperature = 1.0;  // OpenAI's default; 0 is greedy
   double top_p = 1.0;
+  std::int32_t top_k = 0;  // 0: off
   std::optional<std::uint64_t> seed;
   bool stream = false, include_usage = false, ignore_eos = false;
 };

@@ -207,6 +207,7 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
                                     prompt_param, "context_length_exceeded"));
   g.sampling.temperature = static_cast<float>(r.temperature);
   g.sampling.top_p = static_cast<float>(r.top_p);
+  g.sampling.top_k = r.top_k;
   g.sampling.seed = r.seed ? *r.seed : std::random_device{}();
   g.stop = r.stop;
   g.ignore_eos = r.ignore_eos;

@@ -27,12 +27,13 @@ const std::string kMsgs = R"("messages": [{"role": "user", "content": "hi"}])";
 TEST_CASE("a full chat request parses; max_completion_tokens wins over max_tokens; null is absent") {
   const auto r = ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs +
                                            R"(, "max_tokens": 5, "max_completion_tokens": 7, "stop": "x", "temperature": 0,
-      "top_p": 0.5, "seed": 3, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, "n": 1, "user": null})");
+      "top_p": 0.5, "top_k": 20, "seed": 3, "stream": true, "stream_options": {"include_usage": true}, "ignore_eos": true, "n": 1, "user": null})");
   CHECK(r.model == "m");
   CHECK(r.max_tokens == 7);
   CHECK(r.stop == std::vector<std::string>{"x"});
   CHECK(r.temperature == 0);
   CHECK(r.top_p == 0.5);
+  CHECK(r.top_k == 20);
   CHECK(r.seed == 3u);
   CHECK(r.stream);
   CHECK(r.include_usage);
@@ -62,6 +63,8 @@ TEST_CASE("each bad field is refused naming it (a lenient parser that defaults w
       {R"({"model": "m", )" + kMsgs + R"(, "max_tokens": 1.5})", "max_tokens"},
       {R"({"model": "m", )" + kMsgs + R"(, "temperature": 3})", "temperature"},
       {R"({"model": "m", )" + kMsgs + R"(, "top_p": 0})", "top_p"},
+      {R"({"model": "m", )" + kMsgs + R"(, "top_k": -2})", "top_k"},
+      {R"({"model": "m", )" + kMsgs + R"(, "top_k": 1.5})", "top_k"},
       {R"({"model": "m", )" + kMsgs + R"(, "n": 2})", "n"},
       {R"({"model": "m", )" + kMsgs + R"(, "stream": "yes"})", "stream"},
       {R"({"model": "m", )" + kMsgs + R"(, "stream_options": {"include_usage": true}})", "stream_options"},
