@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "emit/opcodes.hpp"
+
 #include "emit/abi_doc.hpp"
 
 namespace met::emit {
@@ -40,8 +42,7 @@ constexpr char kAbiText[] =
 constexpr std::uint32_t kFnvOffset = 2166136261u;
 constexpr std::uint32_t kFnvPrime = 16777619u;
 
-constexpr std::uint32_t fnv1a(std::string_view text) {
-  std::uint32_t h = kFnvOffset;
+constexpr std::uint32_t fnv1a(std::string_view text, std::uint32_t h = kFnvOffset) {
   for (char c : text) {
     h ^= static_cast<std::uint8_t>(c);
     h *= kFnvPrime;
@@ -49,7 +50,22 @@ constexpr std::uint32_t fnv1a(std::string_view text) {
   return h;
 }
 
-constexpr std::uint32_t kAbiHash = fnv1a(std::string_view(kAbiText, sizeof(kAbiText) - 1));
+// The field list, then the opcode table: every row's number, name, operands (name, read or
+// write), ints and imms in order. An emit and a reader that disagree on what an instruction's
+// operands mean refuse each other's files.
+std::uint32_t compute_abi_hash() {
+  std::string ops;
+  for (const auto& o : opcode_table()) {
+    ops += std::to_string(o.number) + " " + o.name + "(";
+    for (const auto& t : o.tensors) ops += t.name + (t.write ? ":w," : ":r,");
+    ops += ";";
+    for (const auto& i : o.ints) ops += i + ",";
+    ops += ";";
+    for (const auto& f : o.imms) ops += f + ",";
+    ops += ")\n";
+  }
+  return fnv1a(ops, fnv1a(std::string_view(kAbiText, sizeof(kAbiText) - 1)));
+}
 
 constexpr std::size_t kTableAlign = 8;
 constexpr std::size_t kMaxRank = 4;
@@ -103,7 +119,10 @@ T get(const std::string& bytes, std::size_t offset) {
 
 }  // namespace
 
-std::uint32_t abi_hash() { return kAbiHash; }
+std::uint32_t abi_hash() {
+  static const std::uint32_t h = compute_abi_hash();
+  return h;
+}
 
 std::string serialize(const PacketFile& file) {
   if (file.target_class.size() >= kTargetBytes) {
@@ -189,7 +208,7 @@ std::string serialize(const PacketFile& file) {
   MetPktHeader h{};
   h.magic = MET_PACKET_MAGIC;
   h.version = MET_PACKET_VERSION;
-  h.abi_hash = kAbiHash;
+  h.abi_hash = abi_hash();
   std::memcpy(h.target_class, file.target_class.data(), file.target_class.size());
   h.sm_count = file.sm_count;
   h.n_tensors = u32_or_throw(tensors.size(), "tensors");
@@ -295,10 +314,10 @@ Expected<PacketFile> parse_packet(const std::string& bytes, const std::string& d
     return rd.error(
         fmt::format("packet ABI version {} but this met reads version {}; re-emit the assets", h.version, MET_PACKET_VERSION));
   }
-  if (h.abi_hash != kAbiHash) {
+  if (h.abi_hash != abi_hash()) {
     return rd.error(
         fmt::format("packet ABI hash {:#010x} but this met was built with {:#010x} (a different field list); re-emit the assets",
-                    h.abi_hash, kAbiHash));
+                    h.abi_hash, abi_hash()));
   }
   if (h.file_bytes != bytes.size()) {
     if (h.file_bytes > bytes.size()) {

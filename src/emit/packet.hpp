@@ -58,7 +58,8 @@ struct PacketFile {
   std::vector<ProgramDesc> programs;
 };
 
-// FNV-1a over the field list (names, types, counts in order): what the header's abi_hash holds.
+// FNV-1a over the field list (names, types, counts in order) and then the opcode table (each
+// row's number, name and operand meanings): what the header's abi_hash holds.
 std::uint32_t abi_hash();
 
 std::string serialize(const PacketFile& file);
