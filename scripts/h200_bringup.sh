@@ -16,7 +16,8 @@
 #             tests/oracle and vs the same packets on the cpu bodies (cpu-oracle)
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
-#   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2
+#   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
+#             free-running and teacher-forced (run --follow; compare.py --forced)
 #   campaign  met circuit run --campaign decode:1,2,4,8,16@ctx=4096 --campaign prefill:128,512,4096
 #   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint
 set -uo pipefail
@@ -79,6 +80,10 @@ if has tiny; then
       --logits-out "$WORK/$m-cuda.json"
     step "$m cuda vs transformers" 60 python3 tests/oracle/compare.py "$fx" "$WORK/$m-cuda.json" 2e-2
     # shellcheck disable=SC2046
+    step "$m run cuda forced" 120 "$MET" circuit run --assets "$WORK/$m-a" --backend cuda $(prompts_of "$fx") \
+      --max-tokens "$(steps_of "$fx")" --follow "$fx" --logits-out "$WORK/$m-cuda-forced.json"
+    step "$m cuda vs transformers forced" 60 python3 tests/oracle/compare.py --forced "$fx" "$WORK/$m-cuda-forced.json" 2e-2
+    # shellcheck disable=SC2046
     step "$m run cpu-oracle" 300 "$MET" circuit run --assets "$WORK/$m-a" --backend cpu-oracle $(prompts_of "$fx") \
       --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$m-cpu.json"
     step "$m cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-cuda.json" "$WORK/$m-cpu.json"
@@ -116,6 +121,13 @@ for m in ${models//,/ }; do
       --logits-out "$WORK/$m-cuda.json"
     step "$m cuda vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-tf.json" "$WORK/$m-cuda.json" 2e-2 \
       | tee "$WORK/res/oracle-$m.txt"
+    # Teacher-forced: met fed transformers' tokens, so exact bf16 ties in the reference cannot
+    # send the two paths apart; every step's logits and every decisive argmax are judged.
+    # shellcheck disable=SC2046
+    step "$m run cuda forced" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") \
+      --max-tokens 64 --follow "$WORK/$m-tf.json" --logits-out "$WORK/$m-cuda-forced.json"
+    step "$m cuda vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-tf.json" \
+      "$WORK/$m-cuda-forced.json" 2e-2 | tee -a "$WORK/res/oracle-$m.txt"
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); [c.pop('logits', None) for c in j['cases']]; json.dump(j, open(sys.argv[2], 'w'))" \
       "$WORK/$m-tf.json" "$WORK/res/oracle-$m-tokens.json" || true
   fi
