@@ -34,6 +34,23 @@ __device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, s
   return v;
 }
 
+// 8 bf16 values of one 16-byte word, and back (each value rounded once, as the scalar paths do).
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = __uint_as_float(w[k] << 16);
+    f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(to_bf(f[2 * k])) | (static_cast<uint32_t>(to_bf(f[2 * k + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 // ---------------------------------------------------------------- block reductions
 __device__ __forceinline__ float block_sum(float v, float* red) {
   v = met_warp_reduce(v);
@@ -96,6 +113,26 @@ __device__ void body_rmsnorm(const MetDevInstr& in, uint32_t s) {
     const int64_t row = r.begin + it / count, v = it % count;
     const u16* xv = x + (in.ints[1] + row) * in.ints[4] + in.ints[5] + v * dim;
     u16* yv = y + row * in.ints[6] + in.ints[7] + v * dim;
+    if (dim % 8 == 0 && aligned16(xv) && aligned16(yv) && aligned16(w)) {  // 16-byte words per lane
+      float ss = 0.f;
+      for (int64_t i = lane * 8; i < dim; i += 256) {
+        float f[8];
+        unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
+      }
+      ss = met_warp_reduce(ss);
+      const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+      for (int64_t i = lane * 8; i < dim; i += 256) {
+        float f[8], g[8];
+        unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
+        unpack8(*reinterpret_cast<const uint4*>(w + i), g);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * g[k];
+        *reinterpret_cast<uint4*>(yv + i) = pack8(f);
+      }
+      continue;
+    }
     const float inv = inv_rms_warp(xv, static_cast<int>(dim), eps);
     for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(bf(xv[i]) * inv * bf(w[i]));
   }
@@ -189,6 +226,17 @@ __device__ void body_elementwise(const MetDevInstr& in, uint32_t s) {
     case MET_BODY_RESIDUAL_ADD: {
       u16* x = op<u16>(in, 0);
       const u16* y = op<const u16>(in, 1);
+      if (w % 8 == 0 && aligned16(x) && aligned16(y)) {
+        for (int64_t i = r.begin * w / 8 + threadIdx.x; i < r.end * w / 8; i += MET_INTERP_THREADS) {
+          float a[8], b[8];
+          unpack8(reinterpret_cast<const uint4*>(x)[i], a);
+          unpack8(reinterpret_cast<const uint4*>(y)[i], b);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) a[k] = a[k] + b[k];
+          reinterpret_cast<uint4*>(x)[i] = pack8(a);
+        }
+        break;
+      }
       for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS)
         x[i] = to_bf(bf(x[i]) + bf(y[i]));
       break;
@@ -198,6 +246,18 @@ __device__ void body_elementwise(const MetDevInstr& in, uint32_t s) {
       const u16* gu = op<const u16>(in, 0);
       u16* out = op<u16>(in, 1);
       const bool gelu = in.body == MET_BODY_GELU_MUL;
+      if (w % 8 == 0 && aligned16(gu) && aligned16(out)) {
+        for (int64_t i = r.begin * w / 8 + threadIdx.x; i < r.end * w / 8; i += MET_INTERP_THREADS) {
+          const int64_t row = i / (w / 8), c = (i % (w / 8)) * 8;
+          float g[8], u[8];
+          unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + c), g);
+          unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + w + c), u);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) g[k] = (gelu ? gelu_f(g[k]) : silu_f(g[k])) * u[k];
+          reinterpret_cast<uint4*>(out)[i] = pack8(g);
+        }
+        break;
+      }
       for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) {
         const int64_t row = i / w, c = i % w;
         const float g = bf(gu[row * 2 * w + c]), u = bf(gu[row * 2 * w + w + c]);
