@@ -64,7 +64,7 @@ def main():
             name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
             for fam, measured in sorted(case["family_ms"].items()):
                 c = ceil.get(fam, 0.0)
-                print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.3f} |")
+                print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.4g} |")
             gap = max(case["timestamped_ms"] - case["instr_wall_sum_ms"], 0.0)
             groups = sum(g["layers"] for g in p["groups"])
             print(f"| {name} | (packet overhead) | | {gap:.4f} | {gap * 1e3 / case['instructions']:.2f} us per instruction, "

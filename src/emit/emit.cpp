@@ -11,6 +11,7 @@
 #include <cstring>
 #include <set>
 
+#include "../../kernels/common/interp/smem.h"
 #include "emit/opcodes.hpp"
 
 #ifndef MET_VERSION_STRING
@@ -43,8 +44,9 @@ constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one spl
 // GPU slicing: a weight-bound op over at most this many rows keeps every row in each slice (the
 // weights are read once) and splits output columns across the streams; a GEMM over more rows is
 // cut into tiles of kGemmTile x kGemmTile outputs.
-constexpr std::int64_t kGpuGemvRows = 16;
-constexpr std::int64_t kGemmTile = 128;
+// Both are the GPU bodies' limits (kernels/common/interp: abi.h, smem.h).
+constexpr std::int64_t kGpuGemvRows = MET_DEV_MAX_ROWS;
+constexpr std::int64_t kGemmTile = MET_GEMM_TILE;
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
 std::uint64_t dtype_bytes(std::uint32_t dtype) {

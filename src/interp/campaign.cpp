@@ -50,11 +50,6 @@ std::string program_list(const emit::PacketFile& f, std::uint32_t kind) {
   return s;
 }
 
-template <class T>
-T* field(Backend& b, std::size_t program, emit::IoField f) {
-  return static_cast<T*>(b.io(program, f));
-}
-
 }  // namespace
 
 Expected<std::vector<CampaignCase>> parse_campaign(const std::string& spec) {
@@ -133,20 +128,12 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
   for (const auto& c : cases) {
     const bool decode = c.kind == "decode";
     const auto prog = static_cast<std::size_t>(find_program(f, decode ? MET_PROGRAM_DECODE : MET_PROGRAM_PREFILL, c.rows));
-    auto* tokens = field<std::int32_t>(backend, prog, emit::IoField::tokens);
-    auto* positions = field<std::int32_t>(backend, prog, emit::IoField::positions);
-    auto* slots = field<std::int64_t>(backend, prog, emit::IoField::slots);
-    auto* base = field<std::int64_t>(backend, prog, emit::IoField::seq_base);
-    auto* lens = field<std::int32_t>(backend, prog, emit::IoField::seq_len);
+    const StepIo io = StepIo::of(backend, prog);
     for (std::int64_t r = 0; r < c.rows; ++r) {
       // decode: row r is sequence r at position ctx - 1; prefill: one sequence at positions 0..T-1.
       const std::int64_t b = decode ? r * max_ctx : 0;
       const std::int64_t p = decode ? c.ctx - 1 : r;
-      if (tokens) tokens[r] = token(rng);
-      if (positions) positions[r] = static_cast<std::int32_t>(p);
-      if (slots) slots[r] = b + p;
-      if (base) base[r] = b;
-      if (lens) lens[r] = static_cast<std::int32_t>(p + 1);
+      io.set(r, token(rng), p, b + p, b);
     }
     backend.set_timestamps(false);
     std::vector<double> ms;

@@ -144,8 +144,6 @@ struct CudaBackend::Impl {
   }
 };
 
-InterpImage hopper_interp_image();  // defined in the generated interp_image.cpp
-
 CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaBackend::~CudaBackend() = default;
 

@@ -38,6 +38,20 @@ std::vector<float> logits_row(Backend& b, std::size_t program, std::int64_t row,
 
 }  // namespace
 
+StepIo StepIo::of(Backend& b, std::size_t program) {
+  return {field<std::int32_t>(b, program, IoField::tokens), field<std::int32_t>(b, program, IoField::positions),
+          field<std::int64_t>(b, program, IoField::slots), field<std::int64_t>(b, program, IoField::seq_base),
+          field<std::int32_t>(b, program, IoField::seq_len)};
+}
+
+void StepIo::set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const {
+  if (tokens) tokens[r] = token;
+  if (positions) positions[r] = static_cast<std::int32_t>(pos);
+  if (slots) slots[r] = slot;
+  if (seq_base) seq_base[r] = base;
+  if (seq_len) seq_len[r] = static_cast<std::int32_t>(pos + 1);
+}
+
 float next_uniform(const Sampling& s, std::uint64_t& draws, std::uint64_t stream) {
   std::mt19937_64 rng(s.seed * 0x9E3779B97F4A7C15ull + stream);
   rng.discard(draws++);
@@ -128,19 +142,11 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
       auto it = std::find_if(prefill.begin(), prefill.end(), [&](const Prog& p) { return p.rows >= rest; });
       const Prog& p = it == prefill.end() ? prefill.back() : *it;
       const std::int64_t n = std::min(rest, p.rows), pad = p.rows - n;
-      auto* tok = field<std::int32_t>(backend, p.index, IoField::tokens);
-      auto* pos = field<std::int32_t>(backend, p.index, IoField::positions);
-      auto* slot = field<std::int64_t>(backend, p.index, IoField::slots);
-      auto* sb = field<std::int64_t>(backend, p.index, IoField::seq_base);
-      auto* sl = field<std::int32_t>(backend, p.index, IoField::seq_len);
+      const StepIo io = StepIo::of(backend, p.index);
       for (std::int64_t r = 0; r < p.rows; ++r) {
         const bool real = r >= pad;
         const std::int64_t ps = real ? start + r - pad : 0;
-        if (tok) tok[r] = real ? prompt[static_cast<std::size_t>(ps)] : 0;
-        if (pos) pos[r] = static_cast<std::int32_t>(ps);
-        if (slot) slot[r] = real ? base + ps : pad_base + r;
-        if (sb) sb[r] = real ? base : pad_base;
-        if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
+        io.set(r, real ? prompt[static_cast<std::size_t>(ps)] : 0, ps, real ? base + ps : pad_base + r, real ? base : pad_base);
       }
       // The head reads the last row; only the chunk that ends the prompt draws a token.
       Sampling off;
@@ -157,11 +163,7 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
   for (std::int64_t step = 1; step < req.max_tokens; ++step) {
     auto it = std::find_if(decode.begin(), decode.end(), [&](const Prog& p) { return p.rows >= n_seq; });
     const Prog& p = *it;
-    auto* tok = field<std::int32_t>(backend, p.index, IoField::tokens);
-    auto* pos = field<std::int32_t>(backend, p.index, IoField::positions);
-    auto* slot = field<std::int64_t>(backend, p.index, IoField::slots);
-    auto* sb = field<std::int64_t>(backend, p.index, IoField::seq_base);
-    auto* sl = field<std::int32_t>(backend, p.index, IoField::seq_len);
+    const StepIo io = StepIo::of(backend, p.index);
     for (std::int64_t r = 0; r < p.rows; ++r) {
       const bool real = r < n_seq;
       const auto ur = static_cast<std::size_t>(r);
@@ -169,11 +171,7 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
       const std::int64_t ps = real ? static_cast<std::int64_t>(req.prompts[ur].size() + out.tokens[ur].size()) - 1 : 0;
       const std::int64_t base = r * build.max_ctx;  // a padding row writes its own unused region
       const std::int32_t prev = real ? (req.forced.empty() ? out.tokens[ur].back() : req.forced[ur][static_cast<std::size_t>(step - 1)]) : 0;
-      if (tok) tok[r] = prev;
-      if (pos) pos[r] = static_cast<std::int32_t>(ps);
-      if (slot) slot[r] = base + ps;
-      if (sb) sb[r] = base;
-      if (sl) sl[r] = static_cast<std::int32_t>(ps + 1);
+      io.set(r, prev, ps, base + ps, base);
       Sampling off;
       set_sample_params(backend, p.index, r, real ? req.sampling : off, draws[real ? ur : 0], ur);
     }

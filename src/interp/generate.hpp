@@ -43,6 +43,19 @@ struct GenerateResult {
 Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build,
                                   const GenerateRequest& request);
 
+// The per-step IO inputs of one program (null where the program lacks the field).
+struct StepIo {
+  std::int32_t* tokens = nullptr;
+  std::int32_t* positions = nullptr;
+  std::int64_t* slots = nullptr;
+  std::int64_t* seq_base = nullptr;
+  std::int32_t* seq_len = nullptr;
+  static StepIo of(Backend& backend, std::size_t program);
+  // Row r feeds `token` at position `pos` of the sequence whose cache region starts at `base`;
+  // its K/V go to `slot`, and it attends to pos + 1 keys.
+  void set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const;
+};
+
 // The uniform number in [0, 1) of a sequence's next draw: a 64-bit Mersenne twister keyed by the
 // seed and the sequence's stream, advanced by one per drawn token. The backend's `sample` op turns
 // it into a token (kernels/cpu/sample.hpp has the rule).

@@ -91,19 +91,11 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
     auto it = std::find_if(prefill_.begin(), prefill_.end(), [&](const Prog& p) { return p.rows >= rest; });
     const Prog& p = it == prefill_.end() ? prefill_.back() : *it;
     const std::int64_t n = std::min(rest, p.rows), pad = p.rows - n;
-    auto* tok = io_of<std::int32_t>(*backend_, p.index, IoField::tokens);
-    auto* pos = io_of<std::int32_t>(*backend_, p.index, IoField::positions);
-    auto* slt = io_of<std::int64_t>(*backend_, p.index, IoField::slots);
-    auto* sb = io_of<std::int64_t>(*backend_, p.index, IoField::seq_base);
-    auto* sl = io_of<std::int32_t>(*backend_, p.index, IoField::seq_len);
+    const StepIo io = StepIo::of(*backend_, p.index);
     for (std::int64_t r = 0; r < p.rows; ++r) {
       const bool real = r >= pad;
       const std::int64_t at = real ? start + r - pad : 0;
-      if (tok) tok[r] = real ? prompt[static_cast<std::size_t>(at)] : 0;
-      if (pos) pos[r] = static_cast<std::int32_t>(at);
-      if (slt) slt[r] = real ? base + at : pad_base_ + r;
-      if (sb) sb[r] = real ? base : pad_base_;
-      if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
+      io.set(r, real ? prompt[static_cast<std::size_t>(at)] : 0, at, real ? base + at : pad_base_ + r, real ? base : pad_base_);
     }
     set_sample_params(*backend_, p.index, 0, start + n == len ? s.sampling : Sampling{}, s.draws, kRequestStream);
     MET_CHECK(backend_->run(p.index));
@@ -142,20 +134,12 @@ Expected<std::vector<SlotToken>> Session::step() {
   if (highest < 0) return out;
   const Prog* p = rung_for(highest);
   if (!p) return fail("session: no decode rung holds slot " + std::to_string(highest));
-  auto* tok = io_of<std::int32_t>(*backend_, p->index, IoField::tokens);
-  auto* pos = io_of<std::int32_t>(*backend_, p->index, IoField::positions);
-  auto* slt = io_of<std::int64_t>(*backend_, p->index, IoField::slots);
-  auto* sb = io_of<std::int64_t>(*backend_, p->index, IoField::seq_base);
-  auto* sl = io_of<std::int32_t>(*backend_, p->index, IoField::seq_len);
+  const StepIo io = StepIo::of(*backend_, p->index);
   for (std::int64_t r = 0; r < p->rows; ++r) {
     const bool real = r < max_slots() && slots_[static_cast<std::size_t>(r)].active;
     const std::int64_t at = real ? slots_[static_cast<std::size_t>(r)].next_pos : 0;
     const std::int64_t base = r * max_ctx_;  // an idle row writes its own free region
-    if (tok) tok[r] = real ? slots_[static_cast<std::size_t>(r)].last : 0;
-    if (pos) pos[r] = static_cast<std::int32_t>(at);
-    if (slt) slt[r] = base + at;
-    if (sb) sb[r] = base;
-    if (sl) sl[r] = static_cast<std::int32_t>(at + 1);
+    io.set(r, real ? slots_[static_cast<std::size_t>(r)].last : 0, at, base + at, base);
     if (real) set_sample_params(*backend_, p->index, r, slots_[static_cast<std::size_t>(r)].sampling,
                                 slots_[static_cast<std::size_t>(r)].draws, kRequestStream);
     else {

@@ -257,7 +257,7 @@ __device__ void body_attn_prefill(const MetDevInstr& in, uint32_t s, unsigned ch
   const int64_t* base = op<const int64_t>(in, 4);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t blocks = (rr.end - rr.begin + 15) / 16;
-  u16* v_s = reinterpret_cast<u16*>(smem) + warp * (flash_warp_smem() / 2);
+  u16* v_s = reinterpret_cast<u16*>(smem) + warp * (MET_FLASH_WARP_SMEM / 2);
   for (int64_t it = warp; it < blocks * heads; it += MET_INTERP_WARPS) {
     const int64_t row0 = rr.begin + (it / heads) * 16, row_end = min(row0 + 16, rr.end);
     const int h = static_cast<int>(it % heads);

@@ -9,13 +9,11 @@
 
 namespace met_interp {
 
-constexpr int kFlashKeys = 16;
-constexpr int kFlashPad = 8;  // bf16 row padding of the V tile: conflict-free ldmatrix rows
+// Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
+constexpr int kFlashKeys = MET_FLASH_KEYS;
+constexpr int kFlashPad = MET_FLASH_PAD;  // bf16 row padding of the V tile: conflict-free ldmatrix rows
 
-constexpr int kFlashMaxDv = 64;  // output dims one pass computes (a 128-dim head takes two passes)
-
-// Shared bytes one warp's V tile takes.
-__host__ __device__ constexpr int flash_warp_smem() { return kFlashKeys * (kFlashMaxDv + kFlashPad) * 2; }
+constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (a 128-dim head takes two passes)
 
 // One warp: the query rows row0 + [0, 16) of head h that belong to the sequence at `seg_base`
 // (others, and rows at or past row_end, are left alone), output dims [dv0, dv0 + DV). A row's

@@ -8,8 +8,9 @@
 
 namespace met_interp {
 
-constexpr int kGemmBM = 128, kGemmBN = 128, kGemmBK = 32, kGemmLD = kGemmBK + 8, kGemmStages = 3;
-constexpr int kGemmSmemBytes = kGemmStages * (kGemmBM + kGemmBN) * kGemmLD * 2;
+// Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
+constexpr int kGemmBM = MET_GEMM_TILE, kGemmBN = MET_GEMM_TILE, kGemmBK = MET_GEMM_BK, kGemmLD = kGemmBK + MET_GEMM_PAD,
+              kGemmStages = MET_GEMM_STAGES;
 
 // Copies a [128][32] bf16 tile at (row0, k0) of a [rows, K] matrix; rows past `rows` are zero.
 __device__ __forceinline__ void gemm_tile_load(u16* dst, const u16* src, int64_t rows, int64_t K, int64_t k0) {

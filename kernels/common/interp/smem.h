@@ -7,10 +7,18 @@
 /* gemv family: 64 reduction floats, results [rows][256] floats, k-split partials [warps][256]
  * floats, one bf16 head per warp; then rows x K bf16 normalised activations. */
 #define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
-/* GEMM: 3 stages of two [128][32 + 8] bf16 tiles. */
-#define MET_GEMM_SMEM (3 * (128 + 128) * 40 * 2)
-/* flash prefill: one [16 keys][64 + 8] bf16 V tile per warp. */
-#define MET_FLASH_SMEM (MET_INTERP_WARPS * 16 * (64 + 8) * 2)
+/* GEMM: MET_GEMM_STAGES stages of an A and a B tile of [128][32 + 8] bf16. */
+#define MET_GEMM_TILE 128
+#define MET_GEMM_BK 32
+#define MET_GEMM_PAD 8
+#define MET_GEMM_STAGES 3
+#define MET_GEMM_SMEM (MET_GEMM_STAGES * 2 * MET_GEMM_TILE * (MET_GEMM_BK + MET_GEMM_PAD) * 2)
+/* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. */
+#define MET_FLASH_KEYS 16
+#define MET_FLASH_MAX_DV 64
+#define MET_FLASH_PAD 8
+#define MET_FLASH_WARP_SMEM (MET_FLASH_KEYS * (MET_FLASH_MAX_DV + MET_FLASH_PAD) * 2)
+#define MET_FLASH_SMEM (MET_INTERP_WARPS * MET_FLASH_WARP_SMEM)
 /* decode merge: one weight per split, per warp. */
 #define MET_MERGE_MAX_SPLITS 256
 #define MET_MERGE_SMEM (MET_INTERP_WARPS * MET_MERGE_MAX_SPLITS * 4)

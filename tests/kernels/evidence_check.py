@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The measured figures a class carries (KERNEL_FAMILIES.toml efficiencies, HARDWARE.toml
+packet_overhead_us) must be what bench/family_efficiency.py computes from the campaign file their
+evidence names: decode families from decode C=1, prefill families from the largest prefill case,
+the overhead per plan group from decode C=1. A typed number that drifts from its source fails.
+
+    evidence_check.py MET CLASS CONFIG.json
+"""
+import os
+import re
+import subprocess
+import sys
+import tomllib
+
+DECODE_FAMILIES = {"gemv", "attention_decode"}
+
+
+def main():
+    met, klass, config = sys.argv[1:4]
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "kernels", klass, "KERNEL_FAMILIES.toml"), "rb") as f:
+        families = {fam["id"]: fam for fam in tomllib.load(f)["family"] if "efficiency" in fam}
+    with open(os.path.join(root, "kernels", klass, "HARDWARE.toml"), "rb") as f:
+        hw = tomllib.load(f)
+    sources = {fam["evidence"] for fam in families.values()} | {hw.get("packet_overhead_evidence")} - {None}
+    if len(sources) != 1:
+        sys.exit(f"{klass}: expected one evidence file, found {sorted(sources)}")
+    campaign = os.path.join(root, sources.pop())
+    table = subprocess.run([sys.executable, os.path.join(root, "bench", "family_efficiency.py"), campaign, config, met],
+                           check=True, capture_output=True, text=True).stdout
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]
+    prefills = sorted({int(r[0].split("=")[1]) for r in rows if r[0].startswith("prefill")})
+    decode_case, prefill_case = "decode C=1 ctx=4096", f"prefill T={prefills[-1]}"
+    failures = 0
+    for fid, fam in sorted(families.items()):
+        case = decode_case if fid in DECODE_FAMILIES else prefill_case
+        got = [float(r[4]) for r in rows if r[0] == case and r[1] == fid]
+        if not got:
+            print(f"FAIL {fid}: no row for {case}")
+            failures += 1
+            continue
+        ok = abs(got[0] - fam["efficiency"]) <= max(5e-5, 0.01 * got[0])
+        print(f"{'ok  ' if ok else 'FAIL'} {fid}: efficiency {fam['efficiency']} carried, {got[0]} computed ({case})")
+        failures += not ok
+    if "packet_overhead_us" in hw:
+        over = [r for r in rows if r[0] == decode_case and r[1] == "(packet overhead)"]
+        m = re.search(r"([0-9.]+) us per plan group", over[0][4]) if over else None
+        ok = m is not None and abs(float(m.group(1)) - hw["packet_overhead_us"]) <= 0.05
+        print(f"{'ok  ' if ok else 'FAIL'} packet_overhead_us {hw['packet_overhead_us']} carried, "
+              f"{m.group(1) if m else '?'} computed ({decode_case})")
+        failures += not ok
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
