@@ -450,13 +450,13 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
   return {};
 }
 
-// Slices of one instruction are unordered: they may only write disjoint bytes. An op whose write
-// lands where runtime data says (kv_append's slots in prefill) claims its whole tensor, so it runs
-// as one slice.
+// Slices of one instruction are unordered: they may only write disjoint bytes. A by-slot write
+// (kv_append's slots in prefill) claims its whole tensor; its slices' rows are disjoint, and the
+// host gives each row its own slot (OperandInfo::by_slot), so it does not count here.
 bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
   const OpcodeInfo* op = find_opcode(d.opcode);
   for (std::size_t k = 0; k < d.tensors.size(); ++k) {
-    if (!op->tensors[k].write || d.tensors[k] == MET_NO_TENSOR) continue;
+    if (!op->tensors[k].write || op->tensors[k].by_slot || d.tensors[k] == MET_NO_TENSOR) continue;
     std::vector<Extent> e;
     for (std::uint32_t s = 0; s < d.slices; ++s) e.push_back(op->extent(d, f, k, s));
     std::sort(e.begin(), e.end(), [](const Extent& x, const Extent& y) { return x.begin < y.begin; });

@@ -23,6 +23,7 @@ enum class Span {
   cols,      // as rows, and dim 1 the output column: the slice touches its column range of its rows
   whole,     // weights, caches read across sequences, small tables: the whole tensor
   seq_slots, // a KV cache written by rows that each own a region of `seq_slots` slots (decode: row r = sequence r)
+  by_slot,   // a KV cache written at slots[row] of the slice's rows: the whole tensor (OperandInfo::by_slot)
   // Head-unit splits of the fused qkv ops: units are the q heads, then the k heads, then the v
   // heads (heads + 2 * kv_heads); a slice's column part is a unit range (col_slices over units).
   q_heads,   // the q columns of the slice's units, in each of its rows
@@ -360,7 +361,7 @@ std::vector<Row> rows_table() {
        {"rows", "in_row0", "count", "dim", "x_stride", "x_col0", "y_stride", "y_col0"}, {"eps"}, cpu_rmsnorm},
       {"rope", "elementwise", {{"qkv", true, R}, {"positions", false, R}, {"inv_freq", false, W}},
        {"rows", "stride", "heads", "kv_heads", "head_dim", "rotary_dim", "k_col0"}, {"theta"}, cpu_rope},
-      {"kv_append", "memory", {{"qkv", false, R}, {"slots", false, R}, {"k_cache", true, W}, {"v_cache", true, W}},
+      {"kv_append", "memory", {{"qkv", false, R}, {"slots", false, R}, {"k_cache", true, Span::by_slot}, {"v_cache", true, Span::by_slot}},
        {"rows", "stride", "k_col0", "v_col0", "kv_heads", "head_dim", "v_head_dim"}, {}, cpu_kv_append},
       {"residual_add", "elementwise", {{"x", true, R}, {"y", false, R}}, {"rows", "width"}, {}, cpu_residual_add},
       {"silu_mul", "elementwise", {{"gate_up", false, R}, {"out", true, R}}, {"rows", "dim"}, {}, cpu_silu_mul},
@@ -411,7 +412,7 @@ const std::vector<OpcodeInfo>& build_table() {
       o.name = r.name;
       for (std::size_t k = 0; k < r.tensors.size(); ++k) {
         const auto& op = r.tensors[k];
-        o.tensors.push_back({op.name, op.write, op.optional});
+        o.tensors.push_back({op.name, op.write, op.optional, op.span == Span::by_slot});
         if (op.span == Span::cols && o.cols_operand < 0) o.cols_operand = static_cast<int>(k);
       }
       o.ints = r.ints;
@@ -433,7 +434,7 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   const TensorDesc& t = f.tensors[d.tensors[operand]];
   const Row& row = rows()[op->number - 1];
   const Span span = operand < row.tensors.size() ? row.tensors[operand].span : Span::whole;
-  if (span == Span::whole || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
+  if (span == Span::whole || span == Span::by_slot || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
   const RowRange rr = slice_rows(d, slice);
   if (rr.begin >= rr.end) return {};
   const auto U = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };

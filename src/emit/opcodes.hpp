@@ -28,6 +28,11 @@ struct OperandInfo {
   std::string name;
   bool write = false;
   bool optional = false;  // may be MET_NO_TENSOR (absent reads; lm_head's tokens when argmax runs apart)
+  // A write that lands at slots[row] for each of the slice's rows (kv_append in prefill). Its
+  // extent is the whole tensor (ordering against other instructions stays conservative); slices
+  // with disjoint rows write disjoint bytes because the host gives every row of a step its own
+  // slot, which check_step_io (interp/io_check.hpp) enforces before every run.
+  bool by_slot = false;
 };
 
 // Bytes of a tensor a slice touches; empty = none. [begin, end) is the hull. A strided extent

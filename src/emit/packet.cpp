@@ -57,7 +57,7 @@ std::uint32_t compute_abi_hash() {
   std::string ops;
   for (const auto& o : opcode_table()) {
     ops += std::to_string(o.number) + " " + o.name + "(";
-    for (const auto& t : o.tensors) ops += t.name + (t.write ? ":w," : ":r,");
+    for (const auto& t : o.tensors) ops += t.name + (t.write ? (t.by_slot ? ":ws," : ":w,") : ":r,");
     ops += ";";
     for (const auto& i : o.ints) ops += i + ",";
     ops += ";";

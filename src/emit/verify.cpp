@@ -63,6 +63,7 @@ struct Access {
   std::size_t operand = 0;
   std::uint32_t tensor = 0;
   bool write = false;
+  bool by_slot = false;        // OperandInfo::by_slot
   std::vector<Extent> slices;  // clamped to the tensor
   Extent hull;                 // union of the non-empty slice extents
 };
@@ -191,7 +192,7 @@ class ProgramVerifier {
         const auto h = in.tensors[k];
         if (h == MET_NO_TENSOR) continue;
         const auto bytes = file_.tensors[h].bytes;
-        Access a{k, h, op->tensors[k].write, {}, Extent{}};
+        Access a{k, h, op->tensors[k].write, op->tensors[k].by_slot, {}, Extent{}};
         a.slices.reserve(in.slices);
         std::uint64_t bad = 0;
         std::uint32_t first_bad = 0;
@@ -314,7 +315,7 @@ class ProgramVerifier {
     std::vector<std::vector<WritePair>> out(prog_.instrs[i].slices);
     std::map<std::uint32_t, std::vector<std::pair<Extent, std::uint32_t>>> by_tensor;
     for (const auto& a : accesses_[i]) {
-      if (!a.write) continue;
+      if (!a.write || a.by_slot) continue;  // by-slot slices: disjoint rows, distinct slots (host-checked)
       for (std::uint32_t s = 0; s < a.slices.size(); ++s) {
         if (a.slices[s].begin < a.slices[s].end) by_tensor[a.tensor].push_back({a.slices[s], s});
       }

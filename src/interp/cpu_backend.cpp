@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "emit/opcodes.hpp"
+#include "interp/io_check.hpp"
 
 namespace met::interp {
 
@@ -197,6 +198,7 @@ void* CpuBackend::io(std::size_t program, emit::IoField field) {
 Expected<void> CpuBackend::run(std::size_t program) {
   auto& m = *impl_;
   if (program >= m.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
+  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
   const std::size_t n = m.packet->programs[program].instrs.size();
   for (std::size_t i = 0; i < n; ++i) m.counters[program][i].store(0, std::memory_order_relaxed);
   m.current = program;

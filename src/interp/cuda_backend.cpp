@@ -11,6 +11,7 @@
 #include "../../kernels/common/interp/smem.h"
 #include "emit/opcodes.hpp"
 #include "interp/cuda_driver.hpp"
+#include "interp/io_check.hpp"
 #include "interp/weights.hpp"
 
 namespace met::interp {
@@ -365,6 +366,7 @@ Expected<void> CudaBackend::run(std::size_t program) {
   Impl& m = *impl_;
   const cu::Api& api = *m.api;
   if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
+  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
   auto& p = m.progs[program];
   for (auto& [field, io] : p.io)
     if (input_field(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));

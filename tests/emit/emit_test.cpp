@@ -202,7 +202,7 @@ std::size_t generated_tensors(const emit::PacketFile& f) {
 
 TEST_CASE("a config with Llama-3.2-1B's llama3 rope block emits for host-cpu and h200-sxm with one inv_freq table that every rope reads (emit refusing rope_scaling, or a rope without the table, fails)") {
   const auto dir = testing::tiny_checkpoint("llama32-rope", config_with_rope(kLlama32Rope));
-  for (const char* device : {"host-cpu", "h200-sxm"}) {
+  for (const std::string device : {"host-cpu", "h200-sxm"}) {
     INFO(device);
     testing::EmitSpec s;
     s.device = device;
@@ -327,4 +327,46 @@ TEST_CASE("decode_1 on 4 threads splits the weight-bound ops by output columns i
       CHECK(d.slices == 1);
       CHECK(emit::find_opcode(d.opcode)->name != "argmax");
     }
+}
+
+TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes) and verify still orders the cache's readers after it") {
+  for (const std::string device : {"host-cpu", "h200-sxm"}) {
+    INFO(device);
+    testing::EmitSpec s;
+    s.device = device;
+    if (device == "host-cpu") {
+      s.threads = 4;
+    } else {
+      s.buckets = {128, 512};
+      s.max_ctx = 1024;
+    }
+    auto a = testing::emit_checkpoint(ckpt(), s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    std::size_t seen = 0;
+    for (const auto& p : a->packet.programs) {
+      if (p.kind != MET_PROGRAM_PREFILL) continue;
+      for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+        if (emit::find_opcode(p.instrs[i].opcode)->name != "kv_append") continue;
+        ++seen;
+        CHECK(p.instrs[i].slices == std::min<std::uint32_t>(p.rows, a->packet.sm_count));
+        // The attention after it waits for every slice; dropping that wait is caught.
+        emit::PacketFile broken = a->packet;
+        std::size_t dropped = 0;
+        for (auto& q : broken.programs) {
+          if (q.name != p.name) continue;
+          for (auto& st : q.streams)
+            for (auto& e : st) {
+              if (e.instr != i + 1) continue;
+              const auto n = e.waits.size();
+              std::erase_if(e.waits, [&](const emit::WaitDesc& w) { return w.counter == i; });
+              dropped += n - e.waits.size();
+            }
+        }
+        CHECK(dropped > 0);
+        CHECK_FALSE(emit::verify(broken, emit::opcode_table()).empty());
+      }
+    }
+    CHECK(seen > 0);
+  }
 }

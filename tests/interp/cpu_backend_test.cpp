@@ -434,3 +434,29 @@ TEST_CASE("3 worker threads (column parts that split a row unevenly) give the sa
   const auto single1 = must_run(fx().assets1, {kPrompt}, 8, 1);
   CHECK(single.logits == single1.logits);
 }
+
+TEST_CASE("a step whose rows share a KV slot, or name one outside the caches, is refused before running (kv_append's slices write by slot)") {
+  auto a = interp::load_assets(fx().assets4.string());
+  REQUIRE(a.ok());
+  auto b = interp::CpuBackend::create(*a, 4);
+  REQUIRE(b.ok());
+  std::size_t prog = a->packet.programs.size();
+  for (std::size_t i = 0; i < a->packet.programs.size(); ++i)
+    if (a->packet.programs[i].name == "prefill_8") prog = i;
+  REQUIRE(prog < a->packet.programs.size());
+  const auto io = interp::StepIo::of(**b, prog);
+  REQUIRE(io.slots);
+  for (std::int64_t r = 0; r < 8; ++r) io.set(r, 3, r, r, 0);
+  CHECK((*b)->run(prog).ok());
+  io.slots[5] = 2;
+  auto dup = (*b)->run(prog);
+  REQUIRE_FALSE(dup.ok());
+  CHECK(dup.error().message == "prefill_8: rows 2 and 5 both name KV slot 2; every row of a step needs its own slot");
+  io.slots[5] = 5;
+  io.slots[7] = -1;
+  auto low = (*b)->run(prog);
+  REQUIRE_FALSE(low.ok());
+  CHECK(low.error().message.find("prefill_8: row 7 names KV slot -1, outside the caches' ") == 0);
+  io.slots[7] = 1 << 20;
+  CHECK_FALSE((*b)->run(prog).ok());
+}

@@ -1,0 +1,18 @@
+// The per-step IO the host fills, checked before every run of a program on any backend: a KV slot
+// out of range would write outside the caches, and kv_append's by-slot writes (emit's
+// OperandInfo::by_slot) are split across slices on the promise that no two rows share a slot.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/expected.hpp"
+#include "emit/packet.hpp"
+
+namespace met::interp {
+
+// Fails, naming the program and rows, when a row's slot is outside [0, KV slots) or two rows of
+// the step name the same slot. `slots` is the program's slots field (nullptr: nothing to check).
+Expected<void> check_step_io(const emit::PacketFile& packet, std::size_t program, const std::int64_t* slots);
+
+}  // namespace met::interp
