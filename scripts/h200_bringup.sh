@@ -112,10 +112,10 @@ for m in ${models//,/ }; do
     step "$m peers" 400 python3 bench/peers/peers.py --checkpoint "$ck" --out "$WORK/res/peers-$m.json"
   fi
   if has oracle; then
-    # The most decisive of 4 seeded random prompts (random weights give flat logits; each case
+    # The 2 most decisive of 16 seeded random prompts (random weights give flat logits; each case
     # records its smallest top-1/top-2 margin), plus one fixed prompt.
     step "$m transformers" 300 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --prompt-ids 1,17,42,99,7 \
-      --random-prompts 4 --keep 1 --seed 1 --steps 64 --out "$WORK/$m-tf.json"
+      --random-prompts 16 --keep 2 --seed 1 --steps 64 --out "$WORK/$m-tf.json"
     # shellcheck disable=SC2046
     step "$m run cuda" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") --max-tokens 64 \
       --logits-out "$WORK/$m-cuda.json"

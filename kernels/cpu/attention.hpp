@@ -121,14 +121,14 @@ extern "C" void met_attn_decode_merge(const float* part_o, const float* part_ml,
 
 // Prefill: q [tokens, heads*head_dim] at positions start_pos + t of one sequence whose keys
 // 0 .. start_pos+tokens-1 are already in the cache at seq_base + p; causal, windowed, sinks.
-// out: [tokens, heads*v_head_dim].
-extern "C" void met_attn_prefill(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, std::int64_t seq_base, std::int32_t start_pos, std::int64_t tokens, const MetAttnShape* shape, const std::uint16_t* sinks, std::uint16_t* out) {
+// out: [tokens, heads*v_head_dim]. Heads [head0, head1) are computed (a slice may own a range).
+extern "C" void met_attn_prefill(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, std::int64_t seq_base, std::int32_t start_pos, std::int64_t tokens, const MetAttnShape* shape, std::int32_t head0, std::int32_t head1, const std::uint16_t* sinks, std::uint16_t* out) {
   const MetAttnShape& s = *shape;
   const std::int32_t group = s.heads / s.kv_heads;
   std::vector<float> o(static_cast<std::size_t>(s.v_head_dim));
   for (std::int64_t t = 0; t < tokens; ++t) {
     const std::int64_t pos = start_pos + t;
-    for (std::int32_t h = 0; h < s.heads; ++h) {
+    for (std::int32_t h = head0; h < head1; ++h) {
       std::fill(o.begin(), o.end(), 0.0f);
       met::cpu::SoftmaxState st;
       met::cpu::attend_range(q + (t * s.heads + h) * s.head_dim, k_cache, v_cache, seq_base,

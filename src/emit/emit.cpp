@@ -331,7 +331,7 @@ Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph
       } else {
         MET_CHECK(b.add(k, c.group_index, c.label,
                         {qsrc, kv.first, kv.second, b.io(IoField::positions, R), b.io(IoField::seq_base, R), sinks, out},
-                        {R, heads, kvh, hd, vhd, window, qstride}, {softcap, scale}));
+                        {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1}, {softcap, scale}));
       }
     } else if (k == "gemv_o_residual" || k == "gemv_down_residual") {
       const bool o = k == "gemv_o_residual";
@@ -476,7 +476,7 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 // (a GPU runs each row's splits as separate slices). A column-split lm_head cannot pick the row's
 // argmax from its part; it leaves its tokens to a met_argmax over the logits right after it.
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
-  if (op.name == "attn_decode_merge") return d.ints[1];  // heads
+  if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
     if (h == MET_NO_TENSOR) return 0;
@@ -502,6 +502,11 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
       if (gpu && op->family == "gemm" && rows > kGpuGemvRows) {
         row_parts = (rows + kGemmTile - 1) / kGemmTile;
         parts = (n + kGemmTile - 1) / kGemmTile;
+      } else if (gpu && op->family == "attention_prefill") {
+        // Slices of rows x heads, placed round-robin: each stream gets early (short) and late
+        // (long) causal rows alike.
+        row_parts = (rows + MET_FLASH_SLICE_ROWS - 1) / MET_FLASH_SLICE_ROWS;
+        parts = (n + MET_FLASH_SLICE_HEADS - 1) / MET_FLASH_SLICE_HEADS;
       } else if (gpu && int_index(*op, "splits") >= 0) {
         row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;

@@ -136,9 +136,10 @@ void cpu_attn_prefill(const InstrDesc& d, std::uint32_t s, void* const* o) {
   const auto r = rows_of(d, s);
   const MetAttnShape sh = attn_shape(d, 1);
   const std::int64_t out_w = static_cast<std::int64_t>(sh.heads) * sh.v_head_dim;
+  const auto h = cols_of(d, s, sh.heads);
   for (std::int64_t row = r.begin; row < r.end; ++row)
-    met_attn_prefill(bf(o, 0) + row * iv(d, 6), bf(o, 1), bf(o, 2), s64(o, 4)[row], s32(o, 3)[row], 1, &sh, bf(o, 5),
-                     bf(o, 6) + row * out_w);
+    met_attn_prefill(bf(o, 0) + row * iv(d, 6), bf(o, 1), bf(o, 2), s64(o, 4)[row], s32(o, 3)[row], 1, &sh,
+                     static_cast<std::int32_t>(h.begin), static_cast<std::int32_t>(h.end), bf(o, 5), bf(o, 6) + row * out_w);
 }
 
 // The weight-bound bodies below take the slice's output column range (cols_of) as well as its rows.
@@ -304,8 +305,8 @@ Row prefill_like(const char* name) {
   return {name,
           "attention_prefill",
           {{"q", false, R}, {"k_cache", false, W}, {"v_cache", false, W}, {"positions", false, R},
-           {"seq_base", false, R}, {"sinks", false, W}, {"out", true, R}},
-          {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "q_stride"},
+           {"seq_base", false, R}, {"sinks", false, W}, {"out", true, Span::out_heads}},
+          {"rows", "heads", "kv_heads", "head_dim", "v_head_dim", "window", "q_stride", "col_slices"},
           {"softcap", "scale"},
           cpu_attn_prefill};
 }

@@ -284,8 +284,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
       const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
       const std::int64_t slice_rows = (rows + row_parts - 1) / row_parts;
-      if ((gemv_body(di.body) || di.body == MET_BODY_GEMM) && di.w_cols % 32 != 0)
-        return fail(where + ": " + op->name + " needs a reduction length divisible by 32, not " + std::to_string(di.w_cols));
+      const std::int64_t k_align = di.body == MET_BODY_GEMM ? MET_GEMM_BK : 32;
+      if ((gemv_body(di.body) || di.body == MET_BODY_GEMM) && di.w_cols % k_align != 0)
+        return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
+                    std::to_string(di.w_cols));
       if (gemv_body(di.body) && slice_rows > MET_DEV_MAX_ROWS)
         return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +
                     std::to_string(MET_DEV_MAX_ROWS));

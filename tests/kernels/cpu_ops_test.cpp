@@ -712,7 +712,7 @@ TEST_CASE("attn_decode_split+merge heads=8 kv_heads=2 head_dim=64 lens={1,37,128
   }
 }
 
-TEST_CASE("attn_prefill tokens=40 start_pos=9 heads=4 kv_heads=1 head_dim=32 is causal and matches fp64 (attending a future key fails)") {
+TEST_CASE("attn_prefill tokens=40 start_pos=9 heads=4 kv_heads=1 head_dim=32 is causal and matches fp64 (attending a future key fails); a head range computes only its heads") {
   for (const auto& [window, softcap, sinks] : {std::tuple{0, 0.0f, false}, std::tuple{12, 0.0f, true}, std::tuple{0, 4.0f, true}}) {
     std::mt19937 g(151);
     const MetAttnShape s{4, 1, 32, 32, window, softcap, 0.2f};
@@ -721,8 +721,16 @@ TEST_CASE("attn_prefill tokens=40 start_pos=9 heads=4 kv_heads=1 head_dim=32 is 
     const auto kc = random_bf16(g, slots * 32, -2, 2), vc = random_bf16(g, slots * 32);
     const auto sk = random_bf16(g, 4, -1, 3);
     Bf16 out(sz(tokens * 4 * 32));
-    met_attn_prefill(q.data(), kc.data(), vc.data(), base, static_cast<std::int32_t>(start), tokens, &s,
+    met_attn_prefill(q.data(), kc.data(), vc.data(), base, static_cast<std::int32_t>(start), tokens, &s, 0, 4,
                      sinks ? sk.data() : nullptr, out.data());
+    // Heads [1, 3) alone: the same bytes for those heads, the others untouched.
+    Bf16 part(sz(tokens * 4 * 32), 0);
+    met_attn_prefill(q.data(), kc.data(), vc.data(), base, static_cast<std::int32_t>(start), tokens, &s, 1, 3,
+                     sinks ? sk.data() : nullptr, part.data());
+    for (std::int64_t i = 0; i < tokens * 4 * 32; ++i) {
+      const bool mine = (i / 32) % 4 == 1 || (i / 32) % 4 == 2;
+      REQUIRE(part[sz(i)] == (mine ? out[sz(i)] : 0));
+    }
     const auto qd = to_dbl(q), kd = to_dbl(kc), vd = to_dbl(vc), sd = to_dbl(sk);
     Dbl ref;
     for (std::int64_t t = 0; t < tokens; ++t)

@@ -244,11 +244,11 @@ __device__ void body_attn_decode_merge(const MetDevInstr& in, uint32_t s, float*
   }
 }
 
-// Causal prefill: ints [rows, heads, kv_heads, head_dim, v_head_dim, window, q_stride], imms
-// [softcap, scale]; ops [q, k_cache, v_cache, positions, seq_base, sinks, out]. Work items are 16
-// rows x one head on the tensor cores (flash.cuh), one pass per sequence the rows belong to
-// (padding rows of another sequence share a block with real ones) and per 64 output dims.
-// Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others).
+// Causal prefill: ints [rows, heads, kv_heads, head_dim, v_head_dim, window, q_stride, col_slices],
+// imms [softcap, scale]; ops [q, k_cache, v_cache, positions, seq_base, sinks, out]. A slice is a
+// row range x a head range; work items are 16 rows x one head on the tensor cores (flash.cuh), one
+// pass per sequence the rows belong to (padding rows of another sequence share a block with real
+// ones). Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others).
 __device__ void body_attn_prefill(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
   const SliceRange rr = slice_rows(in, s);
   const int heads = static_cast<int>(in.ints[1]), kvh = static_cast<int>(in.ints[2]);
@@ -256,11 +256,12 @@ __device__ void body_attn_prefill(const MetDevInstr& in, uint32_t s, unsigned ch
   const int* pos = op<const int>(in, 3);
   const int64_t* base = op<const int64_t>(in, 4);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t blocks = (rr.end - rr.begin + 15) / 16;
+  const SliceRange hs = slice_cols(in, s, heads);
+  const int64_t blocks = (rr.end - rr.begin + 15) / 16, nh = hs.end - hs.begin;
   u16* v_s = reinterpret_cast<u16*>(smem) + warp * (MET_FLASH_WARP_SMEM / 2);
-  for (int64_t it = warp; it < blocks * heads; it += MET_INTERP_WARPS) {
-    const int64_t row0 = rr.begin + (it / heads) * 16, row_end = min(row0 + 16, rr.end);
-    const int h = static_cast<int>(it % heads);
+  for (int64_t it = warp; it < blocks * nh; it += MET_INTERP_WARPS) {
+    const int64_t row0 = rr.begin + (it / nh) * 16, row_end = min(row0 + 16, rr.end);
+    const int h = static_cast<int>(hs.begin + it % nh);
     const bool valid = lane < 16 && row0 + lane < row_end;
     const int64_t mine = valid ? base[row0 + lane] : 0;
     unsigned pending = __ballot_sync(0xffffffffu, valid);
@@ -273,7 +274,7 @@ __device__ void body_attn_prefill(const MetDevInstr& in, uint32_t s, unsigned ch
         const u16* sinks = op<const u16>(in, 5);
         u16* out = op<u16>(in, 6);
         if (hd == 128)
-          flash_block<128, 64>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],
+          flash_block<128, 128>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],
                                in.imms[1], in.imms[0], sinks, out, heads, v_s, dv0);
         else if (hd == 64)
           flash_block<64, 64>(q, in.ints[6], kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, in.ints[5],

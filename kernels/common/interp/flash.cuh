@@ -2,7 +2,8 @@
 // head): S = Q K^T and O += P V with mma.sync m16n8k16, the online softmax in registers. Q and K
 // fragments come straight from memory with 16-byte loads (the head-dim order inside each 32-wide
 // block is permuted identically for both, which leaves every dot product unchanged); V goes
-// through a per-warp shared tile and transposed ldmatrix. Keys stream in tiles of 16.
+// through a per-warp shared tile and transposed ldmatrix. Keys stream in tiles of 16; heads of up
+// to 128 dims take one pass.
 #pragma once
 #include "common/interp/ops.cuh"
 #include "common/mma_sync.cuh"
@@ -13,7 +14,7 @@ namespace met_interp {
 constexpr int kFlashKeys = MET_FLASH_KEYS;
 constexpr int kFlashPad = MET_FLASH_PAD;  // bf16 row padding of the V tile: conflict-free ldmatrix rows
 
-constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (a 128-dim head takes two passes)
+constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (128: every head dim the host accepts takes one pass)
 
 // One warp: the query rows row0 + [0, 16) of head h that belong to the sequence at `seg_base`
 // (others, and rows at or past row_end, are left alone), output dims [dv0, dv0 + DV). A row's

@@ -1,7 +1,7 @@
 // Prefill GEMM body of the interpreter: one slice is one output tile of at most 128 rows x 128
 // columns of y = x W^T (bf16 in, fp32 accumulate, bf16 out). 8 warps of 64 x 32 outputs,
-// mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async pipeline of 32-wide K tiles.
-// Requires K % 32 == 0 (the host refuses other shapes).
+// mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async pipeline of MET_GEMM_BK-wide K tiles.
+// Requires K % MET_GEMM_BK == 0 (the host refuses other shapes).
 #pragma once
 #include "common/interp/ops.cuh"
 #include "common/mma_sync.cuh"
@@ -12,10 +12,12 @@ namespace met_interp {
 constexpr int kGemmBM = MET_GEMM_TILE, kGemmBN = MET_GEMM_TILE, kGemmBK = MET_GEMM_BK, kGemmLD = kGemmBK + MET_GEMM_PAD,
               kGemmStages = MET_GEMM_STAGES;
 
-// Copies a [128][32] bf16 tile at (row0, k0) of a [rows, K] matrix; rows past `rows` are zero.
+// Copies a [128][BK] bf16 tile at (row0, k0) of a [rows, K] matrix; rows past `rows` are zero.
 __device__ __forceinline__ void gemm_tile_load(u16* dst, const u16* src, int64_t rows, int64_t K, int64_t k0) {
-  for (int c = threadIdx.x; c < 128 * 4; c += MET_INTERP_THREADS) {  // 128 rows x 4 chunks of 16 bytes
-    const int r = c / 4, kc = (c % 4) * 8;
+  constexpr int kChunks = kGemmBK / 8;  // 16-byte chunks per row
+#pragma unroll
+  for (int c = threadIdx.x; c < kGemmBM * kChunks; c += MET_INTERP_THREADS) {
+    const int r = c / kChunks, kc = (c % kChunks) * 8;
     const bool valid = r < rows;
     met_copy16(dst + r * kGemmLD + kc, src + (valid ? r : 0) * K + k0 + kc, valid);
   }

@@ -9,13 +9,17 @@
 #define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
 /* GEMM: MET_GEMM_STAGES stages of an A and a B tile of [128][32 + 8] bf16. */
 #define MET_GEMM_TILE 128
-#define MET_GEMM_BK 32
+#define MET_GEMM_BK 64
 #define MET_GEMM_PAD 8
 #define MET_GEMM_STAGES 3
 #define MET_GEMM_SMEM (MET_GEMM_STAGES * 2 * MET_GEMM_TILE * (MET_GEMM_BK + MET_GEMM_PAD) * 2)
-/* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. */
+/* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. A
+ * slice (emit) is MET_FLASH_SLICE_ROWS rows x MET_FLASH_SLICE_HEADS heads: one 16-row block x one
+ * head per warp, and enough slices that causal rows of every length spread over all streams. */
 #define MET_FLASH_KEYS 16
-#define MET_FLASH_MAX_DV 64
+#define MET_FLASH_MAX_DV 128
+#define MET_FLASH_SLICE_ROWS 64
+#define MET_FLASH_SLICE_HEADS 2
 #define MET_FLASH_PAD 8
 #define MET_FLASH_WARP_SMEM (MET_FLASH_KEYS * (MET_FLASH_MAX_DV + MET_FLASH_PAD) * 2)
 #define MET_FLASH_SMEM (MET_INTERP_WARPS * MET_FLASH_WARP_SMEM)
