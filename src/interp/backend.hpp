@@ -21,7 +21,7 @@ class Backend {
   // Runs every stream of the program to completion; the IO inputs must be filled before.
   virtual Expected<void> run(std::size_t program) = 0;
   // Zeroes the KV caches (a new set of sequences).
-  virtual void reset_kv() = 0;
+  virtual Expected<void> reset_kv() = 0;
 
   // For the opcode harness (optest.hpp): the bytes of a scratch, KV or IO tensor by handle, and one
   // instruction run on its own (every slice, no waits) with whatever its operands hold.

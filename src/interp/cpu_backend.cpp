@@ -215,10 +215,11 @@ Expected<void> CpuBackend::run(std::size_t program) {
   return {};
 }
 
-void CpuBackend::reset_kv() {
+Expected<void> CpuBackend::reset_kv() {
   const auto& tensors = impl_->packet->tensors;
   for (std::size_t i = 0; i < tensors.size(); ++i)
     if (tensors[i].source == MET_SOURCE_KV) std::memset(impl_->owned[i].data, 0, impl_->owned_bytes[i]);
+  return {};
 }
 
 namespace {

@@ -107,8 +107,16 @@ struct CudaBackend::Impl {
   bool fetch_logits = true, stamps = false;
   float last_ms = 0;
 
+  // The context is current on the thread that created it only; every entry point binds it, since
+  // a caller may run the backend from another thread (serve's engine thread does).
+  Expected<void> bind() const {
+    MET_CU(*api, CtxSetCurrent(ctx));
+    return {};
+  }
+
   ~Impl() {
     if (!api) return;
+    if (ctx) api->CtxSetCurrent(ctx);  // best effort: a destructor cannot report
     for (auto p : allocs) api->MemFree(p);
     if (ev0) api->EventDestroy(ev0);
     if (ev1) api->EventDestroy(ev1);
@@ -368,6 +376,7 @@ Expected<void> CudaBackend::run(std::size_t program) {
   Impl& m = *impl_;
   const cu::Api& api = *m.api;
   if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
+  MET_CHECK(m.bind());
   MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
   auto& p = m.progs[program];
   for (auto& [field, io] : p.io)
@@ -393,8 +402,10 @@ Expected<void> CudaBackend::run(std::size_t program) {
   return {};
 }
 
-void CudaBackend::reset_kv() {
-  for (auto i : impl_->kv) impl_->api->MemsetD8(impl_->tensor[i], 0, impl_->packet->tensors[i].bytes);
+Expected<void> CudaBackend::reset_kv() {
+  MET_CHECK(impl_->bind());
+  for (auto i : impl_->kv) MET_CU(*impl_->api, MemsetD8(impl_->tensor[i], 0, impl_->packet->tensors[i].bytes));
+  return {};
 }
 
 void CudaBackend::set_fetch_logits(bool on) { impl_->fetch_logits = on; }
@@ -431,6 +442,7 @@ Expected<cu::DevicePtr> harness_tensor(const emit::PacketFile& f, const std::vec
 
 Expected<void> CudaBackend::write_tensor(std::size_t h, const void* data, std::uint64_t bytes) {
   Impl& m = *impl_;
+  MET_CHECK(m.bind());
   MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
   MET_CU(*m.api, MemcpyHtoD(p, data, bytes));
   // IO inputs are uploaded from the host copy by run(): keep it equal.
@@ -442,6 +454,7 @@ Expected<void> CudaBackend::write_tensor(std::size_t h, const void* data, std::u
 
 Expected<void> CudaBackend::read_tensor(std::size_t h, void* data, std::uint64_t bytes) {
   Impl& m = *impl_;
+  MET_CHECK(m.bind());
   MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
   MET_CU(*m.api, MemcpyDtoH(data, p, bytes));
   return {};
@@ -450,6 +463,7 @@ Expected<void> CudaBackend::read_tensor(std::size_t h, void* data, std::uint64_t
 // One instruction as a program of its own: its slices spread over the streams, no waits.
 Expected<void> CudaBackend::run_instruction(std::size_t program, std::size_t instr) {
   Impl& m = *impl_;
+  MET_CHECK(m.bind());
   if (program >= m.progs.size() || instr >= m.progs[program].host_instrs.size())
     return fail("cuda backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
   const MetDevInstr& in = m.progs[program].host_instrs[instr];

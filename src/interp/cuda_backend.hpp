@@ -33,7 +33,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   void* io(std::size_t program, emit::IoField field) override;
   Expected<void> run(std::size_t program) override;
-  void reset_kv() override;
+  Expected<void> reset_kv() override;
   Expected<void> write_tensor(std::size_t handle, const void* data, std::uint64_t bytes) override;
   Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) override;
   Expected<void> run_instruction(std::size_t program, std::size_t instr) override;

@@ -112,7 +112,7 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
         if (t < 0 || t >= vocab) return fail("generate: forced token " + std::to_string(t) + " outside the vocabulary");
     }
   }
-  backend.reset_kv();
+  MET_CHECK(backend.reset_kv());
   GenerateResult out;
   out.tokens.assign(static_cast<std::size_t>(n_seq), {});
   out.logits.assign(static_cast<std::size_t>(n_seq), {});

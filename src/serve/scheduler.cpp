@@ -4,6 +4,7 @@
 #include "serve/scheduler.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace met::serve {
 namespace {
@@ -256,6 +257,7 @@ void Engine::release(std::int64_t slot, const std::string& reason) {
 
 void Engine::fail_all(const std::string& message) {
   const std::string msg = "backend fault: " + message;
+  std::fprintf(stderr, "serve: model '%s': %s; its requests now fail with 503\n", model_.id.c_str(), msg.c_str());
   std::deque<Waiting> waiting;
   {
     std::lock_guard lock(mu_);

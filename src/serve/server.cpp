@@ -420,8 +420,8 @@ Server::~Server() {
 
 Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   if (options.assets.empty()) return fail("serve: give at least one --assets DIR");
-  if (options.backend != "cpu" && options.backend != "cuda")
-    return fail("serve: --backend '" + options.backend + "': expected cpu or cuda");
+  if (options.backend != "cpu" && options.backend != "cuda" && options.backend != "cpu-oracle")
+    return fail("serve: --backend '" + options.backend + "': expected cpu, cuda or cpu-oracle");
   auto impl = std::make_unique<Impl>();
   impl->opt = options;
   std::random_device rd;

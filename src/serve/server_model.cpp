@@ -93,11 +93,13 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir,
     MET_TRY(auto backend, interp::CudaBackend::create(m->assets));
     backend->set_fetch_logits(false);  // tokens (argmax and sampled) come from the device
     m->backend = std::move(backend);
-  } else if (backend_name == "cpu") {
-    MET_TRY(auto backend, interp::CpuBackend::create(m->assets));
+  } else if (backend_name == "cpu" || backend_name == "cpu-oracle") {
+    // cpu-oracle: a GPU emit's packets on the cpu bodies, one worker per stream (what the cuda
+    // backend is checked against; scripts/h200_serve_check.sh serves both and compares).
+    MET_TRY(auto backend, interp::CpuBackend::create(m->assets, 0, /*any_class=*/backend_name == "cpu-oracle"));
     m->backend = std::move(backend);
   } else {
-    return fail("serve: --backend '" + backend_name + "': expected cpu or cuda");
+    return fail("serve: --backend '" + backend_name + "': expected cpu, cuda or cpu-oracle");
   }
   m->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return m;

@@ -327,7 +327,7 @@ expect_error unknown_backend "--backend 'tpu'" -- \
   "$met" circuit run --assets "$tiny-a" --backend tpu --prompt-ids 1
 expect_error cuda_refuses_cpu_assets "emitted for class 'cpu'; the cuda backend runs the hopper interpreter" -- \
   "$met" circuit run --assets "$tiny-a" --backend cuda --prompt-ids 1
-expect_error serve_unknown_backend "--backend 'tpu': expected cpu or cuda" -- \
+expect_error serve_unknown_backend "--backend 'tpu': expected cpu, cuda or cpu-oracle" -- \
   "$met" serve --assets "$tiny-a" --backend tpu --port 0
 # Where no NVIDIA driver is installed (CI), --backend cuda on GPU assets says so and stops.
 if ! ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# `met serve --backend cuda` on the H200 against the same packets on the cpu bodies: a tiny
+# Qwen3-shaped checkpoint (bench/configs/serve-tiny-qwen3.json, head dim 32, Qwen3's real 151936-token
+# vocabulary) with the real Qwen3 tokenizer and chat template, emitted for h200-sxm and served
+# twice (cuda and cpu-oracle); tests/serve/backends_agree.py then sends both the same concurrent
+# chat requests over HTTP.
+#
+#   bash scripts/h200_serve_check.sh        (on the device machine, after scripts/device_pack.sh)
+#   SERVE_A=cpu-oracle bash scripts/h200_serve_check.sh   (anywhere: checks the script itself)
+#
+# Inputs: MET (default .device/met, its libraries in .device/libs.tar.xz) and the tokenizer files
+# in .device/serve/ (device_pack.sh copies them from the npm oracle package).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+work="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if [[ -f .device/libs.tar.xz ]]; then
+  tar xJf .device/libs.tar.xz -C "$work" && export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+MET="${MET:-$root/.device/met}"
+tok="${TOKENIZER_DIR:-$root/.device/serve}"
+for need in "$MET" "$tok/tokenizer.json" "$tok/tokenizer_config.json"; do
+  [[ -e "$need" ]] || { echo "error: $need is missing (run scripts/device_pack.sh)"; exit 1; }
+done
+
+ck="$work/serve-tiny-qwen3"
+"$MET" model synth --config bench/configs/serve-tiny-qwen3.json --seed 1 --dtype bf16 --out "$ck" >/dev/null
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$ck/"
+printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/generation_config.json"
+"$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$work/assets" --max-ctx 512 \
+  --decode-rungs 1,2,4,8 --prefill-buckets 64,256
+
+start() {  # start BACKEND LOG: starts a server on a free port, prints its URL
+  "$MET" serve --assets "$work/assets" --backend "$1" --port 0 --queue 16 >"$2" 2>&1 &
+  pids+=($!)
+  local port=""
+  for _ in $(seq 1 600); do
+    port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
+    [[ -n "$port" ]] && break
+    kill -0 "${pids[-1]}" 2>/dev/null || { echo "error: met serve --backend $1 exited:" >&2; cat "$2" >&2; return 1; }
+    sleep 0.1
+  done
+  [[ -n "$port" ]] || { echo "error: met serve --backend $1 did not report its port" >&2; return 1; }
+  echo "http://127.0.0.1:$port"
+}
+url_a="$(start "${SERVE_A:-cuda}" "$work/a.log")"
+url_b="$(start cpu-oracle "$work/b.log")"
+echo "A: ${SERVE_A:-cuda} at $url_a; B: cpu-oracle at $url_b"
+rc=0
+python3 tests/serve/backends_agree.py "$url_a" "$url_b" serve-tiny-qwen3 || rc=1
+echo "--- server A log"; cat "$work/a.log"
+exit $rc
