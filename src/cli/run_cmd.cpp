@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "core/strings.hpp"
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
 #include "interp/assets.hpp"
@@ -59,15 +60,10 @@ int error(const std::string& m) {
 // "1,2,4" -> {1, 2, 4}; every element a non-negative integer.
 Expected<std::vector<std::int64_t>> int_list(const std::string& flag, const std::string& text) {
   std::vector<std::int64_t> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const auto comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+  for (const auto& item : split(text, ',')) {
     if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 12)
       return fail(flag + " '" + text + "': '" + item + "' is not a non-negative integer");
     out.push_back(std::stoll(item));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
   }
   return out;
 }
@@ -332,13 +328,7 @@ int run_optest_cmd(const OptestArgs& a) {
   o.filter = a.filter;
   o.seed = a.seed;
   o.tolerance = a.tolerance;
-  std::size_t at = 0;
-  while (!a.programs.empty() && at <= a.programs.size()) {
-    const auto comma = a.programs.find(',', at);
-    o.programs.push_back(a.programs.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
+  if (!a.programs.empty()) o.programs = split(a.programs, ',');
   auto cases = interp::run_optest(*test, **ref, *assets, o);
   if (!cases) return error(cases.error().message);
   std::size_t failed = 0;

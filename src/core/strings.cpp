@@ -20,4 +20,14 @@ std::string_view trim(std::string_view s) {
 
 bool starts_with(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
 
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0;;) {
+    const auto next = s.find(sep, at);
+    out.emplace_back(s.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
+    if (next == std::string_view::npos) return out;
+    at = next + 1;
+  }
+}
+
 }  // namespace met

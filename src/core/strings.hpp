@@ -10,5 +10,7 @@ namespace met {
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
 std::string_view trim(std::string_view s);
 bool starts_with(std::string_view s, std::string_view prefix);
+// "a,,b" -> {"a", "", "b"}; every piece is kept, so "" gives {""} and "1," ends with "".
+std::vector<std::string> split(std::string_view s, char sep);
 
 }  // namespace met

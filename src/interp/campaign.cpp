@@ -6,6 +6,7 @@
 #include <map>
 #include <random>
 
+#include "core/strings.hpp"
 #include "emit/opcodes.hpp"
 #include "interp/session.hpp"
 
@@ -15,15 +16,10 @@ namespace {
 
 Expected<std::vector<std::int64_t>> numbers(const std::string& spec, const std::string& text) {
   std::vector<std::int64_t> out;
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const auto comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+  for (const auto& item : split(text, ',')) {
     if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos || std::stoll(item) < 1)
       return fail("--campaign '" + spec + "': '" + item + "' is not a positive integer");
     out.push_back(std::stoll(item));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
   }
   return out;
 }
