@@ -1,4 +1,4 @@
-# The allowed include directions (DESIGN.md section 1). check_layers.cmake fails the build when
+# The allowed include directions (docs/arch/overview.md, Layers). check_layers.cmake fails the build when
 # a file under src/<layer>/ includes "<other>/..." for an <other> not listed here.
 set(MET_LAYERS core tree device model avail planner estimate report cli)
 set(MET_ALLOW_core "")

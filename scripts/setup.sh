@@ -3,9 +3,10 @@
 # Idempotent: packages already present are left as they are.
 set -euo pipefail
 
+# No range-v3: nothing includes it and the standard <ranges> is enough (docs/arch/overview.md, Dependencies).
 packages=(
   cmake ninja-build g++ pkg-config python3
-  libtomlplusplus-dev libcli11-dev libfmt-dev librange-v3-dev nlohmann-json3-dev doctest-dev libssl-dev
+  libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libssl-dev
   clang libclang-rt-14-dev binutils
   python3-jinja2
   libpcre2-dev libicu-dev nodejs

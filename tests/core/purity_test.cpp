@@ -1,4 +1,4 @@
-// The planning layers are pure (DESIGN.md section 1): every byte arrives through KernelTree or a
+// The planning layers are pure (docs/arch/overview.md, Purity): every byte arrives through KernelTree or a
 // CheckpointSource, so the same inputs give the same bytes out. This scans their sources.
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-// The model layer is pure (DESIGN.md section 1): no file system, clock or environment access.
+// The model layer is pure (docs/arch/overview.md, Purity): no file system, clock or environment access.
 // Reads src/model/* and fails on any forbidden include or call.
 #include <doctest/doctest.h>
 

@@ -283,8 +283,8 @@ TEST_CASE("fp8 weights on a device without fp8 MMA plan as emulation or no path,
   }
 }
 
-// DESIGN.md section 2: "same class, same plan digest". The availability why of a guarded-out
-// kernel names the device ("which mi300x lacks"); the canonical text must leave it out.
+// docs/arch/overview.md, Devices and classes: every device of a class gets the same plan digest. The
+// availability why of a guarded-out kernel names the device ("which mi300x lacks"); the canonical text must leave it out.
 TEST_CASE("every golden instance has one digest per class, whichever device of the class plans it") {
   const Loaded l;
   std::map<std::string, std::vector<std::string>> by_class;
