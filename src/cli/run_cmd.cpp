@@ -21,7 +21,7 @@
 #include "interp/generate.hpp"
 #include "interp/optest.hpp"
 #include "model/instantiate.hpp"
-#include "serve/tokenizer.hpp"
+#include "text/tokenizer.hpp"
 #include "tree/disk_tree.hpp"
 #include "tree/checkpoint_dir.hpp"
 
@@ -222,12 +222,12 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
   if (a.prompts.empty() && a.texts.empty()) return error("circuit run needs --prompt-ids or --prompt (one per sequence)");
   interp::GenerateRequest req;
   // Text prompts go through the checkpoint's own tokenizer, which emit linked into the assets.
-  std::optional<serve::Tokenizer> tokenizer;
+  std::optional<text::Tokenizer> tokenizer;
   if (!a.texts.empty()) {
     const std::string path = (std::filesystem::path(a.assets) / "tokenizer.json").string();
     auto bytes = read_file(path);
     if (!bytes) return error(fmt::format("--prompt needs a tokenizer: {} (emit links the checkpoint's tokenizer.json when it has one)", path));
-    auto tok = serve::Tokenizer::from_json(*bytes, path);
+    auto tok = text::Tokenizer::from_json(*bytes, path);
     if (!tok) return error(tok.error().message);
     tokenizer = std::move(tok).value();
     for (const auto& text : a.texts) req.prompts.push_back(tokenizer->encode(text, /*add_special_tokens=*/true));

@@ -66,7 +66,7 @@ void RequestState::fail(int status, const std::string& message) {
 struct Engine::Active {
   std::shared_ptr<RequestState> state;
   GenParams params;
-  IncrementalDecoder decoder;
+  text::IncrementalDecoder decoder;
   std::string held;  // decoded text held back because it may begin a stop string
   std::int64_t tokens = 0;
   Clock::time_point arrival, last;
@@ -186,7 +186,7 @@ void Engine::admit(Waiting w) {
   }
   metrics_.update(model_.id, [&](ModelMetrics& m) { m.prompt_tokens += prompt_tokens; });
   auto a = std::make_unique<Active>(Active{std::move(w.state), std::move(w.params),
-                                           IncrementalDecoder(*model_.tokenizer, /*skip_special_tokens=*/true), {}, 0,
+                                           text::IncrementalDecoder(*model_.tokenizer, /*skip_special_tokens=*/true), {}, 0,
                                            w.arrival, w.arrival, {}});
   const bool done = on_token(*a, added->token);
   active_[static_cast<std::size_t>(added->slot)] = std::move(a);

@@ -17,11 +17,11 @@
 #include <mutex>
 #include <random>
 
-#include "serve/chat_template.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai.hpp"
 #include "serve/scheduler.hpp"
 #include "serve/server_model.hpp"
+#include "text/chat_template.hpp"
 
 namespace met::serve {
 namespace {

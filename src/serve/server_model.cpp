@@ -9,7 +9,7 @@
 
 #include "interp/cpu_backend.hpp"
 #include "interp/cuda_backend.hpp"
-#include "serve/chat_template.hpp"
+#include "text/chat_template.hpp"
 
 namespace met::serve {
 namespace {
@@ -61,7 +61,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir,
   std::error_code ec;
   if (!fs::exists(tok_path, ec)) tok_path = ckpt / "tokenizer.json";
   MET_TRY(std::string tok_text, slurp(tok_path));
-  MET_TRY(Tokenizer tok, Tokenizer::from_json(tok_text, tok_path.string()));
+  MET_TRY(text::Tokenizer tok, text::Tokenizer::from_json(tok_text, tok_path.string()));
   m->tokenizer.emplace(std::move(tok));
 
   MET_TRY(auto tcfg, optional_json(ckpt / "tokenizer_config.json"));

@@ -13,8 +13,8 @@
 #include "core/expected.hpp"
 #include "interp/assets.hpp"
 #include "interp/backend.hpp"
-#include "serve/jinja.hpp"
-#include "serve/tokenizer.hpp"
+#include "text/jinja.hpp"
+#include "text/tokenizer.hpp"
 
 namespace met::serve {
 
@@ -22,7 +22,7 @@ struct ServedModel {
   std::string id;  // build.json's network slug (weights.json's when build.json lacks it)
   interp::Assets assets;
   std::unique_ptr<interp::Backend> backend;
-  std::optional<Tokenizer> tokenizer;
+  std::optional<text::Tokenizer> tokenizer;
   std::optional<Template> chat_template;  // absent: chat completions are refused for this model
   std::string chat_template_error;        // why it is absent
   nlohmann::ordered_json template_extra;  // bos_token, eos_token, ... for the template

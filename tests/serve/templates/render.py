@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Renders every (chat template, conversation) pair and every feature case with Python jinja2,
 configured as Hugging Face transformers configures it, into expected.json (the oracle that
-tests/serve/chat_template_test.cpp and tests/serve/jinja_test.cpp compare against byte for byte).
+tests/text/chat_template_test.cpp and tests/text/jinja_test.cpp compare against byte for byte).
 
 Run from the repository root (see README.md): /usr/bin/python3 tests/serve/templates/render.py
 """

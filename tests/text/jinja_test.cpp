@@ -1,6 +1,6 @@
 // The Jinja engine against Python jinja2 (features.json rendered by templates/render.py into
 // expected.json), plus unit tests naming the rule each one guards.
-#include "serve/jinja.hpp"
+#include "text/jinja.hpp"
 
 #include <doctest/doctest.h>
 

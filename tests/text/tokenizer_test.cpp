@@ -10,14 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "serve/tokenizer.hpp"
-#include "serve/tokenizer_regex.hpp"
-#include "serve/unicode.hpp"
+#include "text/tokenizer.hpp"
+#include "text/tokenizer_regex.hpp"
+#include "text/unicode.hpp"
 
-using met::serve::IncrementalDecoder;
-using met::serve::Tokenizer;
+using met::text::IncrementalDecoder;
+using met::text::Tokenizer;
 using nlohmann::json;
-namespace unicode = met::serve::unicode;
+namespace unicode = met::text::unicode;
 
 namespace {
 
@@ -229,10 +229,10 @@ TEST_CASE("lossy utf-8 replaces each maximal invalid subpart once, as rust's fro
 }
 
 TEST_CASE("oniguruma \\s becomes unicode white_space without u+180e in pcre2 patterns") {
-  const std::string p = met::serve::onig_to_pcre2("\\s+(?!\\S)|[^\\s\\p{L}]");
+  const std::string p = met::text::onig_to_pcre2("\\s+(?!\\S)|[^\\s\\p{L}]");
   CHECK(p.find("\\s") == std::string::npos);
   CHECK(p.find("\\S") == std::string::npos);
-  auto re = met::serve::TokenizerRegex::compile("\\s+", "test");
+  auto re = met::text::TokenizerRegex::compile("\\s+", "test");
   REQUIRE(re);
   CHECK(re->find_all("a\xE1\xA0\x8E"
                      "b")

@@ -13,7 +13,7 @@
 
 #include "core/expected.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 struct TokenizerPipeline;  // normaliser, pre-tokenizer, model, post-processor, decoder, added tokens
 
@@ -72,4 +72,4 @@ class IncrementalDecoder {
   std::size_t read_ = 0;           // ids_[0, read_) decode to text already emitted
 };
 
-}  // namespace met::serve
+}  // namespace met::text

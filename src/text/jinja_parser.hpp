@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/expected.hpp"
-#include "serve/jinja_lexer.hpp"
-#include "serve/jinja_value.hpp"
+#include "text/jinja_lexer.hpp"
+#include "text/jinja_value.hpp"
 
 namespace met::jinja {
 

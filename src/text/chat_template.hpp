@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/expected.hpp"
-#include "serve/jinja.hpp"
+#include "text/jinja.hpp"
 
 namespace met {
 

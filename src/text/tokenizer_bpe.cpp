@@ -1,16 +1,16 @@
 // BPE: a word starts as one symbol per character (or <0xNN> bytes / the unknown token for
 // characters outside the vocabulary) and adjacent symbols merge by rank through a min-heap;
 // stale heap entries are recognised by re-checking the pair they were made for.
-#include "serve/tokenizer_bpe.hpp"
+#include "text/tokenizer_bpe.hpp"
 
 #include <cstdio>
 #include <queue>
 
 #include <nlohmann/json.hpp>
 
-#include "serve/unicode.hpp"
+#include "text/unicode.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 namespace {
 
@@ -243,4 +243,4 @@ void BpeModel::merge_word(std::string_view word, std::vector<std::int32_t>& out)
     if (s.alive) out.push_back(s.id);
 }
 
-}  // namespace met::serve
+}  // namespace met::text

@@ -1,11 +1,11 @@
 // Jinja's lexer as jinja2 3.1 behaves with trim_blocks and lstrip_blocks: data runs up to the
 // next `{{`, `{%` or `{#`; `-` strips all whitespace on its side, `+` keeps it; lstrip removes a
 // line's leading blanks before a block or comment tag; trim removes one newline after `%}`/`#}`.
-#include "serve/jinja_lexer.hpp"
+#include "text/jinja_lexer.hpp"
 
 #include <cctype>
 
-#include "serve/jinja_value.hpp"
+#include "text/jinja_value.hpp"
 
 namespace met::jinja {
 

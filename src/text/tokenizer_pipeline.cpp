@@ -1,16 +1,16 @@
 // Each stage reproduces the behaviour of the tokenizers component of the same JSON "type"; unknown
 // types and unknown keys are errors, never defaults.
-#include "serve/tokenizer_pipeline.hpp"
+#include "text/tokenizer_pipeline.hpp"
 
 #include <array>
 #include <initializer_list>
 
 #include <nlohmann/json.hpp>
 
-#include "serve/tokenizer_regex.hpp"
-#include "serve/unicode.hpp"
+#include "text/tokenizer_regex.hpp"
+#include "text/unicode.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 namespace {
 
@@ -756,4 +756,4 @@ Expected<void> make_post_processor(const json& j, const std::string& where, std:
   return fail(where + ": unsupported post_processor type '" + type + "'");
 }
 
-}  // namespace met::serve
+}  // namespace met::text

@@ -1,6 +1,6 @@
 // Recursive-descent parser following jinja2's grammar (parser.py's precedence and statement set,
 // restricted to what chat templates use: if/for/set/macro/filter/break/continue).
-#include "serve/jinja_parser.hpp"
+#include "text/jinja_parser.hpp"
 
 #include <set>
 

@@ -12,7 +12,7 @@
 
 #include "core/expected.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 class TokenizerRegex {
  public:
@@ -32,4 +32,4 @@ class TokenizerRegex {
 // Oniguruma pattern -> PCRE2 pattern (exposed for its unit test).
 std::string onig_to_pcre2(std::string_view pattern);
 
-}  // namespace met::serve
+}  // namespace met::text

@@ -1,5 +1,5 @@
 // Loading a checkpoint's chat template and rendering conversations with it.
-#include "serve/chat_template.hpp"
+#include "text/chat_template.hpp"
 
 #include <fstream>
 #include <sstream>

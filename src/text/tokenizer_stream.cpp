@@ -3,10 +3,10 @@
 // still incomplete) or in a byte-fallback token (a later invalid byte would turn the whole run of
 // byte tokens into U+FFFDs, as a full decode does). The window keeps the previous ids so decoders that look at neighbours agree
 // with a full decode.
-#include "serve/tokenizer.hpp"
-#include "serve/unicode.hpp"
+#include "text/tokenizer.hpp"
+#include "text/unicode.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 IncrementalDecoder::IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
     : tok_(&tokenizer), skip_special_(skip_special_tokens) {}
@@ -42,4 +42,4 @@ std::string IncrementalDecoder::emit(bool final) {
   return out;
 }
 
-}  // namespace met::serve
+}  // namespace met::text

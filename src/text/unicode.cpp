@@ -1,12 +1,12 @@
 // Byte-level UTF-8 work is done by hand (it must match Rust's rules exactly); normalisation and
 // character properties come from ICU.
-#include "serve/unicode.hpp"
+#include "text/unicode.hpp"
 
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
-namespace met::serve::unicode {
+namespace met::text::unicode {
 
 std::size_t char_len(std::string_view s, std::size_t i) {
   const auto b = static_cast<unsigned char>(s[i]);
@@ -174,4 +174,4 @@ bool is_word_char(char32_t cp) {
          t == U_COMBINING_SPACING_MARK;
 }
 
-}  // namespace met::serve::unicode
+}  // namespace met::text::unicode

@@ -1,6 +1,6 @@
 // Built-in filters, tests, methods and globals, each following the documented behaviour of
 // jinja2 3.1 (filters.py/tests.py semantics) and Python's str/dict/list methods.
-#include "serve/jinja_builtins.hpp"
+#include "text/jinja_builtins.hpp"
 
 #include <algorithm>
 #include <cmath>

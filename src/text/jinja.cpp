@@ -1,13 +1,13 @@
 // Tree-walking evaluator of parsed templates. Scopes follow jinja2: a for loop's body gets a fresh
 // scope per iteration (a `set` inside does not outlive it), `if` opens none, a macro call gets one
 // over the scope it was defined in; namespace() objects are the one thing assignments mutate.
-#include "serve/jinja.hpp"
+#include "text/jinja.hpp"
 
 #include <map>
 
-#include "serve/jinja_builtins.hpp"
-#include "serve/jinja_lexer.hpp"
-#include "serve/jinja_parser.hpp"
+#include "text/jinja_builtins.hpp"
+#include "text/jinja_lexer.hpp"
+#include "text/jinja_parser.hpp"
 
 namespace met {
 

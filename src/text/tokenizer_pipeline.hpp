@@ -15,9 +15,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/expected.hpp"
-#include "serve/tokenizer_bpe.hpp"
+#include "text/tokenizer_bpe.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 // A piece of text on its way through the pipeline; `at_start` marks one that begins at offset 0
 // of the caller's text (Metaspace's prepend_scheme "first" asks).
@@ -94,4 +94,4 @@ Expected<std::unique_ptr<Decoder>> make_decoder(const nlohmann::json& j, const s
 Expected<void> make_post_processor(const nlohmann::json& j, const std::string& where, std::vector<std::int32_t>& prefix,
                                    std::vector<std::int32_t>& suffix);
 
-}  // namespace met::serve
+}  // namespace met::text

@@ -1,6 +1,6 @@
 // Python semantics of the engine's values: truthiness, str/repr, equality and ordering, and
 // json.dumps as transformers' tojson filter calls it (ensure_ascii=False).
-#include "serve/jinja_value.hpp"
+#include "text/jinja_value.hpp"
 
 #include <algorithm>
 #include <charconv>

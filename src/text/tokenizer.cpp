@@ -1,16 +1,16 @@
 // Loads tokenizer.json into a TokenizerPipeline and runs it: added tokens split off the raw text,
 // each remaining segment normalised, pre-tokenized and BPE-encoded, then the post-processor's
 // ids around the result. Decoding maps ids to tokens and runs the decoder chain.
-#include "serve/tokenizer.hpp"
+#include "text/tokenizer.hpp"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
-#include "serve/tokenizer_pipeline.hpp"
-#include "serve/unicode.hpp"
+#include "text/tokenizer_pipeline.hpp"
+#include "text/unicode.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 using nlohmann::json;
 
@@ -212,4 +212,4 @@ std::int32_t Tokenizer::vocab_size() const { return p_->id_end; }
 const std::vector<std::int32_t>& Tokenizer::special_prefix() const { return p_->prefix; }
 const std::vector<std::int32_t>& Tokenizer::special_suffix() const { return p_->suffix; }
 
-}  // namespace met::serve
+}  // namespace met::text

@@ -1,10 +1,10 @@
 // PCRE2 (8-bit, JIT when available) behind the tokenizer's regex interface.
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include "serve/tokenizer_regex.hpp"
+#include "text/tokenizer_regex.hpp"
 
 #include <pcre2.h>
 
-namespace met::serve {
+namespace met::text {
 
 namespace {
 // Oniguruma's \s for UTF-8: the Unicode White_Space property.
@@ -127,4 +127,4 @@ std::vector<std::pair<std::size_t, std::size_t>> TokenizerRegex::find_all(std::s
   return out;
 }
 
-}  // namespace met::serve
+}  // namespace met::text

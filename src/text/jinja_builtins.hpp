@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "serve/jinja_value.hpp"
+#include "text/jinja_value.hpp"
 
 namespace met::jinja {
 

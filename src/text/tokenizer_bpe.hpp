@@ -17,7 +17,7 @@
 
 #include "core/expected.hpp"
 
-namespace met::serve {
+namespace met::text {
 
 class BpeModel {
  public:
@@ -63,4 +63,4 @@ class BpeModel {
   std::unique_ptr<Cache> cache_ = std::make_unique<Cache>();
 };
 
-}  // namespace met::serve
+}  // namespace met::text
