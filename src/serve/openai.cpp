@@ -10,8 +10,18 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Refused while parsing: nothing deeper is built, so no recursive copy, dump or conversion of the
+// body (the chat template's context among them) ever sees more than kMaxJsonDepth levels.
 ApiResult<Json> parse_object(std::string_view body) {
-  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  const Json::parser_callback_t depth_check = [&too_deep](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) && depth >= kMaxJsonDepth)
+      too_deep = true;
+    return !too_deep;
+  };
+  Json j = Json::parse(body, depth_check, /*allow_exceptions=*/false);
+  if (too_deep)
+    return invalid("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "", "invalid_json");
   if (j.is_discarded()) return invalid("the request body is not valid JSON", "", "invalid_json");
   if (!j.is_object()) return invalid("the request body must be a JSON object", "", "invalid_json");
   return j;

@@ -22,6 +22,10 @@ struct ApiError {
   std::string code;   // empty: null
 };
 
+// How deep a request body may nest (the body object is level 1). Far past any real request (a chat
+// message is level 3, tool schemas a dozen more), far short of what recursion over it could overflow.
+inline constexpr int kMaxJsonDepth = 64;
+
 // {"error": {"message", "type", "param", "code"}} with null for an empty param or code.
 nlohmann::json error_envelope(const ApiError& e);
 ApiError invalid(const std::string& message, const std::string& param = "", const std::string& code = "invalid_value");

@@ -337,8 +337,12 @@ Expected<std::shared_ptr<Scope>> root_scope(const Json& context, const std::stri
   globals->vars = make_globals();
   auto root = std::make_shared<Scope>();
   root->parent = globals;
-  if (context.is_object())
+  if (!context.is_object()) return root;
+  try {
     for (const auto& [k, v] : context.items()) root->vars[k] = from_json(v);
+  } catch (const RenderError& e) {
+    return fail(display + ": render context: " + e.what());
+  }
   return root;
 }
 

@@ -285,7 +285,8 @@ bool less(const Value& a, const Value& b) {
 }
 
 template <class Json>
-Value from_json_impl(const Json& j) {
+Value from_json_impl(const Json& j, int depth) {
+  if (depth > kMaxValueDepth) throw RenderError("the context nests deeper than " + std::to_string(kMaxValueDepth) + " levels");
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value(None{});
     case nlohmann::json::value_t::boolean: return Value(j.template get<bool>());
@@ -295,20 +296,20 @@ Value from_json_impl(const Json& j) {
     case nlohmann::json::value_t::string: return Value(j.template get<std::string>());
     case nlohmann::json::value_t::array: {
       std::vector<Value> items;
-      for (const auto& e : j) items.push_back(from_json_impl(e));
+      for (const auto& e : j) items.push_back(from_json_impl(e, depth + 1));
       return Value::list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       std::vector<std::pair<Value, Value>> items;
-      for (const auto& [k, v] : j.items()) items.emplace_back(Value(k), from_json_impl(v));
+      for (const auto& [k, v] : j.items()) items.emplace_back(Value(k), from_json_impl(v, depth + 1));
       return Value::dict(std::move(items));
     }
     default: return Value(None{});
   }
 }
 
-Value from_json(const nlohmann::json& j) { return from_json_impl(j); }
-Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
+Value from_json(const nlohmann::json& j) { return from_json_impl(j, /*depth=*/1); }
+Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j, /*depth=*/1); }
 
 namespace {
 

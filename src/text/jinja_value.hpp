@@ -116,6 +116,9 @@ bool less(const Value& a, const Value& b);
 
 // Context values; ordered_json keeps object keys in document order as Python's dicts do
 // (nlohmann::json sorts them, so a template iterating a dict or calling tojson sees sorted keys).
+// A value nested deeper than kMaxValueDepth throws RenderError: the engine's operations on values
+// (repr, tojson, ==, destruction) recurse once per level, so the bound keeps them off the stack's end.
+inline constexpr int kMaxValueDepth = 256;
 Value from_json(const nlohmann::json& j);
 Value from_json(const nlohmann::ordered_json& j);
 // Python's float repr: shortest round trip, exponent outside [1e-4, 1e16).

@@ -93,6 +93,26 @@ TEST_CASE("malformed JSON and a non-object body are invalid_json") {
   CHECK(err_of(Endpoint::chat, "").code == "invalid_json");
 }
 
+TEST_CASE("a body nested past kMaxJsonDepth is refused while parsing; one level less parses") {
+  // The body is level 1, messages 2, a message 3: a list of `lists` levels in a message field ends at 3 + lists.
+  auto chat_with = [](int lists) {
+    return R"({"model": "m", "messages": [{"role": "user", "content": "hi", "meta": )" + std::string(lists, '[') +
+           std::string(lists, ']') + "}]}";
+  };
+  const int fits = kMaxJsonDepth - 3;
+  CHECK(std::holds_alternative<GenerationRequest>(parse_generation(Endpoint::chat, chat_with(fits))));
+  for (int lists : {fits + 1, 15000}) {
+    CAPTURE(lists);
+    const auto e = err_of(Endpoint::chat, chat_with(lists));
+    CHECK(e.code == "invalid_json");
+    CHECK(e.message == "the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
+  auto t =
+      parse_tokenize(R"({"messages": [{"role": "user", "content": )" + std::string(15000, '[') + std::string(15000, ']') + "}]}");
+  REQUIRE(std::holds_alternative<ApiError>(t));
+  CHECK(std::get<ApiError>(t).code == "invalid_json");
+}
+
 TEST_CASE("the error envelope has message, type, param and code, null when empty") {
   const auto j = error_envelope(invalid("bad", "", ""));
   REQUIRE(j.contains("error"));

@@ -1,6 +1,7 @@
 // The Jinja engine against Python jinja2 (features.json rendered by templates/render.py into
 // expected.json), plus unit tests naming the rule each one guards.
 #include "text/jinja.hpp"
+#include "text/jinja_value.hpp"
 
 #include <doctest/doctest.h>
 
@@ -177,4 +178,31 @@ TEST_CASE("malformed templates fail with a located error instead of crashing") {
     REQUIRE(!t.ok());
     CHECK_MESSAGE(t.error().message.rfind("bad:1:", 0) == 0, t.error().message);
   }
+}
+
+namespace {
+
+// Nested `levels` deep: [[[...[0]...]]], built without recursion (nlohmann's destructor is iterative).
+json nested_list(int levels) {
+  json j = 0;
+  for (int i = 0; i < levels; ++i) {
+    json outer = json::array();
+    outer.push_back(std::move(j));
+    j = std::move(outer);
+  }
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("a context nested far past the value depth bound is a located error, not a stack overflow") {
+  // 200,000 levels overflow an 8 MiB stack in a recursive conversion; the bound refuses them first.
+  const std::string e = error_of("{{ x }}", json{{"x", nested_list(200000)}});
+  CHECK_MESSAGE(e == "t: render context: the context nests deeper than " + std::to_string(met::jinja::kMaxValueDepth) + " levels",
+                e);
+}
+
+TEST_CASE("a context exactly at the value depth bound renders") {
+  const std::string out = render("{{ x | tojson }}", json{{"x", nested_list(met::jinja::kMaxValueDepth - 1)}});
+  CHECK(out == std::string(met::jinja::kMaxValueDepth - 1, '[') + "0" + std::string(met::jinja::kMaxValueDepth - 1, ']'));
 }
