@@ -159,7 +159,7 @@ void Engine::loop() {
     }
     for (const auto& st : *step) {
       auto& a = active_[static_cast<std::size_t>(st.slot)];
-      if (a && on_token(*a, st.token)) release(st.slot, a->reason);
+      if (a && on_token(*a, st.slot, st.token)) release(st.slot, a->reason);
     }
     publish_gauges();
   }
@@ -177,7 +177,23 @@ void Engine::admit(Waiting w) {
     metrics_.update(model_.id, [](ModelMetrics& m) { ++m.finished["abort"]; });
     return;
   }
+  // What Session::add refuses for the request's own sake fails that request alone; a refusal past
+  // these checks is the backend's and fails them all.
   const auto prompt_tokens = static_cast<std::uint64_t>(w.params.prompt.size());
+  std::string refused;
+  if (w.params.prompt.empty())
+    refused = "the prompt is empty";
+  else if (static_cast<std::int64_t>(prompt_tokens) >= session_.max_ctx())
+    refused =
+        "the prompt of " + std::to_string(prompt_tokens) + " tokens fills the context of " + std::to_string(session_.max_ctx());
+  for (auto id : w.params.prompt)
+    if (refused.empty() && (id < 0 || id >= session_.vocab()))
+      refused = "token id " + std::to_string(id) + " is outside the vocabulary";
+  if (!refused.empty()) {
+    w.state->fail(400, refused);
+    metrics_.update(model_.id, [](ModelMetrics& m) { ++m.finished["error"]; });
+    return;
+  }
   auto added = session_.add(w.params.prompt, w.params.sampling);
   if (!added) {
     w.state->fail(503, added.error().message);
@@ -188,12 +204,12 @@ void Engine::admit(Waiting w) {
   auto a = std::make_unique<Active>(Active{std::move(w.state), std::move(w.params),
                                            text::IncrementalDecoder(*model_.tokenizer, /*skip_special_tokens=*/true), {}, 0,
                                            w.arrival, w.arrival, {}});
-  const bool done = on_token(*a, added->token);
+  const bool done = on_token(*a, added->slot, added->token);
   active_[static_cast<std::size_t>(added->slot)] = std::move(a);
   if (done) release(added->slot, active_[static_cast<std::size_t>(added->slot)]->reason);
 }
 
-bool Engine::on_token(Active& a, std::int32_t token) {
+bool Engine::on_token(Active& a, std::int64_t slot, std::int32_t token) {
   const auto now = Clock::now();
   ++a.tokens;
   metrics_.update(model_.id, [&](ModelMetrics& m) {
@@ -232,7 +248,7 @@ bool Engine::on_token(Active& a, std::int32_t token) {
     a.reason = "stop";
   } else if (feed(a.decoder.push(token), /*final=*/false)) {
     a.reason = "stop";
-  } else if (a.tokens >= a.params.max_tokens) {
+  } else if (a.tokens >= a.params.max_tokens || session_.position(slot) + 1 >= session_.max_ctx()) {
     a.reason = feed(a.decoder.finish(), /*final=*/true) ? "stop" : "length";
   } else {
     return false;

@@ -88,8 +88,10 @@ class Engine {
   Engine(ServedModel& model, Metrics& metrics, std::size_t queue, interp::Session session);
   void loop();
   void admit(Waiting w);
-  // Applies one generated token; returns true when the request finished (its slot is free again).
-  bool on_token(Active& a, std::int32_t token);
+  // Applies the token generated in `slot`; returns true when the request finished (its slot is to be
+  // freed). A request whose prompt and completion fill the context finishes with "length" (the
+  // count the server checks max_tokens against), so no step ever overruns its slot.
+  bool on_token(Active& a, std::int64_t slot, std::int32_t token);
   void release(std::int64_t slot, const std::string& reason);
   void fail_all(const std::string& message);
   void publish_gauges();

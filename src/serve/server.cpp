@@ -200,7 +200,8 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   const auto len = static_cast<std::int64_t>(g.prompt.size());
   if (len == 0) return reply_error(res, invalid("the prompt is empty", prompt_param));
   g.max_tokens = r.max_tokens ? *r.max_tokens : chat ? m.max_ctx - len : kDefaultCompletionTokens;
-  if (len >= m.max_ctx || len + g.max_tokens > m.max_ctx)
+  // max_tokens is the client's (up to 2^63 - 1): compared with the room left, never added to len.
+  if (len >= m.max_ctx || g.max_tokens > m.max_ctx - len)
     return reply_error(res, invalid("this model's maximum context length is " + std::to_string(m.max_ctx) +
                                         " tokens; the request has " + std::to_string(len) + " prompt tokens and asks for " +
                                         std::to_string(std::max<std::int64_t>(g.max_tokens, 0)) + " completion tokens",
@@ -279,7 +280,9 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
     if (!u.text.empty()) out += sse(chunk(&u.text, nullptr));
     if (!u.done) return {out};
     if (u.error_status) {
-      out += sse(error_envelope(api_error(u.error_status, u.error, "server_error", "backend_fault")));
+      const bool theirs = u.error_status < 500;  // the engine refused the request itself
+      out += sse(error_envelope(api_error(u.error_status, u.error, theirs ? "invalid_request_error" : "server_error",
+                                          theirs ? "invalid_value" : "backend_fault")));
     } else {
       out += sse(chunk(nullptr, u.finish_reason.c_str()));
       if (include_usage)
