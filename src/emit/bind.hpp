@@ -1,0 +1,71 @@
+// Binding: each kernel of a plan group becomes one instruction whose operands come from the group's
+// nodes (weights, shapes), the program's named buffers (x, xn, qkv, q, attn, y, gu, h) and the
+// shared tensors (KV caches, generated tables). One binder per op family, chosen by opcode name
+// (bind.cpp has the table). Internal to src/emit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "emit/builder.hpp"
+#include "emit/opcodes.hpp"
+#include "model/graph.hpp"
+
+namespace met::emit::detail {
+
+// One kernel of a group being bound.
+struct KernelSite {
+  Builder& b;
+  const ScopeCtx& c;
+  const model::ModelGraph& graph;
+  const std::string& kname;  // as the rule names it ("met_gemv")
+  const std::string& k;      // the opcode name ("gemv")
+  const OpcodeInfo& op;
+  std::int64_t R = 0;       // rows of the scope
+  std::int64_t hidden = 0;  // the model's hidden width
+  std::int64_t x_row0 = 0;  // row of x the scope's first read starts at
+  std::uint32_t x = 0;      // the residual stream
+  std::string pre;          // buffer prefix: "head." in the head scope
+
+  // The group's node of op `op` (and role `role`), null when absent.
+  const model::Node* node(const std::string& op, const std::string& role = "") const;
+  Expected<std::uint32_t> weight(const model::Node* n) const;
+  // The program's qkv buffer and its row stride in elements; refused with `missing` before any
+  // qkv projection wrote it.
+  struct Qkv {
+    std::uint32_t handle = 0;
+    std::int64_t stride = 0;
+  };
+  Expected<Qkv> qkv(const std::string& missing) const;
+  // A refusal located at the scope and group.
+  Error where(const std::string& what) const;
+  // Appends this kernel's instruction.
+  Expected<void> add(std::vector<std::uint32_t> tensors, std::vector<std::int64_t> ints, std::vector<float> imms) const;
+};
+
+using Binder = Expected<void> (*)(const KernelSite& site);
+
+// bind_attention.cpp: the fused qkv + rope projections, decode and prefill attention, rope, kv_append.
+Expected<void> bind_qkv_rope(const KernelSite& site);
+Expected<void> bind_attention(const KernelSite& site);
+Expected<void> bind_rope(const KernelSite& site);
+Expected<void> bind_kv_append(const KernelSite& site);
+// bind_linear.cpp: plain projections (gemv, the gemm family) and the fused gemv ops.
+Expected<void> bind_linear(const KernelSite& site);
+Expected<void> bind_residual_gemv(const KernelSite& site);
+Expected<void> bind_gate_up(const KernelSite& site);
+Expected<void> bind_lm_head(const KernelSite& site);
+// bind_pointwise.cpp: embedding, norms, residual add, gated activations, argmax, softcap.
+Expected<void> bind_embed(const KernelSite& site);
+Expected<void> bind_rmsnorm(const KernelSite& site);
+Expected<void> bind_residual_add(const KernelSite& site);
+Expected<void> bind_gated_act(const KernelSite& site);
+Expected<void> bind_argmax(const KernelSite& site);
+Expected<void> bind_softcap(const KernelSite& site);
+
+// Every kernel of the group's rule, in rule order; refuses a kernel without an opcode or a binder.
+Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph& graph);
+
+}  // namespace met::emit::detail

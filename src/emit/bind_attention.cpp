@@ -1,0 +1,117 @@
+// Binding the attention family: the fused rmsnorm + qkv + rope projections (which also append K and
+// V to the cache), split-KV decode attention and its merge, flash prefill attention, and the
+// separate rope and kv_append of the unfused path. Attention reads q where its producer left it
+// (Builder::q_src, q_stride).
+#include <cmath>
+
+#include "emit/bind.hpp"
+#include "emit/rope.hpp"
+
+namespace met::emit::detail {
+
+Expected<void> bind_qkv_rope(const KernelSite& site) {
+  Builder& b = site.b;
+  const auto& c = site.c;
+  const std::int64_t R = site.R;
+  const auto* norm = site.node("rmsnorm", "attn_norm");
+  const auto* lin = site.node("linear", "qkv");
+  const auto* rope = site.node("rope");
+  if (!norm || !lin || !rope) return site.where("expects rmsnorm:attn_norm, linear:qkv and rope");
+  MET_TRY(auto nw, site.weight(norm));
+  MET_TRY(auto wq, site.weight(lin));
+  const std::int64_t heads = param(*rope, "heads"), hd = param(*rope, "head_dim");
+  const auto q = b.act("q", R, heads * hd);
+  const auto& kv = b.sh->kv.at(c.layer);
+  std::vector<std::uint32_t> t{site.x, nw, wq};
+  if (site.k == "gemv_rmsnorm_qkv_qknorm_rope") {
+    const auto* qn = site.node("rmsnorm", "q_norm");
+    const auto* kn = site.node("rmsnorm", "k_norm");
+    if (!qn || !kn) return site.where("expects rmsnorm:q_norm and rmsnorm:k_norm");
+    MET_TRY(auto qw, site.weight(qn));
+    MET_TRY(auto kw, site.weight(kn));
+    t.push_back(qw);
+    t.push_back(kw);
+  }
+  const std::int64_t rotary = param(*rope, "rotary_dim");
+  t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
+                     inv_freq_table(*b.sh, b.cfg.rope, rotary)});
+  MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1},
+                     {b.cfg.eps, b.cfg.theta}));
+  b.q_src = q;
+  b.q_stride = heads * hd;
+  return {};
+}
+
+// attn_decode_split and attn_decode_merge (the split state in part_o / part_ml), and every opcode of
+// the attention_prefill family.
+Expected<void> bind_attention(const KernelSite& site) {
+  Builder& b = site.b;
+  const auto& c = site.c;
+  const auto& k = site.k;
+  const std::int64_t R = site.R;
+  const auto* at = site.node("attention");
+  if (!at) return site.where("expects attention");
+  const std::int64_t heads = param(*at, "heads"), kvh = param(*at, "kv_heads"), hd = param(*at, "head_dim");
+  const std::int64_t vhd = param(*at, "v_head_dim") > 0 ? param(*at, "v_head_dim") : hd;
+  std::uint32_t sinks = MET_NO_TENSOR;
+  if (param(*at, "sinks") != 0) {
+    MET_TRY(auto sw, site.weight(at));
+    sinks = sw;
+  }
+  const float softcap = static_cast<float>(at->params.count("softcap") ? at->params.at("softcap") : 0.0);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  if (b.q_src == MET_NO_TENSOR) return site.where("attention before any q producer");
+  const auto qsrc = b.q_src;
+  const std::int64_t qstride = b.q_stride;
+  const auto& kv = b.sh->kv.at(c.layer);
+  const auto out = b.act("attn", R, heads * vhd);
+  const std::uint64_t S = static_cast<std::uint64_t>(b.splits);
+  const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge";
+  const auto po =
+      split_state
+          ? b.buffer("part_o", MET_DTYPE_F32,
+                     {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, static_cast<std::uint64_t>(vhd)})
+          : MET_NO_TENSOR;
+  const auto pml =
+      split_state ? b.buffer("part_ml", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2})
+                  : MET_NO_TENSOR;
+  const std::int64_t window = param(*at, "window");
+  if (k == "attn_decode_split") {
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
+                       {R, heads, kvh, hd, vhd, window, b.splits, qstride, /*col_slices=*/1}, {softcap, scale}));
+  } else if (k == "attn_decode_merge") {
+    MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits, /*col_slices=*/1}, {softcap, scale}));
+  } else {
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::positions, R), b.io(IoField::seq_base, R), sinks, out},
+                       {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1}, {softcap, scale}));
+  }
+  return {};
+}
+
+Expected<void> bind_rope(const KernelSite& site) {
+  Builder& b = site.b;
+  const std::int64_t R = site.R;
+  const auto* n = site.node("rope");
+  MET_TRY(const auto qkv, site.qkv("rope without a qkv buffer"));
+  const std::int64_t heads = param(*n, "heads"), hd = param(*n, "head_dim");
+  const std::int64_t rotary = param(*n, "rotary_dim");
+  MET_CHECK(site.add({qkv.handle, b.io(IoField::positions, R), inv_freq_table(*b.sh, b.cfg.rope, rotary)},
+                     {R, qkv.stride, heads, param(*n, "kv_heads"), hd, rotary, heads * hd}, {b.cfg.theta}));
+  return {};
+}
+
+Expected<void> bind_kv_append(const KernelSite& site) {
+  Builder& b = site.b;
+  const std::int64_t R = site.R;
+  const auto* n = site.node("kv_append");
+  MET_TRY(const auto qkv, site.qkv("kv_append without a qkv buffer"));
+  const std::int64_t kvh = param(*n, "kv_heads"), hd = param(*n, "head_dim");
+  const std::int64_t vhd = param(*n, "v_head_dim") > 0 ? param(*n, "v_head_dim") : hd;
+  const std::int64_t kcol = qkv.stride - kvh * (hd + vhd);
+  const auto& kv = b.sh->kv.at(site.c.layer);
+  MET_CHECK(site.add({qkv.handle, b.io(IoField::slots, R), kv.first, kv.second},
+                     {R, qkv.stride, kcol, kcol + kvh * hd, kvh, hd, vhd}, {}));
+  return {};
+}
+
+}  // namespace met::emit::detail

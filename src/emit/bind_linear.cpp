@@ -1,0 +1,99 @@
+// Binding the projections: a plain linear (gemv, or any opcode of the gemm family) reads and writes
+// the buffers its role names (qkv: xn -> qkv, o: attn -> y, gate_up: xn -> gu, down: h -> y,
+// lm_head: xn -> logits); the fused gemv ops add the residual, the norm, the gated activation or the
+// head's argmax around it.
+#include "emit/bind.hpp"
+
+namespace met::emit::detail {
+namespace {
+
+// The fused ops' rmsnorm and linear:role nodes, with their weights (the norm's first).
+struct NormLinear {
+  const model::Node* lin = nullptr;
+  std::uint32_t norm_w = 0, w = 0;
+};
+Expected<NormLinear> norm_linear(const KernelSite& site, const std::string& role) {
+  const auto* norm = site.node("rmsnorm");
+  const auto* lin = site.node("linear", role);
+  if (!norm || !lin) return site.where("expects rmsnorm and linear:" + role);
+  MET_TRY(auto nw, site.weight(norm));
+  MET_TRY(auto w, site.weight(lin));
+  return NormLinear{lin, nw, w};
+}
+
+}  // namespace
+
+Expected<void> bind_linear(const KernelSite& site) {
+  Builder& b = site.b;
+  const std::int64_t R = site.R;
+  const auto* lin = site.node("linear");
+  if (!lin) return site.where("expects linear");
+  MET_TRY(auto w, site.weight(lin));
+  const std::int64_t in = param(*lin, "in"), out_w = param(*lin, "out");
+  const std::string& role = lin->role;
+  std::uint32_t src = 0, dst = 0;
+  if (role == "qkv") {
+    src = b.act("xn", R, in);
+    dst = b.act("qkv", R, out_w);
+    b.q_src = dst;
+    b.q_stride = out_w;
+    b.q_width = static_cast<std::int64_t>(site.graph.params.at("heads") * site.graph.params.at("head_dim"));
+  } else if (role == "o") {
+    src = b.act("attn", R, in);
+    dst = b.act("y", R, out_w);
+  } else if (role == "gate_up") {
+    src = b.act("xn", R, in);
+    dst = b.act("gu", R, out_w);
+  } else if (role == "down") {
+    src = b.act("h", R, in);
+    dst = b.act("y", R, out_w);
+  } else if (role == "lm_head") {
+    src = b.act(site.pre + "xn", R, in);
+    dst = b.io(IoField::logits, R, out_w);
+  } else {
+    return site.where("linear role '" + role + "' has no emitter yet");
+  }
+  std::vector<std::int64_t> ints{R, 0};
+  if (int_index(site.op, "col_slices") >= 0) ints.push_back(/*col_slices=*/1);
+  MET_CHECK(site.add({src, w, dst}, ints, {}));
+  return {};
+}
+
+// gemv_o_residual (attn -> x) and gemv_down_residual (h -> x).
+Expected<void> bind_residual_gemv(const KernelSite& site) {
+  Builder& b = site.b;
+  const std::int64_t R = site.R;
+  const bool o = site.k == "gemv_o_residual";
+  const auto* lin = site.node("linear", o ? "o" : "down");
+  if (!lin) return site.where(std::string("expects linear:") + (o ? "o" : "down"));
+  MET_TRY(auto w, site.weight(lin));
+  const auto in = o ? b.act("attn", R, param(*lin, "in")) : b.act("h", R, param(*lin, "in"));
+  MET_CHECK(site.add({in, w, site.x}, {R, 0, /*col_slices=*/1}, {}));
+  return {};
+}
+
+// gemv_rmsnorm_gate_up_silu and _gelu: x -> h.
+Expected<void> bind_gate_up(const KernelSite& site) {
+  MET_TRY(const auto nl, norm_linear(site, "gate_up"));
+  MET_CHECK(site.add({site.x, nl.norm_w, nl.w, site.b.act("h", site.R, param(*nl.lin, "out") / 2)},
+                     {site.R, site.x_row0, /*col_slices=*/1}, {site.b.cfg.eps}));
+  return {};
+}
+
+// gemv_rmsnorm_lm_head_argmax and _softcap_argmax: x -> logits and out_tokens.
+Expected<void> bind_lm_head(const KernelSite& site) {
+  Builder& b = site.b;
+  const std::int64_t R = site.R;
+  MET_TRY(const auto nl, norm_linear(site, "lm_head"));
+  const std::int64_t vocab = param(*nl.lin, "out");
+  std::vector<float> imms{b.cfg.eps};
+  if (site.k == "gemv_rmsnorm_lm_head_softcap_argmax") {
+    const auto* sc = site.node("softcap");
+    imms.push_back(sc ? static_cast<float>(sc->params.count("cap") ? sc->params.at("cap") : 0.0) : 0.0f);
+  }
+  MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
+                     {R, site.x_row0, /*col_slices=*/1}, imms));
+  return {};
+}
+
+}  // namespace met::emit::detail

@@ -1,0 +1,86 @@
+// What a program is built from: the tensors shared by every program (weights from the manifest,
+// KV caches, generated tables), one program under construction (its named scratch buffers in the
+// arena, its IO tensors, its instructions), and the scope and group a binding reads. Internal to
+// src/emit; the binders (bind*.cpp) and emit() fill it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/expected.hpp"
+#include "emit/config.hpp"
+#include "emit/emit.hpp"
+#include "emit/packet.hpp"
+#include "emit/weights_manifest.hpp"
+#include "model/graph.hpp"
+#include "planner/plan.hpp"
+
+namespace met::emit::detail {
+
+// Shared across programs: weights (one tensor per manifest entry), the KV caches and the generated
+// tables (one rope inv_freq per rotary_dim, when the rope is scaled).
+struct Shared {
+  PacketFile* file = nullptr;
+  WeightsManifest* manifest = nullptr;
+  const CheckpointLayout* layout = nullptr;
+  std::string display;
+  std::map<std::string, std::uint32_t> weight_handle;         // entry name -> tensor handle
+  std::map<int, std::pair<std::uint32_t, std::uint32_t>> kv;  // layer -> (k, v)
+  std::map<std::int64_t, std::uint32_t> inv_freq;             // rotary_dim -> generated table
+  std::int64_t kv_slots = 0;
+};
+
+// Appends a tensor to the packet; its handle.
+std::uint32_t add_tensor(PacketFile& f, TensorDesc t);
+
+// The tensor of a node's weight at `layer` (weight names are those of the kind's first layer),
+// added to the manifest the first time it is asked for.
+Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_layer, int layer);
+
+// One program under construction.
+struct Builder {
+  Shared* sh = nullptr;
+  ProgramDesc prog;
+  std::int64_t rows = 1;
+  std::uint64_t arena = 0;
+  std::map<std::string, std::uint32_t> bufs;
+  Config cfg;
+  std::int64_t max_ctx = 0;
+  std::int64_t splits = 1;
+  std::uint32_t q_src = MET_NO_TENSOR;  // where attention reads q: the fused q buffer or the qkv buffer
+  std::int64_t q_stride = 0;            // elements between rows of q_src
+  std::int64_t q_width = 0;             // q columns of a qkv row (k starts there)
+
+  // The program's buffer `name`, created on first use (scratch: placed in the arena).
+  std::uint32_t buffer(const std::string& name, std::uint32_t dtype, std::vector<std::uint64_t> shape,
+                       std::uint32_t source = MET_SOURCE_SCRATCH, std::uint64_t ref = 0);
+  // A bf16 activation buffer [r, width].
+  std::uint32_t act(const std::string& name, std::int64_t r, std::int64_t width);
+  // The IO tensor of a field ([r], or [r, width] for logits and sample_params).
+  std::uint32_t io(IoField f, std::int64_t r, std::int64_t width = 0);
+  // Appends an instruction of opcode `kernel`; refuses one that does not match its opcode row.
+  Expected<void> add(const std::string& kernel, std::uint32_t group, const std::string& scope, std::vector<std::uint32_t> tensors,
+                     std::vector<std::int64_t> ints, std::vector<float> imms);
+};
+
+// Where the current scope's rows live: layers run `rows` rows; the head may read one row.
+struct ScopeCtx {
+  const planner::Scope* scope = nullptr;
+  const planner::Group* group = nullptr;
+  std::uint32_t group_index = 0;
+  std::string label;    // "layers:full L3"
+  int first_layer = 0;  // of the kind (weight names are the first layer's)
+  int layer = 0;
+  std::int64_t rows = 1;    // rows of this scope
+  std::int64_t x_row0 = 0;  // row of x the scope's first read starts at (prefill head: rows-1)
+  bool head = false;
+};
+
+// The group's first node of op `op` (and role `role` when given); null when there is none.
+const model::Node* find_node(const planner::Scope& s, const planner::Group& g, const std::string& op,
+                             const std::string& role = "");
+
+}  // namespace met::emit::detail

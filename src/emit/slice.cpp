@@ -1,0 +1,125 @@
+// The slicing rule: slices of one instruction are unordered, so a split (rows, output columns, GEMM
+// tiles, flash prefill rows x heads, decode splits) is only taken when its slices write disjoint
+// bytes. A GPU keeps a decode's rows together in each slice, so its weights are read once.
+#include "emit/slice.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "emit/opcodes.hpp"
+#include "../../kernels/common/interp/smem.h"
+
+namespace met::emit::detail {
+namespace {
+
+// GPU slicing: a weight-bound op over at most this many rows keeps every row in each slice (the
+// weights are read once) and splits output columns across the streams; a GEMM over more rows is
+// cut into tiles of kGemmTile x kGemmTile outputs.
+// Both are the GPU bodies' limits (kernels/common/interp: abi.h, smem.h).
+constexpr std::int64_t kGpuGemvRows = MET_DEV_MAX_ROWS;
+constexpr std::int64_t kGemmTile = MET_GEMM_TILE;
+
+// Slices of one instruction are unordered: they may only write disjoint bytes. A by-slot write
+// (kv_append's slots in prefill) claims its whole tensor; its slices' rows are disjoint, and the
+// host gives each row its own slot (OperandInfo::by_slot), so it does not count here.
+bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
+  const OpcodeInfo* op = find_opcode(d.opcode);
+  for (std::size_t k = 0; k < d.tensors.size(); ++k) {
+    if (!op->tensors[k].write || op->tensors[k].by_slot || d.tensors[k] == MET_NO_TENSOR) continue;
+    std::vector<Extent> e;
+    for (std::uint32_t s = 0; s < d.slices; ++s) e.push_back(op->extent(d, f, k, s));
+    std::sort(e.begin(), e.end(), [](const Extent& x, const Extent& y) { return x.begin < y.begin; });
+    for (std::size_t i = 0; i < e.size(); ++i)
+      for (std::size_t j = i + 1; j < e.size() && e[j].begin < e[i].end; ++j)
+        if (extents_overlap(e[i], e[j])) return false;
+  }
+  return true;
+}
+
+// Slices per instruction: its rows split across the streams. An op with a column split and fewer
+// rows than streams splits its output columns as well ("col_slices" parts, never more than there
+// are columns), so a 1-row decode keeps every stream busy on the weight-bound ops. The cpu puts one
+// row in each row part (ceil(streams / rows) column parts); a GPU keeps every row of a decode
+// (<= kGpuGemvRows) in each slice, so its weights are read once, and cuts GEMMs into output tiles.
+// The columns of the fused qkv ops are head units; those of split-KV decode attention are splits
+// (a GPU runs each row's splits as separate slices). A column-split lm_head cannot pick the row's
+// argmax from its part; it leaves its tokens to a met_argmax over the logits right after it.
+std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
+  if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
+  if (op.cols_operand >= 0) {
+    const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
+    if (h == MET_NO_TENSOR) return 0;
+    const auto& t = f.tensors[h];
+    return t.shape.size() >= 2 ? static_cast<std::int64_t>(t.shape[1]) : 1;
+  }
+  if (int_index(op, "seq_slots") >= 0) return d.ints[2] + 2 * d.ints[3];  // heads + 2 * kv_heads units
+  if (const int k = int_index(op, "splits"); k >= 0) return d.ints[static_cast<std::size_t>(k)];
+  return 0;
+}
+
+}  // namespace
+
+void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool gpu) {
+  std::vector<InstrDesc> out;
+  out.reserve(p.instrs.size());
+  for (auto& d : p.instrs) {
+    const OpcodeInfo* op = find_opcode(d.opcode);
+    const std::int64_t rows = d.ints.empty() ? 1 : d.ints[0];
+    const auto row_slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(rows, 1, sm));
+    const int ck = int_index(*op, "col_slices");
+    const std::int64_t n = ck >= 0 ? column_count(d, *op, f) : 0;
+    std::int64_t parts = 1, row_parts = row_slices;
+    if (n > 0 && rows >= 1) {
+      if (gpu && op->family == "gemm" && rows > kGpuGemvRows) {
+        row_parts = (rows + kGemmTile - 1) / kGemmTile;
+        parts = (n + kGemmTile - 1) / kGemmTile;
+      } else if (gpu && op->family == "attention_prefill") {
+        // Slices of rows x heads, placed round-robin: each stream gets early (short) and late
+        // (long) causal rows alike.
+        row_parts = (rows + MET_FLASH_SLICE_ROWS - 1) / MET_FLASH_SLICE_ROWS;
+        parts = (n + MET_FLASH_SLICE_HEADS - 1) / MET_FLASH_SLICE_HEADS;
+      } else if (gpu && int_index(*op, "splits") >= 0) {
+        row_parts = rows;  // one row and one split (merge: one head) per slice
+        parts = n;
+      } else if (gpu && rows <= kGpuGemvRows) {
+        row_parts = 1;
+        parts = std::min<std::int64_t>(sm, n);
+      } else if (rows < sm) {
+        row_parts = rows;
+        parts = std::min<std::int64_t>((sm + rows - 1) / rows, n);
+      }
+    }
+    const int tk = tensor_index(*op, "tokens");
+    std::uint32_t tokens = MET_NO_TENSOR;
+    if (parts > 1 || row_parts != row_slices) {
+      d.ints[static_cast<std::size_t>(ck)] = parts;
+      d.slices = static_cast<std::uint32_t>(row_parts * parts);
+      if (tk >= 0 && parts > 1) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+      if (!disjoint_writes(d, f)) {  // the column split is only taken when its writes are disjoint
+        d.ints[static_cast<std::size_t>(ck)] = 1;
+        if (tokens != MET_NO_TENSOR) std::swap(tokens, d.tensors[static_cast<std::size_t>(tk)]);
+        parts = 1;
+        row_parts = row_slices;
+      }
+    }
+    if (parts == 1 && row_parts == row_slices) {
+      d.slices = row_slices;
+      if (!disjoint_writes(d, f)) d.slices = 1;
+    }
+    out.push_back(d);
+    if (tokens != MET_NO_TENSOR) {
+      const auto logits = d.tensors[static_cast<std::size_t>(tensor_index(*op, "logits"))];
+      InstrDesc am;
+      am.opcode = find_opcode("argmax")->number;
+      am.group = d.group;
+      am.scope = d.scope;
+      am.tensors = {logits, tokens};
+      am.ints = {rows, /*in_row0=*/0, static_cast<std::int64_t>(f.tensors[logits].shape[1])};
+      am.slices = row_slices;
+      out.push_back(std::move(am));
+    }
+  }
+  p.instrs = std::move(out);
+}
+
+}  // namespace met::emit::detail
