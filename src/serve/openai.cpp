@@ -2,6 +2,7 @@
 // optional field); anything else of the wrong type, out of range, or not known is refused.
 #include "serve/openai.hpp"
 
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -75,6 +76,14 @@ std::optional<ApiError> get_string(const Json& j, const char* key, std::string& 
   return std::nullopt;
 }
 
+// An OpenAI field met does not implement, accepted only at the value that asks for nothing
+// (clients send the defaults explicitly): `neutral` says which values those are.
+std::optional<ApiError> only_neutral(const Json& j, const char* key, const std::function<bool(const Json&)>& neutral,
+                                     const std::string& accepted) {
+  if (!j.contains(key) || neutral(j[key])) return std::nullopt;
+  return invalid(std::string("'") + key + "' is not supported; only " + accepted + " is accepted", key, "unsupported_value");
+}
+
 std::optional<ApiError> get_ids(const Json& v, const std::string& field, std::vector<std::int32_t>& out) {
   for (const auto& e : v) {
     if (!e.is_number_integer()) return wrong_type(field, "a string or a list of token ids");
@@ -100,6 +109,10 @@ std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
     if (!kRoles.count(m["role"].get<std::string>()))
       return invalid(where + ".role '" + m["role"].get<std::string>() + "' is not one of system, developer, user, assistant, tool",
                      where + ".role");
+    // OpenAI requires content except on an assistant message that carries tool calls; a template
+    // handed a null content fails deep inside itself, so it is refused here by name.
+    if (!present(m, "content") && !(m["role"] == "assistant" && present(m, "tool_calls")))
+      return invalid("'" + where + ".content' is required", where + ".content", "missing_required_parameter");
     Json msg = m;
     if (m.contains("content") && m["content"].is_array()) {
       std::string text;
@@ -137,11 +150,39 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const Json& j = std::get<Json>(parsed);
   const bool chat = endpoint == Endpoint::chat;
-  std::set<std::string> known = {"model", "max_tokens", "stop", "temperature", "top_p", "top_k", "seed", "stream",
-                                 "stream_options", "ignore_eos", "n", "user"};
+  std::set<std::string> known = {"model",
+                                 "max_tokens",
+                                 "stop",
+                                 "temperature",
+                                 "top_p",
+                                 "top_k",
+                                 "seed",
+                                 "stream",
+                                 "stream_options",
+                                 "ignore_eos",
+                                 "n",
+                                 "user",
+                                 "presence_penalty",
+                                 "frequency_penalty",
+                                 "logprobs",
+                                 "logit_bias"};
   known.insert(chat ? "messages" : "prompt");
-  if (chat) known.insert("max_completion_tokens");
+  if (chat) known.insert({"max_completion_tokens", "top_logprobs"});
   if (auto e = unknown_fields(j, known)) return *e;
+  auto is_null = [](const Json& v) { return v.is_null(); };
+  auto zero = [](const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 0.0); };
+  auto no_bias = [](const Json& v) { return v.is_null() || (v.is_object() && v.empty()); };
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (auto e = only_neutral(j, key, zero, "0")) return *e;
+  if (auto e = only_neutral(j, "logit_bias", no_bias, "null or {}")) return *e;
+  if (chat) {
+    if (auto e = only_neutral(
+            j, "logprobs", [](const Json& v) { return v.is_null() || v == false; }, "false"))
+      return *e;
+    if (auto e = only_neutral(j, "top_logprobs", zero, "null or 0")) return *e;
+  } else if (auto e = only_neutral(j, "logprobs", is_null, "null")) {
+    return *e;
+  }
   GenerationRequest r;
   if (!present(j, "model")) return invalid("'model' is required", "model", "missing_required_parameter");
   if (auto e = get_string(j, "model", r.model)) return *e;
@@ -202,8 +243,12 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
     } else {
       return wrong_type("stop", "a string or a list of strings");
     }
-    for (const auto& e : r.stop)
+    if (r.stop.size() > kMaxStops) return invalid("'stop' holds more than " + std::to_string(kMaxStops) + " strings", "stop");
+    for (const auto& e : r.stop) {
       if (e.empty()) return invalid("'stop' strings must not be empty", "stop");
+      if (e.size() > kMaxStopBytes)
+        return invalid("'stop' strings must be at most " + std::to_string(kMaxStopBytes) + " bytes", "stop");
+    }
   }
   if (present(j, "stream_options")) {
     const auto& o = j["stream_options"];

@@ -25,6 +25,10 @@ struct ApiError {
 // How deep a request body may nest (the body object is level 1). Far past any real request (a chat
 // message is level 3, tool schemas a dozen more), far short of what recursion over it could overflow.
 inline constexpr int kMaxJsonDepth = 64;
+// Stop strings are matched on the engine thread every request shares, at a cost of count x length
+// per token; OpenAI itself takes at most 4.
+inline constexpr std::size_t kMaxStops = 16;
+inline constexpr std::size_t kMaxStopBytes = 1024;
 
 // {"error": {"message", "type", "param", "code"}} with null for an empty param or code.
 nlohmann::json error_envelope(const ApiError& e);

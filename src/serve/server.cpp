@@ -1,5 +1,5 @@
-// HTTP wiring: routes, bearer auth (pre-routing), the body limit (httplib answers 413 and the
-// error handler wraps it in the OpenAI envelope). An accepted generation request is answered, JSON
+// HTTP wiring: routes, body framing and bearer auth (pre-routing, before httplib reads a body), the
+// body limit, and the OpenAI envelope on every error httplib itself answers. An accepted generation request is answered, JSON
 // or SSE, by a chunked content provider that polls its RequestState and its client: the provider's
 // DataSink is the only place httplib 0.11 lets a handler see the connection, so that is where a
 // client that went away is noticed and its request cancelled. Each request holds one worker
@@ -8,13 +8,16 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "serve/metrics.hpp"
@@ -62,6 +65,111 @@ bool same_key(const std::string& a, const std::string& b) {
 }
 
 std::string sse(const OJson& j) { return "data: " + json_text(j) + "\n\n"; }
+
+// Answers `e` and closes the connection once the answer is written: a request refused before its
+// body was read cannot be followed on that connection (the body would be read as the next request).
+// httplib 0.11 has no call for that; it closes a connection whose content provider fails, so this
+// provider writes the whole envelope and then fails.
+void reply_and_close(httplib::Response& res, const ApiError& e) {
+  auto body = std::make_shared<const std::string>(error_envelope(e).dump());
+  res.status = e.status;
+  res.set_header("Connection", "close");
+  res.set_content_provider(body->size(), "application/json", [body](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+    sink.write(body->data() + offset, body->size() - offset);
+    return false;
+  });
+}
+
+// `message` with the model's directories taken out of its file names: a client sees
+// "tokenizer_config.json:chat_template:3:5: ...", never where the server keeps its files.
+std::string without_dirs(const ServedModel& m, std::string message) {
+  auto replace_all = [&message](const std::string& from, const std::string& to) {
+    for (auto at = message.find(from); at != std::string::npos; at = message.find(from, at + to.size()))
+      message.replace(at, from.size(), to);
+  };
+  for (const auto& [dir, name] : {std::pair{m.assets.checkpoint_dir, "the checkpoint"}, std::pair{m.assets.dir, "the assets"}}) {
+    if (dir.empty()) continue;
+    replace_all(dir + "/", "");
+    replace_all(dir, name);
+  }
+  return message;
+}
+
+// The routes whose POST body is a JSON request.
+bool json_route(const httplib::Request& req) {
+  return req.method == "POST" && (req.path == "/v1/chat/completions" || req.path == "/v1/completions" ||
+                                  req.path == "/tokenize" || req.path == "/detokenize");
+}
+
+// What httplib 0.11 would read without a bound is refused from the headers alone, before a byte of
+// the body is read: it buffers a chunked body, or one without a length, whole (whatever
+// set_payload_max_length says) and inflates a gzip or brotli body without a limit. So a body is
+// read only with exactly one Content-Length within `max_body`, no Transfer-Encoding and no
+// Content-Encoding; a JSON route also needs Content-Type application/json (a form or text/plain
+// body is what a web page can POST to a loopback server without a CORS preflight).
+std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t max_body) {
+  auto framing = [](int status, const std::string& message, const std::string& code) {
+    return ApiError{status, message, "invalid_request_error", "", code};
+  };
+  if (req.has_header("Transfer-Encoding"))
+    return framing(411,
+                   "request bodies must be sent with a Content-Length (Transfer-Encoding '" +
+                       req.get_header_value("Transfer-Encoding") + "' is not accepted)",
+                   "length_required");
+  const std::size_t lengths = req.get_header_value_count("Content-Length");
+  if (lengths > 1) return framing(400, "the request has more than one Content-Length header", "invalid_framing");
+  const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (lengths == 0) {
+    if (has_body) return framing(411, "a " + req.method + " request needs a Content-Length header", "length_required");
+    return std::nullopt;
+  }
+  const std::string text = req.get_header_value("Content-Length");
+  constexpr std::size_t kMaxDigits = 18;  // below 2^63: no overflow while accumulating
+  std::uint64_t length = 0;
+  if (text.empty() || text.size() > kMaxDigits || text.find_first_not_of("0123456789") != std::string::npos)
+    return framing(400, "Content-Length '" + text + "' is not a byte count", "invalid_framing");
+  for (char c : text) length = length * 10 + static_cast<std::uint64_t>(c - '0');
+  if (length > max_body)
+    return framing(413, "the request body exceeds the limit of " + std::to_string(max_body) + " bytes", "body_too_large");
+  if (!has_body && length > 0 && req.method != "DELETE")
+    return framing(400, "a " + req.method + " request must not carry a body", "invalid_framing");
+  if (const std::string enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity")
+    return framing(415, "Content-Encoding '" + enc + "' is not accepted; send the body uncompressed", "unsupported_media_type");
+  if (json_route(req)) {
+    std::string type = req.get_header_value("Content-Type");
+    type = type.substr(0, type.find(';'));
+    while (!type.empty() && type.back() == ' ') type.pop_back();
+    std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (type != "application/json")
+      return framing(
+          415,
+          "Content-Type must be application/json" + (type.empty() ? std::string(" (none was given)") : " (got '" + type + "')"),
+          "unsupported_media_type");
+  }
+  return std::nullopt;
+}
+
+// The error httplib answers by itself (a request it could not parse, a too long URI, ...).
+ApiError http_error(int status) {
+  switch (status) {
+    case 400:
+      return ApiError{400, "the request could not be parsed (request line, headers or body framing)", "invalid_request_error", "",
+                      "bad_request"};
+    case 404:
+      return ApiError{404, "no such route", "invalid_request_error", "", "not_found"};
+    case 405:
+      return ApiError{405, "method not allowed", "invalid_request_error", "", "method_not_allowed"};
+    case 414:
+      return ApiError{414, "the request URI is too long", "invalid_request_error", "", "uri_too_long"};
+    case 416:
+      return ApiError{416, "the Range header is invalid", "invalid_request_error", "", "invalid_range"};
+    case 500:
+      return ApiError{500, "internal error", "server_error", "", "internal_error"};
+    default:
+      return ApiError{status, "request failed with status " + std::to_string(status),
+                      status >= 500 ? "server_error" : "invalid_request_error", "", "http_" + std::to_string(status)};
+  }
+}
 
 // True while the client is still there. In cpp-httplib 0.11.4 a server DataSink's is_writable()
 // is its SocketStream's: select() for writing, then detail::is_socket_alive(), a zero-timeout
@@ -149,10 +257,12 @@ struct Server::Impl {
   ApiResult<std::vector<std::int32_t>> render_chat(const ServedModel& m, const OJson& messages, bool add_generation_prompt,
                                                    bool add_special_tokens) {
     if (!m.chat_template)
-      return api_error(400, "model '" + m.id + "' has no usable chat template: " + m.chat_template_error,
+      return api_error(400, "model '" + m.id + "' has no usable chat template: " + without_dirs(m, m.chat_template_error),
                        "invalid_request_error", "no_chat_template", "messages");
     auto text = apply_chat_template(*m.chat_template, messages, OJson(nullptr), add_generation_prompt, m.template_extra);
-    if (!text) return api_error(400, "chat template: " + text.error().message, "invalid_request_error", "invalid_messages", "messages");
+    if (!text)
+      return api_error(400, "chat template: " + without_dirs(m, text.error().message), "invalid_request_error",
+                       "invalid_messages", "messages");
     return m.tokenizer->encode(*text, add_special_tokens);
   }
 
@@ -349,22 +459,14 @@ void Server::Impl::detokenize_route(const httplib::Request& req, httplib::Respon
 
 void Server::Impl::install_routes() {
   http.set_payload_max_length(opt.max_body);
+  // Wraps what httplib answers by itself in the envelope; an answer that already has a body (set
+  // by a route, or sized for a provider by reply_and_close) is left as it is.
   http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.status = res.status;
-    switch (res.status) {
-      case 404: e = api_error(404, "no such route", "invalid_request_error", "not_found"); break;
-      case 413:
-        e = api_error(413, "the request body exceeds the limit of " + std::to_string(opt.max_body) + " bytes",
-                      "invalid_request_error", "body_too_large");
-        break;
-      case 405: e = api_error(405, "method not allowed", "invalid_request_error", "method_not_allowed"); break;
-      default:
-        e = api_error(res.status, "request failed with status " + std::to_string(res.status),
-                      res.status >= 500 ? "server_error" : "invalid_request_error", "");
-    }
-    reply_error(res, e);
+    if (!res.body.empty() || res.content_length_ != 0) return httplib::Server::HandlerResponse::Unhandled;
+    reply_error(res, res.status == 413
+                         ? api_error(413, "the request body exceeds the limit of " + std::to_string(opt.max_body) + " bytes",
+                                     "invalid_request_error", "body_too_large")
+                         : http_error(res.status));
     return httplib::Server::HandlerResponse::Handled;
   }));
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -378,6 +480,10 @@ void Server::Impl::install_routes() {
     reply_error(res, api_error(500, what, "server_error", "internal_error"));
   });
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (auto e = refuse_framing(req, opt.max_body)) {
+      reply_and_close(res, *e);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (opt.api_key.empty()) return httplib::Server::HandlerResponse::Unhandled;
     const bool guarded = req.path.rfind("/v1/", 0) == 0 || req.path == "/tokenize" || req.path == "/detokenize";
     if (!guarded) return httplib::Server::HandlerResponse::Unhandled;
@@ -386,8 +492,9 @@ void Server::Impl::install_routes() {
     if (auth.rfind(prefix, 0) == 0 && same_key(auth.substr(prefix.size()), opt.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
-    reply_error(res, api_error(401, auth.empty() ? "missing bearer token (Authorization: Bearer <api key>)" : "incorrect API key",
-                               "invalid_request_error", "invalid_api_key"));
+    reply_and_close(res,
+                    api_error(401, auth.empty() ? "missing bearer token (Authorization: Bearer <api key>)" : "incorrect API key",
+                              "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models_route(res); });

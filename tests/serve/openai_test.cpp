@@ -78,6 +78,12 @@ TEST_CASE("each bad field is refused naming it (a lenient parser that defaults w
       {R"({"model": "m", "messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
       {R"({"model": "m", "messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {R"({"model": "m", )" + kMsgs + R"(, "prompt": "x"})", "prompt"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": null}]})", "messages[0].content"},
+      {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "content": null}]})", "messages[0].content"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
+       "stop"},
+      {R"({"model": "m", )" + kMsgs + R"(, "stop": ")" + std::string(1025, 'x') + R"("})", "stop"},
   };
   for (const auto& [body, param] : cases) {
     const auto e = err_of(Endpoint::chat, body);
@@ -85,6 +91,33 @@ TEST_CASE("each bad field is refused naming it (a lenient parser that defaults w
     CHECK_MESSAGE(e.param == param, body << " -> " << e.param);
   }
   CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "max_completion_tokens": 3})").param == "max_completion_tokens");
+}
+
+TEST_CASE("neutral values of OpenAI fields met does not implement are accepted; any other value is refused by name") {
+  for (const char* neutral : {R"("presence_penalty": 0, "frequency_penalty": 0.0)", R"("logprobs": false, "top_logprobs": null)",
+                              R"("logprobs": null, "top_logprobs": 0)", R"("logit_bias": null)", R"("logit_bias": {})"}) {
+    CAPTURE(neutral);
+    ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + neutral + "}");
+  }
+  ok_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "presence_penalty": 0, "logprobs": null, "logit_bias": {}})");
+  const std::vector<std::pair<std::string, std::string>> refused = {{R"("presence_penalty": 0.5)", "presence_penalty"},
+                                                                    {R"("frequency_penalty": -1)", "frequency_penalty"},
+                                                                    {R"("logprobs": true)", "logprobs"},
+                                                                    {R"("top_logprobs": 2)", "top_logprobs"},
+                                                                    {R"("logit_bias": {"5": 10})", "logit_bias"},
+                                                                    {R"("presence_penalty": "0")", "presence_penalty"}};
+  for (const auto& [field, param] : refused) {
+    const auto e = err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + field + "}");
+    CHECK_MESSAGE(e.param == param, field);
+    CHECK_MESSAGE(e.code == "unsupported_value", field);
+  }
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": 0})").param == "logprobs");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "top_logprobs": 0})").code == "unknown_field");
+}
+
+TEST_CASE("an assistant message with tool calls may have null content") {
+  ok_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})");
 }
 
 TEST_CASE("malformed JSON and a non-object body are invalid_json") {

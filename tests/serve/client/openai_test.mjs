@@ -227,9 +227,17 @@ await test("wrong field types: 400 naming the field", async () => {
 });
 
 await test("unknown field is refused, not ignored: 400 unknown_field", async () => {
-  const e = envelope(await post("/v1/chat/completions", { model, messages: chatMessages, frequency_penalty: 0.5 }), 400, "unknown_field");
-  eq(e.param, "frequency_penalty", "param");
+  const e = envelope(await post("/v1/chat/completions", { model, messages: chatMessages, best_of: 2 }), 400, "unknown_field");
+  eq(e.param, "best_of", "param");
   envelope(await post("/v1/chat/completions", { model, messages: chatMessages, stream_options: { include_usage: true } }), 400);
+});
+
+await test("neutral values of unimplemented OpenAI fields pass through the client; others are 400 unsupported_value", async () => {
+  const r = await client.chat.completions.create({ model, messages: chatMessages, max_tokens: 2, presence_penalty: 0,
+                                                   frequency_penalty: 0, logprobs: false, top_logprobs: null, logit_bias: null });
+  eq(r.choices.length, 1, "one choice");
+  const e = envelope(await post("/v1/chat/completions", { model, messages: chatMessages, frequency_penalty: 0.5 }), 400, "unsupported_value");
+  eq(e.param, "frequency_penalty", "param");
 });
 
 await test("n=2 refused with 400 through the client", async () => {
