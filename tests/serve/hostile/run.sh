@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The hostile suite (hostile_test.py) against `met serve` on the tiny Qwen3 of serve_fixture.sh,
+# cpu backend, loopback, no API key (the default an attacker meets), --max-body 65536. The server
+# must answer /health 200 after every case and still be running at the end.
+# Usage: run.sh MET [CASE-SUBSTRING]
+set -euo pipefail
+met="$1"
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$(mktemp -d)"
+# shellcheck source=../serve_fixture.sh
+source "$here/../serve_fixture.sh"
+trap stop_server EXIT
+start_server --max-body 65536 --queue 4
+rc=0
+timeout 240 python3 "$here/hostile_test.py" "$port" "$server_pid" "$work" "${2:-}" || rc=$?
+if ! kill -0 "$server_pid" 2>/dev/null; then
+  echo "FAIL: met serve is no longer running:"; tail -n 20 "$work/serve.log"; exit 1
+fi
+[ "$rc" -eq 0 ] || { echo "server log (last 20 lines):"; tail -n 20 "$work/serve.log"; }
+exit "$rc"
