@@ -275,8 +275,8 @@ struct Server::Impl {
   }
 
   void generate_route(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  static void answer(httplib::Response& res, const char* content_type, std::shared_ptr<RequestState> state,
-                     std::shared_ptr<Ticket> ticket, Render render);
+  static void answer(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                     std::shared_ptr<RequestState> state, std::shared_ptr<Ticket> ticket, Render render);
   void tokenize_route(const httplib::Request& req, httplib::Response& res);
   void detokenize_route(const httplib::Request& req, httplib::Response& res);
   void install_routes();
@@ -345,13 +345,15 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
 
   if (!r.stream) {
     auto text = std::make_shared<std::string>();
-    return answer(res, "application/json", state, ticket, [=](const RequestState::Update& u) -> Piece {
+    return answer(req, res, "application/json", state, ticket, [=](const RequestState::Update& u) -> Piece {
       *text += u.text;
       if (!u.done) return {};
       if (u.error_status) return {.bytes = {}, .broken = true};
       OJson choice = {{"index", 0}};
-      if (chat) choice["message"] = {{"role", "assistant"}, {"content", *text}};
-      else choice["text"] = *text;
+      if (chat)
+        choice["message"] = {{"role", "assistant"}, {"content", *text}};
+      else
+        choice["text"] = *text;
       choice["logprobs"] = nullptr;
       choice["finish_reason"] = u.finish_reason;
       return {json_text({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
@@ -377,7 +379,7 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   };
   auto started = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
-  answer(res, "text/event-stream", state, ticket, [=](const RequestState::Update& u) -> Piece {
+  answer(req, res, "text/event-stream", state, ticket, [=](const RequestState::Update& u) -> Piece {
     std::string out;
     if (!*started) {
       *started = true;
@@ -408,22 +410,26 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
 // frees its slot at its next step). An empty write would end httplib's chunked loop, so none is
 // made. The releaser runs when httplib is done with the response however it ended (also when
 // stop() cut it off): it cancels a request still running (a no-op once it finished) and drops the
-// drain ticket.
-void Server::Impl::answer(httplib::Response& res, const char* content_type, std::shared_ptr<RequestState> state,
-                          std::shared_ptr<Ticket> ticket, Render render) {
-  res.set_chunked_content_provider(
-      content_type,
-      [state, render = std::move(render)](std::size_t, httplib::DataSink& sink) {
-        const auto u = state->take(kPoll);
-        const Piece p = render(u);
-        if (!p.bytes.empty() && !(client_connected(sink) && sink.write(p.bytes.data(), p.bytes.size())))
-          return state->cancel(), false;
-        if (p.broken) return false;
-        if (u.done) return sink.done(), true;
-        if (!client_connected(sink)) return state->cancel(), false;
-        return true;
-      },
-      [state, ticket = std::move(ticket)](bool) { state->cancel(); });
+// drain ticket. An HTTP/1.0 client knows no chunked encoding: its body ends where the connection
+// does, so its provider fails once everything is written, which makes httplib 0.11 close it (also
+// when the client asked for Keep-Alive).
+void Server::Impl::answer(const httplib::Request& req, httplib::Response& res, const char* content_type,
+                          std::shared_ptr<RequestState> state, std::shared_ptr<Ticket> ticket, Render render) {
+  const bool http10 = req.version == "HTTP/1.0";
+  auto provider = [state, http10, render = std::move(render)](std::size_t, httplib::DataSink& sink) {
+    const auto u = state->take(kPoll);
+    const Piece p = render(u);
+    if (!p.bytes.empty() && !(client_connected(sink) && sink.write(p.bytes.data(), p.bytes.size())))
+      return state->cancel(), false;
+    if (p.broken) return false;
+    if (u.done) return sink.done(), !http10;
+    if (!client_connected(sink)) return state->cancel(), false;
+    return true;
+  };
+  auto releaser = [state, ticket = std::move(ticket)](bool) { state->cancel(); };
+  if (!http10) return res.set_chunked_content_provider(content_type, std::move(provider), std::move(releaser));
+  res.set_header("Connection", "close");
+  res.set_content_provider(content_type, std::move(provider), std::move(releaser));
 }
 
 void Server::Impl::tokenize_route(const httplib::Request& req, httplib::Response& res) {

@@ -189,6 +189,20 @@ def a_malformed_request_line_gets_the_openai_envelope_with_a_code():
     expect_error(a, 400, "bad_request")
 
 
+def an_http10_client_gets_no_chunked_encoding_and_a_body_that_ends_at_close():
+    for stream in (False, True):
+        body = json.dumps({"model": MODEL, "prompt": "hi", "max_tokens": 3, "stream": stream}).encode()
+        for keep_alive in (b"", b"Connection: Keep-Alive\r\n"):
+            a, _ = raw(b"POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\n" + keep_alive +
+                       b"Content-Length: %d\r\n\r\n" % len(body) + body, read_first=True)
+            assert a is not None and a.status == 200, f"stream={stream}: {a and a.status} {a and a.body[:200]!r}"
+            assert "chunked" not in a.headers.get("Transfer-Encoding", ""), f"stream={stream}: {a.headers}"
+            if stream:
+                assert a.body.endswith("data: [DONE]\n\n"), f"stream={stream}: {a.body[-200:]!r}"
+            else:
+                assert json.loads(a.body)["choices"][0]["finish_reason"] == "length", a.body[:200]
+
+
 def neutral_values_of_openai_fields_are_accepted():
     a = request("POST", "/v1/chat/completions", {"model": MODEL, "messages": MSGS, "max_tokens": 1, "presence_penalty": 0,
                                                  "frequency_penalty": 0, "logprobs": False, "top_logprobs": None,
@@ -235,6 +249,7 @@ CASES = [
     gzip_body_is_415_not_inflated_without_a_limit,
     text_plain_and_form_bodies_are_415_so_a_web_page_cannot_post_json_without_a_preflight,
     a_malformed_request_line_gets_the_openai_envelope_with_a_code,
+    an_http10_client_gets_no_chunked_encoding_and_a_body_that_ends_at_close,
     neutral_values_of_openai_fields_are_accepted,
     other_values_of_unimplemented_openai_fields_are_400_by_name,
     null_content_is_400_by_name_without_a_template_trace,
