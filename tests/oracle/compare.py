@@ -11,9 +11,15 @@ bf16 rounding may break either way, and are counted, not judged. Random-weight c
 flat logits with exact ties, which make free-running paths a coin toss; forcing keeps every step
 comparable.
 
-Exits non-zero on any difference."""
+Exits non-zero on any difference, and when either side holds fewer or more cases, tokens or logit
+rows than the fixture's cases x steps: nothing compared is never a pass."""
 import json
 import sys
+
+
+def require(cond, message):
+    if not cond:
+        sys.exit(f"compare.py: {message}")
 
 
 def main():
@@ -26,20 +32,27 @@ def main():
     tol = float(args[2])
     failures = 0
     worst = 0.0
-    judged = ties = 0
-    for k, case in enumerate(fixture["cases"]):
-        got = met["sequences"][k]
+    judged = ties = compared = 0
+    cases, sequences, steps = fixture["cases"], met["sequences"], fixture["steps"]
+    require(len(cases) > 0 and steps > 0, f"{args[0]}: {len(cases)} cases of {steps} steps: nothing to compare")
+    require(len(sequences) == len(cases), f"{args[1]} holds {len(sequences)} sequences, the fixture {len(cases)} cases")
+    for k, case in enumerate(cases):
+        got = sequences[k]
         if got["prompt"] != case["prompt"]:
             sys.exit(f"case {k}: prompts differ: {got['prompt']} vs {case['prompt']}")
-        steps = fixture["steps"]
+        require(len(case["tokens"]) >= steps and len(case["logits"]) >= steps,
+                f"case {k}: the fixture holds {len(case['tokens'])} tokens and {len(case['logits'])} logit rows for {steps} steps")
+        require(len(got["tokens"]) == steps and len(got["logits"]) == steps,
+                f"case {k}: met wrote {len(got['tokens'])} tokens and {len(got['logits'])} logit rows, not {steps}")
         want_tokens = case["tokens"][:steps]
-        got_tokens = got["tokens"][:steps]
+        got_tokens = got["tokens"]
         if not forced and got_tokens != want_tokens:
             first = next(i for i, (a, b) in enumerate(zip(got_tokens + [None] * steps, want_tokens)) if a != b)
             print(f"case {k}: greedy tokens differ from step {first}: met {got_tokens[first:first + 5]} transformers {want_tokens[first:first + 5]}")
             failures += 1
-        for step, (want, have) in enumerate(zip(case["logits"], got["logits"])):
-            if len(want) != len(have):
+        for step, (want, have) in enumerate(zip(case["logits"][:steps], got["logits"])):
+            compared += 1
+            if len(want) != len(have) or not want:
                 sys.exit(f"case {k} step {step}: {len(have)} logits, fixture has {len(want)}")
             scale = max(abs(v) for v in want) or 1.0
             diff = max(abs(a - b) for a, b in zip(want, have)) / scale
@@ -48,7 +61,7 @@ def main():
                 print(f"case {k} step {step}: max |diff| / max |logit| = {diff:.4g} > {tol}")
                 failures += 1
                 break
-            if forced and step < len(got_tokens):
+            if forced:
                 top = sorted(want, reverse=True)[:2]
                 if (top[0] - top[1]) / scale > 2 * tol:
                     judged += 1
@@ -59,7 +72,7 @@ def main():
                 else:
                     ties += 1
     extra = f"; argmax judged at {judged} steps, {ties} near-tie steps not judged" if forced else ""
-    print(f"{fixture['checkpoint']}: {len(fixture['cases'])} prompts x {fixture['steps']} steps{' (forced)' if forced else ''}, "
+    print(f"{fixture['checkpoint']}: {len(cases)} prompts x {steps} steps{' (forced)' if forced else ''}, {compared} steps compared, "
           f"worst relative logit difference {worst:.4g} (tolerance {tol}){extra}")
     sys.exit(1 if failures else 0)
 
