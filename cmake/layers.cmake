@@ -19,3 +19,9 @@ set(MET_ALLOW_text core)
 list(APPEND MET_LAYERS serve)
 set(MET_ALLOW_serve core tree device model avail planner estimate emit interp text)
 list(APPEND MET_ALLOW_cli text serve)
+# The kernel tree (kernels/, included as "kernels/..."): the op registry and the op bodies. emit
+# reads the registry; interp reads the registry and runs the cpu bodies. Nothing else reaches in.
+list(APPEND MET_LAYERS kernels)
+set(MET_ALLOW_kernels "")
+list(APPEND MET_ALLOW_emit kernels)
+list(APPEND MET_ALLOW_interp kernels)

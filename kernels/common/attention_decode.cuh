@@ -1,119 +1,244 @@
-// Split-KV decode attention (decode/batch, 1-128 rows): each block takes one (row, kv head, KV
-// split), one warp per q head of the GQA group sharing the K/V tiles staged in shared memory, and
-// keeps an online softmax; a merge kernel combines the splits (and attention sinks) per q head.
+// Decode attention: split-KV (one row and one split per slice, every head) and the merge of the
+// split states. One warp owns
+// one (row, head): lanes take 32 keys at a time for the scores, then the lanes own output dims for
+// P V. Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
 #pragma once
-#include "common/device.cuh"
+#include "common/interp/prims.cuh"
 
-// Keys per shared-memory tile: one key per lane when scoring.
-#define MET_ATTN_TILE MET_WARP
-// Largest v_head_dim / MET_WARP a lane accumulates in registers (head_dim up to 256 on 32 lanes).
-#define MET_ATTN_MAX_DPL 8
-// Padding (bf16 elements) of a staged K row so that lanes reading one column hit distinct banks.
-#define MET_ATTN_K_PAD 2
+namespace met_interp {
 
-// Dynamic shared memory the split kernel needs for a launch (the emitter uses the same formula).
-__host__ __device__ inline int met_attn_decode_smem_bytes(int group, int head_dim, int v_head_dim) {
-  return group * head_dim * 4 + MET_ATTN_TILE * (head_dim + MET_ATTN_K_PAD) * 2 +
-         MET_ATTN_TILE * v_head_dim * 2 + group * MET_ATTN_TILE * 4;
+constexpr int kMaxVDims = 4;  // v_head_dim / 32 per lane: v head dims up to 128
+constexpr int kMaxGroup = 4;  // query heads sharing one KV head in one warp
+
+// Unnormalised online-softmax state of one (row, head): lane owns output dims lane * DPL + i.
+struct WarpAttn {
+  float m, l;
+  float o[kMaxVDims];
+};
+
+template <int DPL>
+__device__ __forceinline__ void load_seg(const u16* p, float (&v)[DPL]) {
+  if constexpr (DPL == 1) {
+    v[0] = bf(p[0]);
+  } else if constexpr (DPL == 2) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    v[0] = __uint_as_float(w << 16);
+    v[1] = __uint_as_float(w & 0xffff0000u);
+  } else if constexpr (DPL == 4) {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    const uint32_t ws[2] = {w.x, w.y};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      v[2 * k] = __uint_as_float(ws[k] << 16);
+      v[2 * k + 1] = __uint_as_float(ws[k] & 0xffff0000u);
+    }
+  } else {
+    const uint4 w = *reinterpret_cast<const uint4*>(p);
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] = __uint_as_float(ws[k] << 16);
+      v[2 * k + 1] = __uint_as_float(ws[k] & 0xffff0000u);
+    }
+  }
 }
 
-// q [rows, heads, head_dim]; grid (kv_heads, splits, rows), block = (heads / kv_heads) warps.
-// Writes unnormalised partial outputs part_o [rows, heads, splits, v_head_dim] and (max, sum) in
-// part_ml [rows, heads, splits, 2]. Row r attends keys [max(0, len - window), len), len = pos + 1.
-extern "C" __global__ void met_attn_decode_split(const met_bf16* q, MetKvCache cache, const int* positions,
-                                                 const int* slots, int heads, float sm_scale, int window,
-                                                 float softcap, int keys_per_split, float* part_o, float* part_ml) {
-  extern __shared__ float met_attn_smem[];
-  const int kvh = blockIdx.x, split = blockIdx.y, r = blockIdx.z, splits = gridDim.y;
-  const int group = heads / cache.kv_heads;
-  const int hd = cache.head_dim, vd = cache.v_head_dim, kstride = hd + MET_ATTN_K_PAD;
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  const int h = kvh * group + warp;
-
-  float* q_s = met_attn_smem;                                               // [group][hd]
-  met_bf16* k_s = reinterpret_cast<met_bf16*>(q_s + group * hd);            // [TILE][kstride]
-  met_bf16* v_s = k_s + MET_ATTN_TILE * kstride;                            // [TILE][vd]
-  float* p_s = reinterpret_cast<float*>(v_s + MET_ATTN_TILE * vd);          // [group][TILE]
-
-  const int len = positions[r] + 1;
-  const int lo_win = window > 0 ? max(0, len - window) : 0;
-  const int begin = max(lo_win, split * keys_per_split), end = min(len, (split + 1) * keys_per_split);
-
-  for (int i = threadIdx.x; i < group * hd; i += blockDim.x)
-    q_s[i] = met_to_float(q[(static_cast<long>(r) * heads + kvh * group) * hd + i]) * sm_scale;
-
-  float m = -INFINITY, l = 0.f, o[MET_ATTN_MAX_DPL];
+// Folds keys [lo, hi) into the states of G query heads that share one KV head (the cpu's
+// attend_range per head, with the softmax of each 32-key chunk taken at once): lanes score one
+// key each for all G heads from one K load, then own DPL output dims for P V, loading the V rows
+// of several keys before using them. q points at the first head; the others follow hd apart.
+template <int DPL, int G>
+__device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                               int kv_heads, int hd, float scale, float softcap, WarpAttn* st) {
+  constexpr int kBatch = DPL >= 8 ? 4 : 8;
+  const int lane = threadIdx.x % 32;
+  const int vhd = 32 * DPL;
+  const int64_t kw = static_cast<int64_t>(kv_heads) * hd, vw = static_cast<int64_t>(kv_heads) * vhd;
+  for (int64_t c0 = lo; c0 < hi; c0 += 32) {
+    const int64_t j = c0 + lane;
+    float p[G];
+    {
+      float dot[G];
 #pragma unroll
-  for (int i = 0; i < MET_ATTN_MAX_DPL; ++i) o[i] = 0.f;
-  const met_bf16* kbase = cache.k + met_kv_offset(cache, slots[r], kvh, 0, hd);
-  const met_bf16* vbase = cache.v + met_kv_offset(cache, slots[r], kvh, 0, vd);
-
-  for (int t0 = begin; t0 < end; t0 += MET_ATTN_TILE) {
-    __syncthreads();  // previous tile fully consumed (and q_s written on the first pass)
-    const int n = min(MET_ATTN_TILE, end - t0);
-    for (int i = threadIdx.x; i < n * hd; i += blockDim.x)
-      k_s[(i / hd) * kstride + i % hd] = kbase[static_cast<long>(t0) * hd + i];
-    for (int i = threadIdx.x; i < n * vd; i += blockDim.x) v_s[i] = vbase[static_cast<long>(t0) * vd + i];
-    __syncthreads();
-
-    // Score: lane j owns key t0 + j.
-    float s = -INFINITY;
-    if (lane < n) {
-      float acc = 0.f;
-      for (int d = 0; d < hd; ++d) acc += q_s[warp * hd + d] * met_to_float(k_s[lane * kstride + d]);
-      s = softcap > 0.f ? softcap * tanhf(acc / softcap) : acc;
+      for (int g = 0; g < G; ++g) dot[g] = 0.f;
+      if (j < hi) {
+        const u16* k = kc + (base + j) * kw + static_cast<int64_t>(kv_head) * hd;
+#pragma unroll 2
+        for (int d = 0; d < hd; d += 8) {
+          const uint4 kv = *reinterpret_cast<const uint4*>(k + d);
+          const uint32_t kk[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            const uint4 qv = *reinterpret_cast<const uint4*>(q + g * hd + d);
+            const uint32_t qq[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              dot[g] += __uint_as_float(qq[e] << 16) * __uint_as_float(kk[e] << 16);
+              dot[g] += __uint_as_float(qq[e] & 0xffff0000u) * __uint_as_float(kk[e] & 0xffff0000u);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        float score = -INFINITY;
+        if (j < hi) {
+          score = dot[g] * scale;
+          if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+        }
+        const float cmax = met_warp_reduce_max(score);
+        const float m_new = fmaxf(st[g].m, cmax);
+        const float carry = st[g].m == -INFINITY ? 0.f : expf(st[g].m - m_new);
+        p[g] = j < hi ? expf(score - m_new) : 0.f;
+        st[g].l = st[g].l * carry + met_warp_reduce(p[g]);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) st[g].o[i] *= carry;
+        st[g].m = m_new;
+      }
     }
-    const float m_new = fmaxf(m, met_warp_reduce_max(s));
-    const float p = lane < n ? __expf(s - m_new) : 0.f;
-    const float corr = __expf(m - m_new);  // exp(-inf) = 0 on the first tile
-    l = l * corr + met_warp_reduce(p);
-    m = m_new;
-    p_s[warp * MET_ATTN_TILE + lane] = p;
-    __syncthreads();
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const u16* v0 = vc + (base + c0) * vw + static_cast<int64_t>(kv_head) * vhd + lane * DPL;
+    for (int jb = 0; jb < n; jb += kBatch) {
+      float v[kBatch][DPL];
 #pragma unroll
-    for (int i = 0; i < MET_ATTN_MAX_DPL; ++i) {
-      const int d = lane + i * MET_WARP;
-      if (d < vd) {
-        float acc = o[i] * corr;
-        for (int j = 0; j < n; ++j) acc += p_s[warp * MET_ATTN_TILE + j] * met_to_float(v_s[j * vd + d]);
-        o[i] = acc;
+      for (int u = 0; u < kBatch; ++u) {
+        if (jb + u < n) {
+          load_seg<DPL>(v0 + (jb + u) * vw, v[u]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) v[u][i] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          const float pj = __shfl_sync(0xffffffffu, p[g], (jb + u) & 31);
+#pragma unroll
+          for (int i = 0; i < DPL; ++i) st[g].o[i] += pj * v[u][i];
+        }
+    }
+  }
+}
+
+template <int DPL>
+__device__ void attend_dpl(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                           int kv_heads, int hd, int group, float scale, float softcap, WarpAttn* st) {
+  switch (group) {
+    case 1: attend_group_t<DPL, 1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+    case 2: attend_group_t<DPL, 2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+    default: attend_group_t<DPL, 4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+  }
+}
+
+// Dispatch on v_head_dim (32, 64 or 128) and the query heads per KV head (1, 2 or 4); the host
+// refuses other shapes.
+__device__ void attend_group(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                             int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st) {
+  switch (vhd / 32) {
+    case 1: attend_dpl<1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+    case 2: attend_dpl<2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+    default: attend_dpl<4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+  }
+}
+
+__device__ __forceinline__ void attn_init(WarpAttn& st) {
+  st.m = -INFINITY;
+  st.l = 0.f;
+#pragma unroll
+  for (int k = 0; k < kMaxVDims; ++k) st.o[k] = 0.f;
+}
+
+__device__ __forceinline__ int64_t window_start(int64_t pos, int64_t window) {
+  return window > 0 ? max(static_cast<int64_t>(0), pos - window + 1) : 0;
+}
+
+MET_ENTRY(attn_decode_split) {
+  const SliceRange rr = slice_rows(a, slice);
+  const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
+  const int hd = static_cast<int>(a.head_dim), vhd = static_cast<int>(a.v_head_dim);
+  const int64_t window = a.window, splits = a.splits, q_stride = a.q_stride;
+  const SliceRange sp = slice_cols(a, slice, splits);
+  const int group = heads / kvh;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t* base = a.seq_base;
+  const int* seq_len = a.seq_len;
+  float* part_o = a.part_o;
+  float* part_ml = a.part_ml;
+  const int64_t n_split = sp.end - sp.begin;
+  const int dpl = vhd / 32;
+  for (int64_t row = rr.begin; row < rr.end; ++row) {
+    const int64_t len = seq_len[row];
+    const int64_t lo = window_start(len - 1, window);
+    const int64_t chunk = (len - lo + splits - 1) / splits;
+    // One warp per (KV head, split): its query heads share every K and V load.
+    for (int64_t it = warp; it < kvh * n_split; it += MET_INTERP_WARPS) {
+      const int kv = static_cast<int>(it % kvh);
+      const int64_t i = sp.begin + it / kvh;
+      const int64_t k0 = min(len, lo + i * chunk), k1 = min(len, k0 + chunk);
+      WarpAttn st[kMaxGroup];
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
+      attend_group(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, group,
+                   a.scale, a.softcap, st);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= group) break;
+        const int64_t idx = (row * heads + kv * group + g) * splits + i;
+#pragma unroll
+        for (int k = 0; k < kMaxVDims; ++k)
+          if (k < dpl) part_o[idx * vhd + lane * dpl + k] = st[g].o[k];
+        if (lane == 0) {
+          part_ml[2 * idx] = st[g].m;
+          part_ml[2 * idx + 1] = st[g].l;
+        }
       }
     }
   }
-  if (warp >= group) return;
-  const long part = (static_cast<long>(r) * heads + h) * splits + split;
-#pragma unroll
-  for (int i = 0; i < MET_ATTN_MAX_DPL; ++i) {
-    const int d = lane + i * MET_WARP;
-    if (d < vd) part_o[part * vd + d] = o[i];
+}
+
+// Normalised bf16 output of split states and an optional sink logit (the cpu's merge_states):
+// lanes take the splits for the max and the weights (kept in w_s), then the output dims.
+__device__ void merge_warp(const float* po, const float* pml, int64_t splits, int vhd, const u16* sink, u16* out, float* w_s) {
+  const int lane = threadIdx.x % 32;
+  float m = sink ? bf(*sink) : -INFINITY;
+  for (int64_t i = lane; i < splits; i += 32) m = fmaxf(m, pml[2 * i]);
+  m = met_warp_reduce_max(m);
+  float l = 0.f;
+  for (int64_t i = lane; i < splits; i += 32) {
+    const float w = pml[2 * i + 1] == 0.f ? 0.f : expf(pml[2 * i] - m);
+    w_s[i] = w;
+    l += pml[2 * i + 1] * w;
   }
-  if (lane == 0) {
-    part_ml[part * 2 + 0] = m;
-    part_ml[part * 2 + 1] = l;
+  l = met_warp_reduce(l);
+  if (sink) l += expf(bf(*sink) - m);
+  __syncwarp();
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  for (int d = lane; d < vhd; d += 32) {
+    float acc = 0.f;
+#pragma unroll 4
+    for (int64_t i = 0; i < splits; ++i) acc += po[i * vhd + d] * w_s[i];
+    out[d] = to_bf(acc * inv);
+  }
+  __syncwarp();
+}
+
+MET_ENTRY(attn_decode_merge) {
+  const SliceRange rr = slice_rows(a, slice);
+  const int heads = static_cast<int>(a.heads), vhd = static_cast<int>(a.v_head_dim);
+  const int64_t splits = a.splits;
+  const SliceRange hs = slice_cols(a, slice, heads);  // the slice's heads
+  const int nh = static_cast<int>(hs.end - hs.begin);
+  const u16* sinks = a.sinks;
+  float* w_s = reinterpret_cast<float*>(smem);
+  const int warp = threadIdx.x / 32;
+  for (int64_t it = warp; it < (rr.end - rr.begin) * nh; it += MET_INTERP_WARPS) {
+    const int64_t row = rr.begin + it / nh;
+    const int h = static_cast<int>(hs.begin + it % nh);
+    const int64_t idx = (row * heads + h) * splits;
+    merge_warp(a.part_o + idx * vhd, a.part_ml + idx * 2, splits, vhd, sinks ? sinks + h : nullptr,
+               a.out + (row * heads + h) * vhd, w_s + warp * MET_MERGE_MAX_SPLITS);
   }
 }
 
-// out [rows, heads, v_head_dim] = sum_s exp(m_s - M) o_s / (sum_s exp(m_s - M) l_s + exp(sink - M)).
-// grid (heads, rows); sinks (nullable) are per-head logits that only join the denominator.
-extern "C" __global__ void met_attn_decode_merge(const float* part_o, const float* part_ml, const met_bf16* sinks,
-                                                 int heads, int splits, int v_head_dim, met_bf16* out) {
-  const int h = blockIdx.x, r = blockIdx.y;
-  const long base = (static_cast<long>(r) * heads + h) * splits;
-  const float sink = sinks ? met_to_float(sinks[h]) : -INFINITY;
-  float M = sink;
-  for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[(base + s) * 2]);
-  float L = sinks ? __expf(sink - M) : 0.f;
-  for (int s = 0; s < splits; ++s) {
-    const float ms = part_ml[(base + s) * 2];
-    if (ms != -INFINITY) L += part_ml[(base + s) * 2 + 1] * __expf(ms - M);
-  }
-  const float inv_l = L > 0.f ? 1.f / L : 0.f;
-  for (int d = threadIdx.x; d < v_head_dim; d += blockDim.x) {
-    float acc = 0.f;
-    for (int s = 0; s < splits; ++s) {
-      const float ms = part_ml[(base + s) * 2];
-      if (ms != -INFINITY) acc += part_o[(base + s) * v_head_dim + d] * __expf(ms - M);
-    }
-    out[(static_cast<long>(r) * heads + h) * v_head_dim + d] = met_from_float(acc * inv_l);
-  }
-}
+}  // namespace met_interp

@@ -1,75 +1,115 @@
-// Elementwise op bodies (any mode, any row count): RMSNorm, RoPE, residual add, gated
-// activations, scale and softcap. Memory-bound; grid-stride loops so any launch size is correct.
+// Elementwise bodies: rmsnorm (one warp per vector), rope (one warp per head), residual add, the
+// gated activations, scale and softcap. Widths that are multiples of 8 with 16-byte aligned rows
+// move 16-byte words; others take the scalar path with the same roundings.
 #pragma once
-#include "common/device.cuh"
+#include "common/interp/prims.cuh"
 
-// y = x / rms(x) * gamma over `count` vectors of `dim` per row; one block per vector. y may alias x.
-extern "C" __global__ void met_rmsnorm(const met_bf16* x, const met_bf16* gamma, met_bf16* y, int rows, int dim,
-                                       int count, float eps) {
-  __shared__ float scratch[MET_BLOCK / 32];
-  for (long v = blockIdx.x; v < static_cast<long>(rows) * count; v += gridDim.x) {
-    const met_bf16* xv = x + v * dim;
-    const float inv = met_inv_rms(xv, dim, eps, scratch);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-      y[v * dim + i] = met_from_float(met_to_float(xv[i]) * inv * met_to_float(gamma[i]));
+namespace met_interp {
+
+MET_ENTRY(rmsnorm) {
+  const SliceRange r = slice_rows(a, slice);
+  const int64_t count = a.count, dim = a.dim;
+  const float eps = a.eps;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t items = (r.end - r.begin) * count;
+  for (int64_t it = warp; it < items; it += MET_INTERP_WARPS) {
+    const int64_t row = r.begin + it / count, v = it % count;
+    const u16* xv = a.x + (a.in_row0 + row) * a.x_stride + a.x_col0 + v * dim;
+    u16* yv = a.y + row * a.y_stride + a.y_col0 + v * dim;
+    if (dim % 8 == 0 && aligned16(xv) && aligned16(yv) && aligned16(a.w)) {  // 16-byte words per lane
+      float ss = 0.f;
+      for (int64_t i = lane * 8; i < dim; i += 256) {
+        float f[8];
+        unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
+      }
+      ss = met_warp_reduce(ss);
+      const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
+      for (int64_t i = lane * 8; i < dim; i += 256) {
+        float f[8], g[8];
+        unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
+        unpack8(*reinterpret_cast<const uint4*>(a.w + i), g);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * g[k];
+        *reinterpret_cast<uint4*>(yv + i) = pack8(f);
+      }
+      continue;
+    }
+    const float inv = inv_rms_warp(xv, static_cast<int>(dim), eps);
+    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(bf(xv[i]) * inv * bf(a.w[i]));
   }
 }
 
-// In-place rotary embedding of q [rows, heads, head_dim] and k [rows, kv_heads, head_dim].
-extern "C" __global__ void met_rope(met_bf16* q, met_bf16* k, const int* positions, int rows, int heads,
-                                    int kv_heads, int head_dim, int rotary_dim, float theta, const float* inv_freq) {
-  const int half = rotary_dim / 2;
-  const long total = static_cast<long>(rows) * (heads + kv_heads) * half;
-  for (long t = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; t < total;
-       t += static_cast<long>(gridDim.x) * blockDim.x) {
-    const int i = static_cast<int>(t % half);
-    const long hv = t / half;
-    const int h = static_cast<int>(hv % (heads + kv_heads));
-    const int r = static_cast<int>(hv / (heads + kv_heads));
-    met_bf16* p = h < heads ? q + (static_cast<long>(r) * heads + h) * head_dim
-                            : k + (static_cast<long>(r) * kv_heads + (h - heads)) * head_dim;
-    float x1 = met_to_float(p[i]), x2 = met_to_float(p[i + half]);
-    met_rope_pair(x1, x2, i, rotary_dim, positions[r], theta, inv_freq);
-    p[i] = met_from_float(x1);
-    p[i + half] = met_from_float(x2);
+MET_ENTRY(rope) {
+  const SliceRange r = slice_rows(a, slice);
+  const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
+  const int hd = static_cast<int>(a.head_dim), rot = static_cast<int>(a.rotary_dim);
+  const int warp = threadIdx.x / 32;
+  const int64_t per_row = heads + kvh;
+  for (int64_t it = warp; it < (r.end - r.begin) * per_row; it += MET_INTERP_WARPS) {
+    const int64_t row = r.begin + it / per_row, h = it % per_row;
+    u16* base = a.qkv + row * a.stride + (h < heads ? h * hd : a.k_col0 + (h - heads) * hd);
+    rope_head_warp(base, hd, rot, a.theta, a.inv_freq, a.positions[row]);
+    __syncwarp();
   }
 }
 
-// x += y (the residual stream), n elements.
-extern "C" __global__ void met_residual_add(met_bf16* x, const met_bf16* y, long n) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x)
-    x[i] = met_from_float(met_to_float(x[i]) + met_to_float(y[i]));
+MET_ENTRY(residual_add) {
+  const SliceRange r = slice_rows(a, slice);
+  const int64_t w = a.width;
+  u16* x = a.x;
+  const u16* y = a.y;
+  if (w % 8 == 0 && aligned16(x) && aligned16(y)) {
+    for (int64_t i = r.begin * w / 8 + threadIdx.x; i < r.end * w / 8; i += MET_INTERP_THREADS) {
+      float p[8], q[8];
+      unpack8(reinterpret_cast<const uint4*>(x)[i], p);
+      unpack8(reinterpret_cast<const uint4*>(y)[i], q);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) p[k] = p[k] + q[k];
+      reinterpret_cast<uint4*>(x)[i] = pack8(p);
+    }
+    return;
+  }
+  for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) x[i] = to_bf(bf(x[i]) + bf(y[i]));
 }
 
-// out[r, j] = act(gate_up[r, j]) * gate_up[r, dim + j]; gate_up rows are [gate | up].
-__device__ __forceinline__ void met_gated_body(const met_bf16* gate_up, met_bf16* out, int rows, int dim, bool gelu) {
-  const long n = static_cast<long>(rows) * dim;
-  for (long t = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; t < n;
-       t += static_cast<long>(gridDim.x) * blockDim.x) {
-    const long r = t / dim, j = t % dim;
-    const float g = met_to_float(gate_up[r * 2 * dim + j]), u = met_to_float(gate_up[r * 2 * dim + dim + j]);
-    out[t] = met_from_float((gelu ? met_gelu_tanh(g) : met_silu(g)) * u);
+// out[r] = act(gate[r]) * up[r] over rows [r.begin, r.end) of a [rows, 2 * w] gate_up buffer.
+template <bool kGelu>
+__device__ __forceinline__ void gated_rows(const u16* gu, u16* out, int64_t w, SliceRange r) {
+  if (w % 8 == 0 && aligned16(gu) && aligned16(out)) {
+    for (int64_t i = r.begin * w / 8 + threadIdx.x; i < r.end * w / 8; i += MET_INTERP_THREADS) {
+      const int64_t row = i / (w / 8), c = (i % (w / 8)) * 8;
+      float g[8], u[8];
+      unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + c), g);
+      unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + w + c), u);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) g[k] = (kGelu ? gelu_f(g[k]) : silu_f(g[k])) * u[k];
+      reinterpret_cast<uint4*>(out)[i] = pack8(g);
+    }
+    return;
+  }
+  for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) {
+    const int64_t row = i / w, c = i % w;
+    const float g = bf(gu[row * 2 * w + c]), u = bf(gu[row * 2 * w + w + c]);
+    out[i] = to_bf((kGelu ? gelu_f(g) : silu_f(g)) * u);
   }
 }
 
-extern "C" __global__ void met_silu_mul(const met_bf16* gate_up, met_bf16* out, int rows, int dim) {
-  met_gated_body(gate_up, out, rows, dim, /*gelu=*/false);
+MET_ENTRY(silu_mul) { gated_rows<false>(a.gate_up, a.out, a.dim, slice_rows(a, slice)); }
+
+MET_ENTRY(gelu_mul) { gated_rows<true>(a.gate_up, a.out, a.dim, slice_rows(a, slice)); }
+
+MET_ENTRY(scale) {
+  const SliceRange r = slice_rows(a, slice);
+  for (int64_t i = r.begin * a.width + threadIdx.x; i < r.end * a.width; i += MET_INTERP_THREADS)
+    a.x[i] = to_bf(bf(a.x[i]) * a.scale);
 }
 
-extern "C" __global__ void met_gelu_mul(const met_bf16* gate_up, met_bf16* out, int rows, int dim) {
-  met_gated_body(gate_up, out, rows, dim, /*gelu=*/true);
+MET_ENTRY(softcap) {
+  const SliceRange r = slice_rows(a, slice);
+  for (int64_t i = r.begin * a.width + threadIdx.x; i < r.end * a.width; i += MET_INTERP_THREADS)
+    a.x[i] = to_bf(a.cap * tanhf(bf(a.x[i]) / a.cap));
 }
 
-extern "C" __global__ void met_scale(met_bf16* x, long n, float s) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x)
-    x[i] = met_from_float(met_to_float(x[i]) * s);
-}
-
-// x = cap * tanh(x / cap)
-extern "C" __global__ void met_softcap(met_bf16* x, long n, float cap) {
-  for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long>(gridDim.x) * blockDim.x)
-    x[i] = met_from_float(cap * tanhf(met_to_float(x[i]) / cap));
-}
+}  // namespace met_interp

@@ -1,23 +1,19 @@
-// Token embedding gather: out[r] = table[ids[r]] (bf16 [vocab, dim]); one block per row, 16-byte
-// copies when dim allows. Memory family; ids outside the vocabulary produce a zero row.
+// Token embedding: rows of the bf16 table gathered into the activations, 16 bytes per thread.
 #pragma once
-#include "common/device.cuh"
+#include "common/interp/prims.cuh"
 
-extern "C" __global__ void met_embed(const int* ids, const met_bf16* table, met_bf16* out, int rows, int vocab,
-                                     int dim) {
-  for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int id = ids[r];
-    met_bf16* dst = out + static_cast<long>(r) * dim;
-    if (id < 0 || id >= vocab) {
-      for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = met_from_float(0.f);
-      continue;
-    }
-    const met_bf16* src = table + static_cast<long>(id) * dim;
-    if (dim % MET_GEMV_VEC == 0) {
-      for (int i = threadIdx.x; i < dim / MET_GEMV_VEC; i += blockDim.x)
-        reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
-    } else {
-      for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
-    }
+namespace met_interp {
+
+MET_ENTRY(embed) {
+  const SliceRange r = slice_rows(a, slice);
+  const int* tokens = a.tokens + a.in_row0;
+  const int64_t dim = a.geom.w_cols, chunks = dim / 8;
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    const int64_t tok = tokens[row];
+    const uint4* src = reinterpret_cast<const uint4*>(a.table + tok * dim);
+    uint4* dst = reinterpret_cast<uint4*>(a.out + row * dim);
+    for (int64_t c = threadIdx.x; c < chunks; c += MET_INTERP_THREADS) dst[c] = load_weight16(src + c);
   }
 }
+
+}  // namespace met_interp

@@ -1,168 +1,204 @@
-// Prefill attention on warp tensor cores (flash attention): S = Q K^T and O += P V with mma.sync
-// m16n8k16, online softmax in registers, causal + sliding-window masks, softcap and sinks. One
-// block = 64 query rows of one head (4 warps x 16 rows); K/V tiles stream from the KV cache.
+// Causal prefill attention on the tensor cores (flash attention, one warp per 16 query rows of one
+// head): S = Q K^T and O += P V with mma.sync m16n8k16, the online softmax in registers. Q and K
+// fragments come straight from memory with 16-byte loads (the head-dim order inside each 32-wide
+// block is permuted identically for both, which leaves every dot product unchanged); V goes
+// through a per-warp shared tile and transposed ldmatrix. Keys stream in tiles of 16; heads of up
+// to 128 dims take one pass.
 #pragma once
+#include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
 
-#define MET_FLASH_BQ 64       // query rows per block
-#define MET_FLASH_THREADS 128 // 4 warps x 16 rows
-#define MET_FLASH_PAD 8       // bf16 row padding of the staged tiles (bank-conflict-free ldmatrix)
+namespace met_interp {
 
-// Keys per tile for a head dim: the O accumulator is HD/2 fp32 per thread, so big heads use smaller tiles.
-__host__ __device__ constexpr int met_flash_bkv(int hd) { return hd > 128 ? 32 : 64; }
-// Dynamic shared memory a launch needs (the emitter uses the same formula and opts in above 48 KiB).
-__host__ __device__ constexpr int met_flash_smem_bytes(int hd) {
-  return (MET_FLASH_BQ + 2 * met_flash_bkv(hd)) * (hd + MET_FLASH_PAD) * 2;
-}
+// Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
+constexpr int kFlashKeys = MET_FLASH_KEYS;
+constexpr int kFlashPad = MET_FLASH_PAD;  // bf16 row padding of the V tile: conflict-free ldmatrix rows
 
-#if MET_HAS_MMA_SYNC
-template <int HD>
-__device__ __forceinline__ void met_flash_prefill_body(const met_bf16* q, const MetKvCache& cache, int slot,
-                                                       int start_pos, int T, int heads, float sm_scale, int window,
-                                                       float softcap, const met_bf16* sinks, met_bf16* out) {
-  constexpr int BKV = met_flash_bkv(HD), LD = HD + MET_FLASH_PAD;
-  constexpr int kSFrags = BKV / 8, kOFrags = HD / 8;
-  extern __shared__ __align__(128) unsigned char met_flash_smem[];
-  met_bf16* q_s = reinterpret_cast<met_bf16*>(met_flash_smem);  // [BQ][LD]
-  met_bf16* k_s = q_s + MET_FLASH_BQ * LD;                        // [BKV][LD]
-  met_bf16* v_s = k_s + BKV * LD;                                 // [BKV][LD]
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int h = blockIdx.y, kvh = h / (heads / cache.kv_heads);
-  const int q0 = blockIdx.x * MET_FLASH_BQ;
+constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (128: every head dim the host accepts takes one pass)
 
-  constexpr int kChunks = HD / 8;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < MET_FLASH_BQ * kChunks; c += MET_FLASH_THREADS) {
-    const int r = c / kChunks, d = (c % kChunks) * 8;
-    const bool valid = q0 + r < T;
-    met_copy16(&q_s[r * LD + d], q + (static_cast<long>(valid ? q0 + r : 0) * heads + h) * HD + d, valid);
+// One warp: the query rows row0 + [0, 16) of head h that belong to the sequence at `seg_base`
+// (others, and rows at or past row_end, are left alone), output dims [dv0, dv0 + DV). A row's
+// position is pos[row]. Scores cover the whole head dim HD on every pass.
+template <int HD, int DV>
+__device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const u16* vc, const int64_t* base_of,
+                            int64_t seg_base, const int* pos, int64_t row0, int64_t row_end, int h, int kv_head, int kv_heads,
+                            int64_t window, float scale, float softcap, const u16* sinks, u16* out, int heads, u16* v_s,
+                            int dv0) {
+  constexpr int LD = DV + kFlashPad;
+  constexpr int kOFrags = DV / 8;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t kw = static_cast<int64_t>(kv_heads) * HD;
+  const int64_t base = seg_base;
+  // Position of lane's row (lanes 0-15), -1 when the row is not in this segment.
+  const int64_t lrow = row0 + (lane & 15);
+  const int my_pos = lrow < row_end && base_of[lrow] == seg_base ? pos[lrow] : -1;
+  const int rows_pos[2] = {__shfl_sync(0xffffffffu, my_pos, g), __shfl_sync(0xffffffffu, my_pos, g + 8)};
+  int max_pos = my_pos, min_pos = my_pos < 0 ? 0x7fffffff : my_pos;
+  for (int o = 16; o > 0; o >>= 1) {
+    max_pos = max(max_pos, __shfl_xor_sync(0xffffffffu, max_pos, o));
+    min_pos = min(min_pos, __shfl_xor_sync(0xffffffffu, min_pos, o));
   }
-  met_copy_commit();
-
-  // Absolute positions of this thread's two query rows (g and g + 8 of the warp's 16).
-  const int qpos[2] = {start_pos + q0 + warp * 16 + g, start_pos + q0 + warp * 16 + g + 8};
-  const int last_q = min(start_pos + q0 + MET_FLASH_BQ, start_pos + T) - 1;
-  const int first_key = window > 0 ? max(0, start_pos + q0 - window + 1) : 0;
+  if (max_pos < 0) return;
+  const int64_t first_key = window > 0 ? max(static_cast<int64_t>(0), static_cast<int64_t>(min_pos) - window + 1) : 0;
+  const u16* qa = q + min(row0 + g, row_end - 1) * q_stride + h * HD + 8 * t;
+  const u16* qb = q + min(row0 + g + 8, row_end - 1) * q_stride + h * HD + 8 * t;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  float o[kOFrags][4] = {};
-  const met_bf16* kbase = cache.k + met_kv_offset(cache, slot, kvh, 0, HD);
-  const met_bf16* vbase = cache.v + met_kv_offset(cache, slot, kvh, 0, HD);
+  float o[kOFrags][4];
+#pragma unroll
+  for (int i = 0; i < kOFrags; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
 
-  for (int k0 = (first_key / BKV) * BKV; k0 <= last_q; k0 += BKV) {
-    __syncthreads();
-    for (int c = threadIdx.x; c < BKV * kChunks; c += MET_FLASH_THREADS) {
-      const int r = c / kChunks, d = (c % kChunks) * 8;
-      const bool valid = k0 + r <= last_q;
-      const long off = static_cast<long>(valid ? k0 + r : 0) * HD + d;
-      met_copy16(&k_s[r * LD + d], kbase + off, valid);
-      met_copy16(&v_s[r * LD + d], vbase + off, valid);
+  const int64_t last_key = max_pos;
+  for (int64_t k0 = (first_key / kFlashKeys) * kFlashKeys; k0 <= last_key; k0 += kFlashKeys) {
+    // V tile: 16 keys x HD, clamped to the last key (masked below).
+    __syncwarp();
+    constexpr int kChunks = kFlashKeys * DV / 8;
+    for (int c = lane; c < kChunks; c += 32) {
+      const int r = c / (DV / 8), d = (c % (DV / 8)) * 8;
+      const int64_t key = min(k0 + r, last_key);
+      met_copy16(v_s + r * LD + d, vc + (base + key) * kw + static_cast<int64_t>(kv_head) * HD + dv0 + d, true);
     }
     met_copy_commit();
-    met_copy_wait<0>();
-    __syncthreads();
-
-    // S = Q K^T for the warp's 16 rows x BKV keys.
-    float s[kSFrags][4] = {};
+    // S = Q K^T for 16 rows x 16 keys: two n-fragments of 8 keys.
+    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    const u16* k0p = kc + (base + min(k0 + g, last_key)) * kw + static_cast<int64_t>(kv_head) * HD + 8 * t;
+    const u16* k1p = kc + (base + min(k0 + 8 + g, last_key)) * kw + static_cast<int64_t>(kv_head) * HD + 8 * t;
 #pragma unroll
-    for (int kk = 0; kk < HD; kk += 16) {
-      uint32_t a[4];
-      met_ldmatrix_x4(a, &q_s[(warp * 16 + lane % 16) * LD + kk + (lane / 16) * 8]);
-#pragma unroll
-      for (int nj = 0; nj < kSFrags; nj += 2) {
-        uint32_t r[4];
-        const int mat = lane / 8;
-        met_ldmatrix_x4(r, &k_s[(nj * 8 + (mat / 2) * 8 + lane % 8) * LD + kk + (mat % 2) * 8]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        met_mma_bf16_16816(s[nj], a, b0);
-        met_mma_bf16_16816(s[nj + 1], a, b1);
-      }
+    for (int d0 = 0; d0 < HD; d0 += 32) {
+      const uint4 a0 = *reinterpret_cast<const uint4*>(qa + d0), a1 = *reinterpret_cast<const uint4*>(qb + d0);
+      const uint4 b0 = *reinterpret_cast<const uint4*>(k0p + d0), b1 = *reinterpret_cast<const uint4*>(k1p + d0);
+      const uint32_t x0[4] = {a0.x, a1.x, a0.y, a1.y}, x1[4] = {a0.z, a1.z, a0.w, a1.w};
+      const uint32_t y00[2] = {b0.x, b0.y}, y01[2] = {b0.z, b0.w};
+      const uint32_t y10[2] = {b1.x, b1.y}, y11[2] = {b1.z, b1.w};
+      met_mma_bf16_16816(s[0], x0, y00);
+      met_mma_bf16_16816(s[0], x1, y01);
+      met_mma_bf16_16816(s[1], x0, y10);
+      met_mma_bf16_16816(s[1], x1, y11);
     }
-
-    // Scale, cap, mask, and the online-softmax update (rows g and g+8; a row's 4 owners are a quad).
+    // Scale, cap, mask; online softmax per row (a row's four owners are one quad).
     float corr[2];
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int ni = 0; ni < kSFrags; ++ni)
+      for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int key = k0 + ni * 8 + 2 * t + e;
-          float v = s[ni][2 * hr + e] * sm_scale;
+          const int64_t key = k0 + nf * 8 + 2 * t + e;
+          float v = s[nf][2 * hr + e] * scale;
           if (softcap > 0.f) v = softcap * tanhf(v / softcap);
-          const bool masked = key > qpos[hr] || (window > 0 && key <= qpos[hr] - window);
-          s[ni][2 * hr + e] = masked ? -INFINITY : v;
-          mx = fmaxf(mx, s[ni][2 * hr + e]);
+          const int64_t p = rows_pos[hr];  // -1: not this segment's row, every key masked
+          const bool masked = key > p || (window > 0 && key <= p - window);
+          s[nf][2 * hr + e] = masked ? -INFINITY : v;
+          mx = fmaxf(mx, s[nf][2 * hr + e]);
         }
       mx = fmaxf(mx, met_shfl_xor(mx, 1));
       mx = fmaxf(mx, met_shfl_xor(mx, 2));
       const float m_new = fmaxf(m[hr], mx);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // fully masked so far: avoid inf - inf
-      corr[hr] = __expf(m[hr] - m_use);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;
+      corr[hr] = m[hr] == -INFINITY ? 0.f : expf(m[hr] - m_use);
       float sum = 0.f;
 #pragma unroll
-      for (int ni = 0; ni < kSFrags; ++ni)
+      for (int nf = 0; nf < 2; ++nf)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float p = __expf(s[ni][2 * hr + e] - m_use);
-          s[ni][2 * hr + e] = p;
+          const float p = s[nf][2 * hr + e] == -INFINITY ? 0.f : expf(s[nf][2 * hr + e] - m_use);
+          s[nf][2 * hr + e] = p;
           sum += p;
         }
-      l[hr] = l[hr] * corr[hr] + sum;  // per-thread partial; quad-reduced at the end
+      l[hr] = l[hr] * corr[hr] + sum;
       m[hr] = m_new;
     }
 #pragma unroll
-    for (int di = 0; di < kOFrags; ++di) {
-      o[di][0] *= corr[0]; o[di][1] *= corr[0];
-      o[di][2] *= corr[1]; o[di][3] *= corr[1];
+    for (int i = 0; i < kOFrags; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
     }
-
-    // O += P V: two adjacent S fragments form one A fragment (16 keys); V via transposed ldmatrix.
+    met_copy_wait<0>();
+    __syncwarp();
+    // O += P V: the two S fragments form one A fragment over the 16 keys.
+    const uint32_t pa[4] = {met_pack_bf16x2(s[0][0], s[0][1]), met_pack_bf16x2(s[0][2], s[0][3]),
+                            met_pack_bf16x2(s[1][0], s[1][1]), met_pack_bf16x2(s[1][2], s[1][3])};
 #pragma unroll
-    for (int kj = 0; kj < BKV / 16; ++kj) {
-      const uint32_t a[4] = {met_pack_bf16x2(s[2 * kj][0], s[2 * kj][1]), met_pack_bf16x2(s[2 * kj][2], s[2 * kj][3]),
-                             met_pack_bf16x2(s[2 * kj + 1][0], s[2 * kj + 1][1]),
-                             met_pack_bf16x2(s[2 * kj + 1][2], s[2 * kj + 1][3])};
-#pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
-        uint32_t r[4];
-        const int mat = lane / 8;
-        met_ldmatrix_x4_trans(r, &v_s[(kj * 16 + (mat % 2) * 8 + lane % 8) * LD + dp * 16 + (mat / 2) * 8]);
-        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        met_mma_bf16_16816(o[2 * dp], a, b0);
-        met_mma_bf16_16816(o[2 * dp + 1], a, b1);
-      }
+    for (int dp = 0; dp < DV / 16; ++dp) {
+      uint32_t r[4];
+      const int mat = lane / 8;
+      met_ldmatrix_x4_trans(r, v_s + ((mat % 2) * 8 + lane % 8) * LD + dp * 16 + (mat / 2) * 8);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+      met_mma_bf16_16816(o[2 * dp], pa, b0);
+      met_mma_bf16_16816(o[2 * dp + 1], pa, b1);
     }
   }
-
-  const float sink = sinks ? met_to_float(sinks[h]) : -INFINITY;
+  __syncwarp();
+  const float sink = sinks ? bf(sinks[h]) : -INFINITY;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    l[hr] += met_shfl_xor(l[hr], 1);
-    l[hr] += met_shfl_xor(l[hr], 2);
-    if (sinks) l[hr] += __expf(sink - (m[hr] == -INFINITY ? 0.f : m[hr]));
-    const int row = q0 + warp * 16 + g + hr * 8;
-    if (row >= T) continue;
-    const float inv = l[hr] > 0.f ? 1.f / l[hr] : 0.f;
-    met_bf16* dst = out + (static_cast<long>(row) * heads + h) * HD;
+    float lr = l[hr];
+    lr += met_shfl_xor(lr, 1);
+    lr += met_shfl_xor(lr, 2);
+    // With a sink: m = max(sink, m), everything rescaled by exp(m_old - m), plus exp(sink - m).
+    float w = 1.f;
+    if (sinks) {
+      const float mm = fmaxf(sink, m[hr]);
+      w = m[hr] == -INFINITY ? 0.f : expf(m[hr] - mm);
+      lr = lr * w + expf(sink - mm);
+    }
+    const int64_t row = row0 + g + 8 * hr;
+    if (rows_pos[hr] < 0) continue;
+    const float inv = lr > 0.f ? w / lr : 0.f;
+    u16* dst = out + (row * heads + h) * HD + dv0;
 #pragma unroll
-    for (int di = 0; di < kOFrags; ++di) {
-      dst[di * 8 + 2 * t] = met_from_float(o[di][2 * hr] * inv);
-      dst[di * 8 + 2 * t + 1] = met_from_float(o[di][2 * hr + 1] * inv);
+    for (int i = 0; i < kOFrags; ++i) {
+      dst[i * 8 + 2 * t] = to_bf(o[i][2 * hr] * inv);
+      dst[i * 8 + 2 * t + 1] = to_bf(o[i][2 * hr + 1] * inv);
     }
   }
 }
 
-// q/out [T, heads, head_dim] for one sequence whose first row sits at start_pos; K/V (already
-// appended) are read from the cache slot. grid (ceil(T / 64), heads), block MET_FLASH_THREADS,
-// dynamic smem met_flash_smem_bytes(head_dim). head_dim 64, 128 or 256 (v_head_dim equal).
-extern "C" __global__ void met_flash_prefill_mma(const met_bf16* q, MetKvCache cache, int slot, int start_pos, int T,
-                                                 int heads, float sm_scale, int window, float softcap,
-                                                 const met_bf16* sinks, met_bf16* out) {
-  switch (cache.head_dim) {
-    case 64: met_flash_prefill_body<64>(q, cache, slot, start_pos, T, heads, sm_scale, window, softcap, sinks, out); break;
-    case 128: met_flash_prefill_body<128>(q, cache, slot, start_pos, T, heads, sm_scale, window, softcap, sinks, out); break;
-    case 256: met_flash_prefill_body<256>(q, cache, slot, start_pos, T, heads, sm_scale, window, softcap, sinks, out); break;
-    default: break;  // no instantiation: the planner only routes supported head dims here
+#if MET_HAS_MMA_SYNC
+// Causal prefill over the slice's rows on the tensor cores. A slice is a
+// row range x a head range; work items are 16 rows x one head on the tensor cores (flash_block above), one
+// pass per sequence the rows belong to (padding rows of another sequence share a block with real
+// ones). Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others).
+MET_ENTRY(flash_prefill_mma) {
+  const SliceRange rr = slice_rows(a, slice);
+  const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
+  const int hd = static_cast<int>(a.head_dim);
+  const int* pos = a.positions;
+  const int64_t* base = a.seq_base;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const SliceRange hs = slice_cols(a, slice, heads);
+  const int64_t blocks = (rr.end - rr.begin + 15) / 16, nh = hs.end - hs.begin;
+  u16* v_s = reinterpret_cast<u16*>(smem) + warp * (MET_FLASH_WARP_SMEM / 2);
+  for (int64_t it = warp; it < blocks * nh; it += MET_INTERP_WARPS) {
+    const int64_t row0 = rr.begin + (it / nh) * 16, row_end = min(row0 + 16, rr.end);
+    const int h = static_cast<int>(hs.begin + it % nh);
+    const bool valid = lane < 16 && row0 + lane < row_end;
+    const int64_t mine = valid ? base[row0 + lane] : 0;
+    unsigned pending = __ballot_sync(0xffffffffu, valid);
+    while (pending) {
+      const int64_t seg = __shfl_sync(0xffffffffu, mine, __ffs(pending) - 1);
+      for (int dv0 = 0; dv0 < hd; dv0 += kFlashMaxDv) {
+        const u16* q = a.q;
+        const u16* kc = a.k_cache;
+        const u16* vc = a.v_cache;
+        const u16* sinks = a.sinks;
+        u16* out = a.out;
+        if (hd == 128)
+          flash_block<128, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                               a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+        else if (hd == 64)
+          flash_block<64, 64>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                              a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+        else
+          flash_block<32, 32>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                              a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+      }
+      pending &= ~__ballot_sync(0xffffffffu, valid && mine == seg);
+    }
   }
 }
 #endif  // MET_HAS_MMA_SYNC
+
+}  // namespace met_interp

@@ -1,94 +1,117 @@
-// Prefill/batch GEMM on warp tensor cores: C[M, N] = A[M, K] W[N, K]^T (+ residual), bf16 in,
-// fp32 accumulate, mma.sync m16n8k16. 128x128x32 block tile, 8 warps of 64x32, double-buffered
-// shared memory filled by cp.async where the class has it. Requires K % 32 == 0; M, N any.
+// Prefill GEMM body of the interpreter: one slice is one output tile of at most 128 rows x 128
+// columns of y = x W^T (bf16 in, fp32 accumulate, bf16 out). 8 warps of 64 x 32 outputs,
+// mma.sync m16n8k16 fed by ldmatrix from a 3-stage cp.async pipeline of MET_GEMM_BK-wide K tiles.
+// Requires K % MET_GEMM_BK == 0 (the host refuses other shapes).
 #pragma once
+#include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
 
-#define MET_GEMM_BM 128
-#define MET_GEMM_BN 128
-#define MET_GEMM_BK 32
-#define MET_GEMM_PAD 8  // bf16 elements of row padding: ldmatrix rows land on distinct banks
-#define MET_GEMM_LD (MET_GEMM_BK + MET_GEMM_PAD)
-#define MET_GEMM_THREADS 256
-#define MET_GEMM_WARP_M 64
-#define MET_GEMM_WARP_N 32
+namespace met_interp {
 
-#if MET_HAS_MMA_SYNC
-// Copy a [128 rows][32 k] bf16 tile starting at (row0, k0) of a [rows, K] matrix.
-__device__ __forceinline__ void met_gemm_load_tile(met_bf16 (*dst)[MET_GEMM_LD], const met_bf16* src, int rows,
-                                                   int K, int row0, int k0) {
-  constexpr int kChunksPerRow = MET_GEMM_BK / 8;  // 16-byte chunks
-  for (int c = threadIdx.x; c < MET_GEMM_BM * kChunksPerRow; c += MET_GEMM_THREADS) {
-    const int r = c / kChunksPerRow, kc = (c % kChunksPerRow) * 8;
-    const bool valid = row0 + r < rows;
-    const met_bf16* g = src + static_cast<long>(valid ? row0 + r : 0) * K + k0 + kc;
-    met_copy16(&dst[r][kc], g, valid);
+// Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
+constexpr int kGemmBM = MET_GEMM_TILE, kGemmBN = MET_GEMM_TILE, kGemmBK = MET_GEMM_BK, kGemmLD = kGemmBK + MET_GEMM_PAD,
+              kGemmStages = MET_GEMM_STAGES;
+
+// Copies a [128][BK] bf16 tile at (row0, k0) of a [rows, K] matrix; rows past `rows` are zero.
+__device__ __forceinline__ void gemm_tile_load(u16* dst, const u16* src, int64_t rows, int64_t K, int64_t k0) {
+  constexpr int kChunks = kGemmBK / 8;  // 16-byte chunks per row
+#pragma unroll
+  for (int c = threadIdx.x; c < kGemmBM * kChunks; c += MET_INTERP_THREADS) {
+    const int r = c / kChunks, kc = (c % kChunks) * 8;
+    const bool valid = r < rows;
+    met_copy16(dst + r * kGemmLD + kc, src + (valid ? r : 0) * K + k0 + kc, valid);
   }
 }
 
-// grid (ceil(N / 128), ceil(M / 128)), block MET_GEMM_THREADS.
-extern "C" __global__ void met_gemm_bf16_mma(const met_bf16* A, const met_bf16* W, met_bf16* C, const met_bf16* resid,
-                                             int M, int N, int K) {
-  __shared__ __align__(128) met_bf16 a_s[2][MET_GEMM_BM][MET_GEMM_LD];
-  __shared__ __align__(128) met_bf16 b_s[2][MET_GEMM_BN][MET_GEMM_LD];
+#if MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
+MET_ENTRY(gemm_bf16_mma) {
+  const SliceRange rr = slice_rows(a, slice);
+  const int64_t N = a.geom.w_rows, K = a.geom.w_cols;
+  const SliceRange cc = slice_cols(a, slice, N);
+  const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
+  if (M <= 0 || Nt <= 0) return;
+  const u16* A = a.x + (a.in_row0 + rr.begin) * K;
+  const u16* B = a.w + cc.begin * K;
+  u16* a_s = reinterpret_cast<u16*>(smem);
+  u16* b_s = a_s + kGemmStages * kGemmBM * kGemmLD;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm = warp / (MET_GEMM_BN / MET_GEMM_WARP_N), wn = warp % (MET_GEMM_BN / MET_GEMM_WARP_N);
-  const int m0 = blockIdx.y * MET_GEMM_BM, n0 = blockIdx.x * MET_GEMM_BN;
-  constexpr int kMFrags = MET_GEMM_WARP_M / 16, kNFrags = MET_GEMM_WARP_N / 8;
-  float acc[kMFrags][kNFrags][4] = {};
+  const int wm = warp / 4, wn = warp % 4;  // 2 x 4 warps of 64 rows x 32 columns
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
 
-  const int kt_count = K / MET_GEMM_BK;
-  met_gemm_load_tile(a_s[0], A, M, K, m0, 0);
-  met_gemm_load_tile(b_s[0], W, N, K, n0, 0);
-  met_copy_commit();
-  for (int kt = 0; kt < kt_count; ++kt) {
-    const int cur = kt & 1;
-    if (kt + 1 < kt_count) {  // prefetch the next tile while this one is multiplied
-      met_gemm_load_tile(a_s[cur ^ 1], A, M, K, m0, (kt + 1) * MET_GEMM_BK);
-      met_gemm_load_tile(b_s[cur ^ 1], W, N, K, n0, (kt + 1) * MET_GEMM_BK);
-      met_copy_commit();
-      met_copy_wait<1>();
-    } else {
-      met_copy_wait<0>();
+  const int64_t kt_count = K / kGemmBK;
+  for (int st = 0; st < kGemmStages - 1; ++st) {
+    if (st < kt_count) {
+      gemm_tile_load(a_s + st * kGemmBM * kGemmLD, A, M, K, st * kGemmBK);
+      gemm_tile_load(b_s + st * kGemmBN * kGemmLD, B, Nt, K, st * kGemmBK);
     }
+    met_copy_commit();
+  }
+  for (int64_t kt = 0; kt < kt_count; ++kt) {
+    met_copy_wait<kGemmStages - 2>();
     __syncthreads();
+    const int64_t next = kt + kGemmStages - 1;
+    if (next < kt_count) {
+      const int st = static_cast<int>(next % kGemmStages);
+      gemm_tile_load(a_s + st * kGemmBM * kGemmLD, A, M, K, next * kGemmBK);
+      gemm_tile_load(b_s + st * kGemmBN * kGemmLD, B, Nt, K, next * kGemmBK);
+    }
+    met_copy_commit();
+    const int cur = static_cast<int>(kt % kGemmStages);
+    const u16* as = a_s + cur * kGemmBM * kGemmLD;
+    const u16* bs = b_s + cur * kGemmBN * kGemmLD;
 #pragma unroll
-    for (int kk = 0; kk < MET_GEMM_BK; kk += 16) {
-      uint32_t a[kMFrags][4], b[kNFrags][2];
+    for (int kk = 0; kk < kGemmBK; kk += 16) {
+      uint32_t a[4][4], b[4][2];
 #pragma unroll
-      for (int mi = 0; mi < kMFrags; ++mi)
-        met_ldmatrix_x4(a[mi], &a_s[cur][wm * MET_GEMM_WARP_M + mi * 16 + lane % 16][kk + (lane / 16) * 8]);
+      for (int mi = 0; mi < 4; ++mi)
+        met_ldmatrix_x4(a[mi], as + (wm * 64 + mi * 16 + lane % 16) * kGemmLD + kk + (lane / 16) * 8);
 #pragma unroll
-      for (int nj = 0; nj < kNFrags; nj += 2) {  // one x4 load = two n-fragments x two k-halves
+      for (int nj = 0; nj < 4; nj += 2) {
         uint32_t r[4];
         const int mat = lane / 8;
-        met_ldmatrix_x4(r, &b_s[cur][wn * MET_GEMM_WARP_N + nj * 8 + (mat / 2) * 8 + lane % 8][kk + (mat % 2) * 8]);
-        b[nj][0] = r[0]; b[nj][1] = r[1]; b[nj + 1][0] = r[2]; b[nj + 1][1] = r[3];
+        met_ldmatrix_x4(r, bs + (wn * 32 + nj * 8 + (mat / 2) * 8 + lane % 8) * kGemmLD + kk + (mat % 2) * 8);
+        b[nj][0] = r[0];
+        b[nj][1] = r[1];
+        b[nj + 1][0] = r[2];
+        b[nj + 1][1] = r[3];
       }
 #pragma unroll
-      for (int mi = 0; mi < kMFrags; ++mi)
+      for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < kNFrags; ++ni) met_mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
+        for (int ni = 0; ni < 4; ++ni) met_mma_bf16_16816(acc[mi][ni], a[mi], b[ni]);
     }
-    __syncthreads();
   }
+  met_copy_wait<0>();
+  __syncthreads();  // the next slice reuses the stages
 
-  // Accumulator (mi, ni): c0,c1 at row g, cols 2t..2t+1; c2,c3 at row g+8 (g = lane/4, t = lane%4).
+  u16* Y = a.y;
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int mi = 0; mi < kMFrags; ++mi)
+  for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < kNFrags; ++ni)
+    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = m0 + wm * MET_GEMM_WARP_M + mi * 16 + g + h * 8;
-        const int col = n0 + wn * MET_GEMM_WARP_N + ni * 8 + 2 * t;
+        const int64_t row = wm * 64 + mi * 16 + g + h * 8;
+        const int64_t col = wn * 32 + ni * 8 + 2 * t;
         if (row >= M) continue;
-        for (int e = 0; e < 2; ++e) {
-          if (col + e >= N) continue;
-          const long i = static_cast<long>(row) * N + col + e;
-          C[i] = met_from_float(acc[mi][ni][2 * h + e] + (resid ? met_to_float(resid[i]) : 0.f));
+        u16* y = Y + (rr.begin + row) * N + cc.begin + col;
+        if (col + 1 < Nt && ((cc.begin + col) & 1) == 0) {
+          const uint32_t packed = met_pack_bf16x2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(y) = packed;
+        } else {
+          if (col < Nt) y[0] = to_bf(acc[mi][ni][2 * h]);
+          if (col + 1 < Nt) y[1] = to_bf(acc[mi][ni][2 * h + 1]);
         }
       }
 }
-#endif  // MET_HAS_MMA_SYNC
+
+#endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
+
+}  // namespace met_interp

@@ -1,274 +1,326 @@
-// Decode/batch GEMV family (rows 1-16): y = x W^T on CUDA cores, one warp per output row, weights
-// streamed once per launch and reused for every batch row. Fusions fold RMSNorm (gamma into the
-// weight, 1/rms into the result), RoPE + KV append, residual adds, gated activations and argmax.
+// Decode/batch GEMV family (rows <= MET_DEV_MAX_ROWS): the fused qkv, o/down + residual,
+// gate_up + activation, lm_head and plain gemv. A slice owns all rows of the rung and a
+// range of output columns (head units for qkv), so each weight byte is read once per step.
+//
+// The dot products run on the tensor cores with mma.sync m16n8k16: weight rows are the M side
+// (16 per tile), activation rows the N side (8 per fragment), and the K order inside each 32-wide
+// block is permuted identically for both operands, so every thread loads its A and B fragments
+// with 16-byte loads straight from memory (the sum over K does not depend on the order).
 #pragma once
-#include "common/device.cuh"
+#include "common/interp/prims.cuh"
+#include "common/mma_sync.cuh"
 
-// Max head_dim the fused QKV kernel stages in shared memory.
-#define MET_QKV_MAX_HEAD_DIM 256
-// Vocab rows one warp scans in the fused lm_head + argmax kernel.
-#define MET_LM_ROWS_PER_WARP 4
+namespace met_interp {
 
-// Dot products of weight row `row` with `nrows` activation rows (stride `in`). `gamma` (nullable)
-// is the RMSNorm weight folded into W. Every lane returns the full sums.
-__device__ __forceinline__ void met_warp_gemv_row(const MetWeight& w, long row, const met_bf16* x, int nrows, int in,
-                                                  const met_bf16* gamma, float acc[MET_GEMV_MAX_ROWS]) {
-  const int lane = threadIdx.x % MET_WARP;
+constexpr int kChunk = 256;  // weight rows one gemv_chunk call covers (res row stride)
+
+// Shared-memory layout of the gemv bodies (floats unless noted), inside the block's dynamic smem.
+struct GemvSmem {
+  float* red;   // 64
+  float* res;   // [MET_DEV_MAX_ROWS][kChunk]
+  float* part;  // [MET_INTERP_WARPS][16 * 16] k-split partial tiles
+  u16* head;    // [MET_INTERP_WARPS][256] one bf16 head per warp
+  u16* xn;      // [rows][K] normalised activations
+};
+__device__ __forceinline__ GemvSmem gemv_smem(unsigned char* base) {
+  GemvSmem s;
+  s.red = reinterpret_cast<float*>(base);
+  s.res = s.red + 64;
+  s.part = s.res + MET_DEV_MAX_ROWS * kChunk;
+  s.head = reinterpret_cast<u16*>(s.part + MET_INTERP_WARPS * 256);
+  s.xn = s.head + MET_INTERP_WARPS * 256;
+  return s;
+}
+
+__device__ __forceinline__ void mma_pair(float d[4], const uint4& wa, const uint4& wb, const uint4& xa) {
+  const uint32_t a0[4] = {wa.x, wb.x, wa.y, wb.y}, b0[2] = {xa.x, xa.y};
+  const uint32_t a1[4] = {wa.z, wb.z, wa.w, wb.w}, b1[2] = {xa.z, xa.w};
+  met_mma_bf16_16816(d, a0, b0);
+  met_mma_bf16_16816(d, a1, b1);
+}
+
+// res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk); W is [*, K] bf16,
+// K % 32 == 0; x rows are `xs` elements apart (global or shared memory). Block-uniform call.
+__device__ void gemv_chunk(const u16* W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tiles = (n + 15) / 16;
+  int ks = 1;
+  while (ks * 2 * tiles <= MET_INTERP_WARPS) ks *= 2;
+  const int64_t nb = K / 32;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int item = warp; item < tiles * ks; item += MET_INTERP_WARPS) {
+    const int tile = item / ks, kp = item % ks;
+    const int64_t b0 = kp * nb / ks, b1 = (kp + 1) * nb / ks;
+    const int ra = min(tile * 16 + g, n - 1), rb = min(tile * 16 + g + 8, n - 1);
+    const u16* pa = W + (w0 + ra) * K + 8 * t;
+    const u16* pb = W + (w0 + rb) * K + 8 * t;
+    const u16* x0 = g < R ? x + g * xs + 8 * t : nullptr;
+    const u16* x1 = g + 8 < R ? x + (g + 8) * xs + 8 * t : nullptr;
+    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+    int64_t b = b0;
+    for (; b + 8 <= b1; b += 8) {
+      uint4 wa[8], wb[8], xa[8], xb[8];
 #pragma unroll
-  for (int r = 0; r < MET_GEMV_MAX_ROWS; ++r) acc[r] = 0.f;
-  for (int k0 = lane * MET_GEMV_VEC; k0 < in; k0 += MET_WARP * MET_GEMV_VEC) {
-    float wv[MET_GEMV_VEC];
-    met_load_weights(w, row, in, k0, wv);
-    if (gamma) {
-      float g[MET_GEMV_VEC];
-      met_load_act(gamma + k0, g);
-      for (int i = 0; i < MET_GEMV_VEC; ++i) wv[i] *= g[i];
-    }
+      for (int u = 0; u < 8; ++u) {
+        wa[u] = load_weight16(pa + (b + u) * 32);
+        wb[u] = load_weight16(pb + (b + u) * 32);
+      }
 #pragma unroll
-    for (int r = 0; r < MET_GEMV_MAX_ROWS; ++r) {
-      if (r < nrows) {
-        float xv[MET_GEMV_VEC];
-        met_load_act(x + static_cast<long>(r) * in + k0, xv);
-        for (int i = 0; i < MET_GEMV_VEC; ++i) acc[r] += wv[i] * xv[i];
+      for (int u = 0; u < 8; ++u) {
+        xa[u] = x0 ? *reinterpret_cast<const uint4*>(x0 + (b + u) * 32) : zero;
+        xb[u] = x1 ? *reinterpret_cast<const uint4*>(x1 + (b + u) * 32) : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        mma_pair(acc0, wa[u], wb[u], xa[u]);
+        if (R > 8) mma_pair(acc1, wa[u], wb[u], xb[u]);
       }
     }
-  }
+    for (; b < b1; ++b) {
+      const uint4 wa = load_weight16(pa + b * 32), wb = load_weight16(pb + b * 32);
+      const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
+      const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
+      mma_pair(acc0, wa, wb, xa);
+      if (R > 8) mma_pair(acc1, wa, wb, xb);
+    }
+    // D fragment: [0],[1] at (weight row g, act rows 2t, 2t+1), [2],[3] at weight row g + 8.
+    if (ks == 1) {
 #pragma unroll
-  for (int r = 0; r < MET_GEMV_MAX_ROWS; ++r)
-    if (r < nrows) acc[r] = met_warp_reduce(acc[r]);
-}
-
-// 1/rms of each batch row into shared `inv_rms` (eps < 0: no norm, factor 1).
-__device__ __forceinline__ void met_rows_inv_rms(const met_bf16* x, int rows, int dim, float eps, float* inv_rms,
-                                                 float* scratch) {
-  for (int r = 0; r < rows; ++r) {
-    const float v = eps < 0.f ? 1.f : met_inv_rms(x + static_cast<long>(r) * dim, dim, eps, scratch);
-    if (threadIdx.x == 0) inv_rms[r] = v;
-  }
-  __syncthreads();
-}
-
-// y[r, o] = (resid ? resid[r, o] : 0) + x[r] . W[o]; y may alias resid.
-__device__ __forceinline__ void met_gemv_body(const met_bf16* x, const MetWeight& w, met_bf16* y,
-                                              const met_bf16* resid, int rows, int in, int out) {
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  const int o = blockIdx.x * MET_WARPS_PER_BLOCK + warp;
-  if (o >= out) return;
-  float acc[MET_GEMV_MAX_ROWS];
-  met_warp_gemv_row(w, o, x, rows, in, /*gamma=*/nullptr, acc);
-  if (lane == 0) {
-    for (int r = 0; r < rows; ++r) {
-      const long i = static_cast<long>(r) * out + o;
-      y[i] = met_from_float(acc[r] + (resid ? met_to_float(resid[i]) : 0.f));
-    }
-  }
-}
-
-extern "C" __global__ void met_gemv(const met_bf16* x, MetWeight w, met_bf16* y, int rows, int in, int out) {
-  met_gemv_body(x, w, y, /*resid=*/nullptr, rows, in, out);
-}
-
-extern "C" __global__ void met_gemv_o_residual(const met_bf16* attn, MetWeight w_o, met_bf16* resid, int rows,
-                                                int in, int out) {
-  met_gemv_body(attn, w_o, resid, resid, rows, in, out);
-}
-
-extern "C" __global__ void met_gemv_down_residual(const met_bf16* act, MetWeight w_down, met_bf16* resid, int rows,
-                                                   int in, int out) {
-  met_gemv_body(act, w_down, resid, resid, rows, in, out);
-}
-
-// One block per head of the fused q|k|v projection (q heads, then k heads, then v heads): the
-// block computes head_dim outputs for every row, optionally RMS-normalises the q/k head, rotates
-// it, and writes q to q_out and k/v straight into the cache at each row's position.
-__device__ __forceinline__ void met_qkv_body(const met_bf16* x, const met_bf16* norm_w, float eps, const MetWeight& w,
-                                             const met_bf16* bias, const met_bf16* q_norm_w, const met_bf16* k_norm_w,
-                                             float qk_eps, int rows, int hidden, int heads, int kv_heads,
-                                             int head_dim, int rotary_dim, float theta, const float* inv_freq,
-                                             const int* positions, const int* slots, met_bf16* q_out,
-                                             MetKvCache cache) {
-  __shared__ float out_s[MET_GEMV_MAX_ROWS][MET_QKV_MAX_HEAD_DIM];
-  __shared__ float inv_rms[MET_GEMV_MAX_ROWS];
-  __shared__ float scratch[MET_BLOCK / 32];
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  const int head = blockIdx.x;
-  const bool is_q = head < heads, is_k = !is_q && head < heads + kv_heads;
-  met_rows_inv_rms(x, rows, hidden, eps, inv_rms, scratch);
-
-  for (int d = warp; d < head_dim; d += MET_WARPS_PER_BLOCK) {
-    const long o = static_cast<long>(head) * head_dim + d;
-    float acc[MET_GEMV_MAX_ROWS];
-    met_warp_gemv_row(w, o, x, rows, hidden, norm_w, acc);
-    if (lane == 0)
-      for (int r = 0; r < rows; ++r) out_s[r][d] = acc[r] * inv_rms[r] + (bias ? met_to_float(bias[o]) : 0.f);
-  }
-  __syncthreads();
-
-  const met_bf16* qk_gamma = is_q ? q_norm_w : (is_k ? k_norm_w : nullptr);
-  if (qk_gamma) {  // per-head RMSNorm (Qwen3, Gemma 3): one warp per row
-    for (int r = warp; r < rows; r += MET_WARPS_PER_BLOCK) {
-      float ss = 0.f;
-      for (int d = lane; d < head_dim; d += MET_WARP) ss += out_s[r][d] * out_s[r][d];
-      const float inv = rsqrtf(met_warp_reduce(ss) / head_dim + qk_eps);
-      for (int d = lane; d < head_dim; d += MET_WARP) out_s[r][d] *= inv * met_to_float(qk_gamma[d]);
-    }
-    __syncthreads();
-  }
-  if (is_q || is_k) {
-    const int half = rotary_dim / 2;
-    for (int t = threadIdx.x; t < rows * half; t += blockDim.x) {
-      const int r = t / half, i = t % half;
-      met_rope_pair(out_s[r][i], out_s[r][i + half], i, rotary_dim, positions[r], theta, inv_freq);
-    }
-    __syncthreads();
-  }
-  for (int t = threadIdx.x; t < rows * head_dim; t += blockDim.x) {
-    const int r = t / head_dim, d = t % head_dim;
-    const met_bf16 v = met_from_float(out_s[r][d]);
-    if (is_q) {
-      q_out[(static_cast<long>(r) * heads + head) * head_dim + d] = v;
-    } else if (is_k) {
-      cache.k[met_kv_offset(cache, slots[r], head - heads, positions[r], head_dim) + d] = v;
+      for (int e = 0; e < 4; ++e) {
+        const int m = tile * 16 + g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
+        if (m < n && r0 < R) sm.res[r0 * kChunk + m] = acc0[e];
+        if (m < n && r0 + 8 < R) sm.res[(r0 + 8) * kChunk + m] = acc1[e];
+      }
     } else {
-      cache.v[met_kv_offset(cache, slots[r], head - heads - kv_heads, positions[r], head_dim) + d] = v;
-    }
-  }
-}
-
-extern "C" __global__ void met_gemv_rmsnorm_qkv_rope(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                      MetWeight w_qkv, const met_bf16* bias, int rows, int hidden,
-                                                      int heads, int kv_heads, int head_dim, int rotary_dim,
-                                                      float theta, const float* inv_freq, const int* positions,
-                                                      const int* slots, met_bf16* q_out, MetKvCache cache) {
-  met_qkv_body(x, norm_w, eps, w_qkv, bias, nullptr, nullptr, 0.f, rows, hidden, heads, kv_heads, head_dim,
-               rotary_dim, theta, inv_freq, positions, slots, q_out, cache);
-}
-
-extern "C" __global__ void met_gemv_rmsnorm_qkv_qknorm_rope(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                             MetWeight w_qkv, const met_bf16* bias,
-                                                             const met_bf16* q_norm_w, const met_bf16* k_norm_w,
-                                                             float qk_eps, int rows, int hidden, int heads,
-                                                             int kv_heads, int head_dim, int rotary_dim, float theta,
-                                                             const float* inv_freq, const int* positions,
-                                                             const int* slots, met_bf16* q_out, MetKvCache cache) {
-  met_qkv_body(x, norm_w, eps, w_qkv, bias, q_norm_w, k_norm_w, qk_eps, rows, hidden, heads, kv_heads, head_dim,
-               rotary_dim, theta, inv_freq, positions, slots, q_out, cache);
-}
-
-// RMSNorm + gate/up projection + gated activation. W rows [0, inter) are gate, [inter, 2*inter) up.
-__device__ __forceinline__ void met_gate_up_body(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                 const MetWeight& w, met_bf16* out, int rows, int hidden, int inter,
-                                                 bool gelu) {
-  __shared__ float inv_rms[MET_GEMV_MAX_ROWS];
-  __shared__ float scratch[MET_BLOCK / 32];
-  met_rows_inv_rms(x, rows, hidden, eps, inv_rms, scratch);
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  const int j = blockIdx.x * MET_WARPS_PER_BLOCK + warp;
-  if (j >= inter) return;
-  float g[MET_GEMV_MAX_ROWS], u[MET_GEMV_MAX_ROWS];
-  met_warp_gemv_row(w, j, x, rows, hidden, norm_w, g);
-  met_warp_gemv_row(w, static_cast<long>(inter) + j, x, rows, hidden, norm_w, u);
-  if (lane == 0) {
-    for (int r = 0; r < rows; ++r) {
-      const float gv = g[r] * inv_rms[r], uv = u[r] * inv_rms[r];
-      out[static_cast<long>(r) * inter + j] = met_from_float((gelu ? met_gelu_tanh(gv) : met_silu(gv)) * uv);
-    }
-  }
-}
-
-extern "C" __global__ void met_gemv_rmsnorm_gate_up_silu(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                          MetWeight w_gate_up, met_bf16* out, int rows, int hidden,
-                                                          int inter) {
-  met_gate_up_body(x, norm_w, eps, w_gate_up, out, rows, hidden, inter, /*gelu=*/false);
-}
-
-extern "C" __global__ void met_gemv_rmsnorm_gate_up_gelu(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                          MetWeight w_gate_up, met_bf16* out, int rows, int hidden,
-                                                          int inter) {
-  met_gate_up_body(x, norm_w, eps, w_gate_up, out, rows, hidden, inter, /*gelu=*/true);
-}
-
-// Order-preserving map of a float to an unsigned key (larger float -> larger key).
-__device__ __forceinline__ unsigned met_float_key(float v) {
-  const unsigned b = __float_as_uint(v);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// Final RMSNorm + lm_head + optional softcap + greedy argmax. Each block scans a slice of the
-// vocabulary and publishes its best (logit, id) per row; the last block to finish (ticket on
-// `counter`, which it resets to 0) reduces the partials into out_ids. `logits` is optional.
-__device__ __forceinline__ void met_lm_head_body(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                 const MetWeight& w, int rows, int hidden, int vocab, float softcap,
-                                                 float* logits, unsigned long long* partial, unsigned* counter,
-                                                 int* out_ids) {
-  __shared__ float inv_rms[MET_GEMV_MAX_ROWS];
-  __shared__ float scratch[MET_BLOCK / 32];
-  __shared__ unsigned long long best_s[MET_WARPS_PER_BLOCK][MET_GEMV_MAX_ROWS];
-  __shared__ bool last_block;
-  met_rows_inv_rms(x, rows, hidden, eps, inv_rms, scratch);
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  // key = (ordered logit << 32) | (~id): max key = max logit, lowest id on ties.
-  unsigned long long best[MET_GEMV_MAX_ROWS];
+      float* p = sm.part + warp * 256;
 #pragma unroll
-  for (int r = 0; r < MET_GEMV_MAX_ROWS; ++r) best[r] = 0;
-  const int base = (blockIdx.x * MET_WARPS_PER_BLOCK + warp) * MET_LM_ROWS_PER_WARP;
-  for (int v = base; v < base + MET_LM_ROWS_PER_WARP && v < vocab; ++v) {
-    float acc[MET_GEMV_MAX_ROWS];
-    met_warp_gemv_row(w, v, x, rows, hidden, norm_w, acc);
-#pragma unroll
-    for (int r = 0; r < MET_GEMV_MAX_ROWS; ++r) {
-      if (r < rows) {
-        float l = acc[r] * inv_rms[r];
-        if (softcap > 0.f) l = softcap * tanhf(l / softcap);
-        if (logits && lane == 0) logits[static_cast<long>(r) * vocab + v] = l;
-        const unsigned long long key =
-            (static_cast<unsigned long long>(met_float_key(l)) << 32) | (~static_cast<unsigned>(v));
-        if (key > best[r]) best[r] = key;
+      for (int e = 0; e < 4; ++e) {
+        const int m = g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
+        p[m * 16 + r0] = acc0[e];
+        p[m * 16 + r0 + 8] = acc1[e];
       }
     }
   }
-  if (lane == 0)
-    for (int r = 0; r < rows; ++r) best_s[warp][r] = best[r];
-  __syncthreads();
-  if (threadIdx.x < rows) {
-    unsigned long long b = 0;
-    for (int w2 = 0; w2 < MET_WARPS_PER_BLOCK; ++w2) b = best_s[w2][threadIdx.x] > b ? best_s[w2][threadIdx.x] : b;
-    partial[static_cast<long>(threadIdx.x) * gridDim.x + blockIdx.x] = b;
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
-  for (int r = warp; r < rows; r += MET_WARPS_PER_BLOCK) {
-    unsigned long long b = 0;
-    for (int i = lane; i < static_cast<int>(gridDim.x); i += MET_WARP) {
-      const unsigned long long p = partial[static_cast<long>(r) * gridDim.x + i];
-      b = p > b ? p : b;
+  if (ks > 1) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < tiles * 256; i += MET_INTERP_THREADS) {
+      const int tile = i / 256, m = (i % 256) / 16, r0 = i % 16;
+      if (tile * 16 + m >= n || r0 >= R) continue;
+      float sum = 0.f;
+      for (int kp = 0; kp < ks; ++kp) sum += sm.part[(tile * ks + kp) * 256 + m * 16 + r0];
+      sm.res[r0 * kChunk + tile * 16 + m] = sum;
     }
-    for (int m = MET_WARP / 2; m > 0; m >>= 1) {
-      const unsigned lo = met_shfl_xor_int(static_cast<int>(b & 0xffffffffu), m);
-      const unsigned hi = met_shfl_xor_int(static_cast<int>(b >> 32), m);
-      const unsigned long long o = (static_cast<unsigned long long>(hi) << 32) | lo;
-      b = o > b ? o : b;
-    }
-    if (lane == 0) out_ids[r] = static_cast<int>(~static_cast<unsigned>(b & 0xffffffffu));
   }
-  if (threadIdx.x == 0) *counter = 0;
+  __syncthreads();
 }
 
-extern "C" __global__ void met_gemv_rmsnorm_lm_head_argmax(const met_bf16* x, const met_bf16* norm_w, float eps,
-                                                            MetWeight w_lm, int rows, int hidden, int vocab,
-                                                            float* logits, unsigned long long* partial,
-                                                            unsigned* counter, int* out_ids) {
-  met_lm_head_body(x, norm_w, eps, w_lm, rows, hidden, vocab, /*softcap=*/0.f, logits, partial, counter, out_ids);
+// xn[r] = bf16(x[r] * inv_rms(x[r]) * w) for the slice's rows, in shared memory.
+__device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int R, float eps, GemvSmem sm) {
+  for (int r = 0; r < R; ++r) {
+    const float inv = inv_rms_block(x + r * K, K, eps, sm.red);
+    for (int64_t i = threadIdx.x; i < K; i += MET_INTERP_THREADS)
+      sm.xn[r * K + i] = to_bf(bf(x[r * K + i]) * inv * bf(w[i]));
+  }
+  __syncthreads();
 }
 
-extern "C" __global__ void met_gemv_rmsnorm_lm_head_softcap_argmax(const met_bf16* x, const met_bf16* norm_w,
-                                                                    float eps, MetWeight w_lm, int rows, int hidden,
-                                                                    int vocab, float softcap, float* logits,
-                                                                    unsigned long long* partial, unsigned* counter,
-                                                                    int* out_ids) {
-  met_lm_head_body(x, norm_w, eps, w_lm, rows, hidden, vocab, softcap, logits, partial, counter, out_ids);
+#if MET_HAS_MMA_SYNC
+// What a gemv-family op does with each output value.
+enum class GemvOut { plain, residual, silu, gelu, lm_head };
+
+// One slice of a gemv-family op: rows [rr) of x (row stride K = w_cols, first row in_row0) against
+// the output rows [c) of W (gate_up: N = w_rows / 2 gate rows, then as many up rows); `norm_w`
+// (normed ops) folds an RMSNorm of x in first.
+template <GemvOut kOut>
+__device__ __forceinline__ void gemv_slice(const MetGeom& geom, SliceRange rr, SliceRange c, const u16* x_in, int64_t in_row0,
+                                           const u16* norm_w, float eps, const u16* W, u16* y, int* tokens, float cap,
+                                           unsigned char* smem) {
+  const GemvSmem sm = gemv_smem(smem);
+  const int R = static_cast<int>(rr.end - rr.begin);
+  const int64_t K = geom.w_cols;
+  constexpr bool gate_up = kOut == GemvOut::silu || kOut == GemvOut::gelu;
+  const int64_t N = gate_up ? geom.w_rows / 2 : geom.w_rows;
+  const u16* x = x_in + (in_row0 + rr.begin) * K;
+  if (R <= 0 || c.begin >= c.end) return;
+  if (norm_w) {
+    rmsnorm_rows_to_smem(x, norm_w, K, R, eps, sm);
+    x = sm.xn;
+  }
+  const int width = gate_up ? kChunk / 2 : kChunk;
+  for (int64_t c0 = c.begin; c0 < c.end; c0 += width) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(width), c.end - c0));
+    gemv_chunk(W, K, c0, n, x, K, R, sm);
+    if (gate_up) {
+      // gate values stay in res[.., 0..n); the up rows go to res[.., 128..128+n).
+      GemvSmem up = sm;
+      up.res = sm.res + kChunk / 2;
+      gemv_chunk(W, K, N + c0, n, x, K, R, up);
+    }
+    for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
+      const int r = i / n, j = i % n;
+      const float v = sm.res[r * kChunk + j];
+      const int64_t col = c0 + j, row = rr.begin + r;
+      if (kOut == GemvOut::plain) {
+        y[row * N + col] = to_bf(v);
+      } else if (kOut == GemvOut::residual) {
+        u16* o = y + row * N + col;
+        *o = to_bf(bf(*o) + bf(to_bf(v)));
+      } else if (gate_up) {
+        const float gt = bf(to_bf(v)), u = bf(to_bf(sm.res[r * kChunk + kChunk / 2 + j]));
+        const float act = kOut == GemvOut::silu ? silu_f(gt) : gelu_f(gt);
+        y[row * N + col] = to_bf(act * u);
+      } else {  // lm_head: logits (bf16), capped when asked
+        float lg = bf(to_bf(v));
+        if (cap != 0.f) lg = bf(to_bf(cap * tanhf(lg / cap)));
+        sm.res[r * kChunk + j] = lg;
+        if (y) y[row * N + col] = to_bf(lg);
+      }
+    }
+    __syncthreads();
+  }
+  if (kOut == GemvOut::lm_head && tokens) {  // only when the slice holds the whole vocabulary (emit's rule)
+    for (int r = 0; r < R; ++r) {
+      const int t = argmax_block(y + (rr.begin + r) * N, N, sm.red, reinterpret_cast<int*>(sm.red + 32));
+      if (threadIdx.x == 0) tokens[rr.begin + r] = t;
+      __syncthreads();
+    }
+  }
 }
+
+// Hint L2 to fetch up to `bytes` from p (one bulk prefetch per 64 KiB, issued by one thread).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint64_t bytes) {
+#if __CUDA_ARCH__ >= 900
+  const char* c = static_cast<const char*>(p);
+  for (uint64_t off = 0; off < bytes; off += 65536) {
+    const uint64_t n = (bytes - off < 65536 ? bytes - off : 65536) & ~15ull;
+    if (n == 0) break;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + off), "r"(static_cast<unsigned>(n)) : "memory");
+  }
+#endif
+}
+
+// The weight rows [c) of W (and the up rows n + [c) when `halves`) a gemv slice will stream.
+__device__ __forceinline__ void prefetch_rows(const MetGeom& geom, const u16* W, SliceRange c, int64_t n, bool halves) {
+  const uint64_t row_bytes = static_cast<uint64_t>(geom.w_cols) * 2;
+  const char* w = reinterpret_cast<const char*>(W);
+  prefetch_l2(w + c.begin * row_bytes, (c.end - c.begin) * row_bytes);
+  if (halves) prefetch_l2(w + (n + c.begin) * row_bytes, (c.end - c.begin) * row_bytes);
+}
+
+MET_ENTRY(gemv) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice<GemvOut::plain>(a.geom, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, smem);
+}
+MET_PREFETCH(gemv) { prefetch_rows(a.geom, a.w, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false); }
+
+MET_ENTRY(gemv_o_residual) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice<GemvOut::residual>(a.geom, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
+                                smem);
+}
+MET_PREFETCH(gemv_o_residual) { prefetch_rows(a.geom, a.w_o, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false); }
+
+MET_ENTRY(gemv_down_residual) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice<GemvOut::residual>(a.geom, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
+                                smem);
+}
+MET_PREFETCH(gemv_down_residual) {
+  prefetch_rows(a.geom, a.w_down, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
+}
+
+MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
+  gemv_slice<GemvOut::silu>(a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+                            0.f, smem);
+}
+MET_PREFETCH(gemv_rmsnorm_gate_up_silu) {
+  prefetch_rows(a.geom, a.w_gate_up, slice_cols(a, slice, a.geom.w_rows / 2), a.geom.w_rows / 2, true);
+}
+
+MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
+  gemv_slice<GemvOut::gelu>(a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+                            0.f, smem);
+}
+MET_PREFETCH(gemv_rmsnorm_gate_up_gelu) {
+  prefetch_rows(a.geom, a.w_gate_up, slice_cols(a, slice, a.geom.w_rows / 2), a.geom.w_rows / 2, true);
+}
+
+MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice<GemvOut::lm_head>(a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+                               a.tokens, 0.f, smem);
+}
+MET_PREFETCH(gemv_rmsnorm_lm_head_argmax) {
+  prefetch_rows(a.geom, a.w_lm_head, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
+}
+
+MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice<GemvOut::lm_head>(a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+                               a.tokens, a.cap, smem);
+}
+MET_PREFETCH(gemv_rmsnorm_lm_head_softcap_argmax) {
+  prefetch_rows(a.geom, a.w_lm_head, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
+}
+
+// rmsnorm -> qkv over head units [u0, u1) -> [q/k norm] -> rope -> q out, K/V to the cache slot.
+// qn / kn (the q and k norm weights) are null for the plain rope op.
+template <class A>
+__device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* kn, uint32_t s, unsigned char* smem) {
+  const GemvSmem sm = gemv_smem(smem);
+  const SliceRange rr = slice_rows(a, s);
+  const int R = static_cast<int>(rr.end - rr.begin);
+  const int64_t K = a.geom.w_cols;
+  const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
+  const int hd = static_cast<int>(a.head_dim), rot = static_cast<int>(a.rotary_dim);
+  const SliceRange u = slice_cols(a, s, heads + 2 * kvh);
+  if (R <= 0 || u.begin >= u.end) return;
+  const u16* x = a.x + (a.in_row0 + rr.begin) * K;
+  rmsnorm_rows_to_smem(x, a.norm_w, K, R, a.eps, sm);
+  const u16* W = a.w_qkv;
+  const int* pos = a.positions;
+  const int64_t* slots = a.slots;
+  u16* q_out = a.q_out;
+  u16* kc = a.k_cache;
+  u16* vc = a.v_cache;
+  const float* table = a.inv_freq;
+  const int per_chunk = kChunk / hd;  // whole heads per chunk
+  const int64_t kw = static_cast<int64_t>(kvh) * hd;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  u16* hbuf = sm.head + warp * 256;
+  for (int64_t h0 = u.begin; h0 < u.end; h0 += per_chunk) {
+    const int nh = static_cast<int>(min(static_cast<int64_t>(per_chunk), u.end - h0));
+    gemv_chunk(W, K, h0 * hd, nh * hd, sm.xn, K, R, sm);
+    for (int item = warp; item < R * nh; item += MET_INTERP_WARPS) {
+      const int r = item / nh, j = item % nh;
+      const int64_t unit = h0 + j, row = rr.begin + r;
+      for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(sm.res[r * kChunk + j * hd + i]);
+      __syncwarp();
+      if (unit < heads + kvh) {
+        const u16* nw = unit < heads ? qn : kn;
+        if (nw) {
+          const float inv = inv_rms_warp(hbuf, hd, a.eps);
+          for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(bf(hbuf[i]) * inv * bf(nw[i]));
+          __syncwarp();
+        }
+        rope_head_warp(hbuf, hd, rot, a.theta, table, pos[row]);
+        __syncwarp();
+      }
+      u16* dst = unit < heads ? q_out + row * heads * hd + unit * hd
+                 : unit < heads + kvh ? kc + slots[row] * kw + (unit - heads) * hd
+                                      : vc + slots[row] * kw + (unit - heads - kvh) * hd;
+      for (int i = lane; i < hd; i += 32) dst[i] = hbuf[i];
+      __syncwarp();
+    }
+    __syncthreads();
+  }
+}
+
+MET_ENTRY(gemv_rmsnorm_qkv_rope) { qkv_slice(a, nullptr, nullptr, slice, smem); }
+
+MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) { qkv_slice(a, a.q_norm_w, a.k_norm_w, slice, smem); }
+#endif  // MET_HAS_MMA_SYNC
+
+}  // namespace met_interp

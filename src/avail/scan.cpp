@@ -1,6 +1,7 @@
 // Finds entry-point definitions in a source walked by scan_conditionals. Only the declaration's
-// shape is read (extern "C", optional __global__ and __launch_bounds__(...), void, met_ name, '(');
-// the body is never parsed.
+// shape is read: an interpreter body `MET_ENTRY(op)` (defines met_<op>), or a host function
+// (extern "C", optional __global__ and __launch_bounds__(...), void, met_ name, '('); the body is
+// never parsed.
 #include "avail/scan.hpp"
 
 #include <fmt/format.h>
@@ -61,7 +62,25 @@ struct Match {
   std::size_t open = 0;  // offset of the '(' of the parameter list
 };
 
+// `MET_ENTRY(op)`: an interpreter body (kernels/common/interp/args.cuh) defines met_<op>.
+std::optional<Match> match_body(std::string_view line) {
+  Cursor c{line};
+  if (!c.word("MET_ENTRY")) return std::nullopt;
+  c.ws();
+  if (c.i >= line.size() || line[c.i] != '(') return std::nullopt;
+  Match m;
+  m.open = c.i;
+  ++c.i;
+  const std::string op = c.ident();
+  c.ws();
+  if (op.empty() || c.i >= line.size() || line[c.i] != ')') return std::nullopt;
+  m.name = "met_" + op;
+  m.global = true;
+  return m;
+}
+
 std::optional<Match> match_entry(std::string_view line) {
+  if (auto b = match_body(line)) return b;
   Cursor c{line};
   if (!c.word("extern") || !c.word("\"C\"")) return std::nullopt;
   Match m;

@@ -1,6 +1,8 @@
-// THE opcode table: one row per op body (name, number, operand meanings, cost family, CPU body,
-// bytes each slice touches). Dispatch (src/interp), the disassembler and the verifier derive from
-// it; docs/arch/ lists it. Numbers are stable: append, never renumber.
+// The opcode table, read from the op registry kernels/common/ops.def (name, number, operand
+// meanings, cost family, the op whose CPU body is its oracle) plus the bytes each slice touches.
+// The CPU and CUDA dispatch, the named operand structs of the bodies, the disassembler, the
+// verifier, the ABI doc and the ABI hash all derive from the same registry. Numbers are stable:
+// append, never renumber.
 //
 // Conventions every row follows (so the interpreter and the verifier need no per-op code):
 //  - ints[0] is `rows`; slice s of S covers rows [s*rows/S, (s+1)*rows/S); rows are independent.
@@ -9,8 +11,6 @@
 //    the N output columns (dim 1 of the operand OpcodeInfo::cols_operand names). Emit only splits
 //    columns with one row per row part, so every slice's bytes stay one contiguous extent.
 //  - an int named "in_row0" offsets the rows of tensors[0] (prefill reads the last row for the head).
-//  - operands[k] handed to a CPU body is the base of tensor k; a checkpoint tensor arrives as a
-//    `const MetHostWeight*` (kernels/cpu/quant.hpp), whose data a vector weight (norms) reads as bf16.
 //  - MET_NO_TENSOR marks an absent optional operand (attention sinks); its pointer is null.
 #pragma once
 
@@ -26,6 +26,7 @@ namespace met::emit {
 
 struct OperandInfo {
   std::string name;
+  std::string kind;  // act, weight, vec, i32, i64, f32, table (ops.def)
   bool write = false;
   bool optional = false;  // may be MET_NO_TENSOR (absent reads; lm_head's tokens when argmax runs apart)
   // A write that lands at slots[row] for each of the slice's rows (kv_append in prefill). Its
@@ -58,7 +59,7 @@ struct OpcodeInfo {
   std::string family;
   int cols_operand = -1;             // tensor whose dim 1 a column split divides; -1: rows only
   Extent (*extent)(const InstrDesc&, const PacketFile&, std::size_t operand, std::uint32_t slice) = nullptr;
-  void (*cpu)(const InstrDesc&, std::uint32_t slice, void* const* operands) = nullptr;  // CPU body for one slice
+  std::string cpu_ref;               // the op whose CPU body computes this one (itself for cpu-class ops)
 };
 
 const std::vector<OpcodeInfo>& opcode_table();

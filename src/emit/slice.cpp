@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "emit/opcodes.hpp"
-#include "../../kernels/common/interp/smem.h"
+#include "kernels/common/interp/smem.h"
 
 namespace met::emit::detail {
 namespace {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "emit/opcodes.hpp"
+#include "interp/cpu_bodies.hpp"
 #include "interp/io_check.hpp"
 
 namespace met::interp {
@@ -49,7 +50,7 @@ struct CpuBackend::Impl {
   std::vector<std::uint64_t> owned_bytes;
   std::vector<void*> ptr;                       // per tensor handle
   std::vector<std::vector<std::array<void*, kMaxOperands>>> operands;  // [program][instr]
-  std::vector<std::vector<const emit::OpcodeInfo*>> ops;               // [program][instr]
+  std::vector<std::vector<CpuBody>> bodies;                            // [program][instr]
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> counters; // [program][instr]
 
   std::uint32_t workers = 1;
@@ -74,7 +75,7 @@ struct CpuBackend::Impl {
           v = ctr[w.counter].load(std::memory_order_acquire);
         }
       }
-      ops[program][e.instr]->cpu(p.instrs[e.instr], e.slice, operands[program][e.instr].data());
+      bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
       ctr[e.instr].fetch_add(1, std::memory_order_release);
       ctr[e.instr].notify_all();
     }
@@ -163,21 +164,21 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::u
   }
   for (const auto& p : a.packet.programs) {
     std::vector<std::array<void*, kMaxOperands>> opnds;
-    std::vector<const emit::OpcodeInfo*> rows;
+    std::vector<CpuBody> rows;
     for (std::size_t k = 0; k < p.instrs.size(); ++k) {
       const auto& d = p.instrs[k];
-      const auto* op = emit::find_opcode(d.opcode);
-      if (!op || !op->cpu)
+      const CpuBody body = cpu_body(d.opcode);
+      if (!body)
         return fail(a.dir + "/model.pkt: program " + p.name + " instruction " + std::to_string(k) + ": opcode " +
                     std::to_string(d.opcode) + " has no cpu body");
       std::array<void*, kMaxOperands> o{};
       for (std::size_t t = 0; t < d.tensors.size() && t < kMaxOperands; ++t)
         o[t] = d.tensors[t] == MET_NO_TENSOR ? nullptr : impl->ptr[d.tensors[t]];
       opnds.push_back(o);
-      rows.push_back(op);
+      rows.push_back(body);
     }
     impl->operands.push_back(std::move(opnds));
-    impl->ops.push_back(std::move(rows));
+    impl->bodies.push_back(std::move(rows));
     impl->counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
   }
   auto* raw = impl.get();
@@ -252,13 +253,13 @@ Expected<void> CpuBackend::run_instruction(std::size_t program, std::size_t inst
   if (program >= m.packet->programs.size() || instr >= m.packet->programs[program].instrs.size())
     return fail("cpu backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
   const auto& d = m.packet->programs[program].instrs[instr];
-  const auto* op = m.ops[program][instr];
+  const CpuBody body = m.bodies[program][instr];
   void* const* o = m.operands[program][instr].data();
   const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), d.slices));
   std::vector<std::thread> pool;
   for (unsigned w = 0; w < n; ++w)
     pool.emplace_back([&, w] {
-      for (std::uint32_t s = w; s < d.slices; s += n) op->cpu(d, s, o);
+      for (std::uint32_t s = w; s < d.slices; s += n) body(d, s, o);
     });
   for (auto& t : pool) t.join();
   return {};

@@ -6,9 +6,10 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <string_view>
 
-#include "../../kernels/common/interp/abi.h"
-#include "../../kernels/common/interp/smem.h"
+#include "kernels/common/interp/abi.h"
+#include "kernels/common/interp/smem.h"
 #include "emit/opcodes.hpp"
 #include "interp/cuda_driver.hpp"
 #include "interp/io_check.hpp"
@@ -28,52 +29,14 @@ bool input_field(emit::IoField f) {
          f == emit::IoField::seq_base || f == emit::IoField::seq_len || f == emit::IoField::sample_params;
 }
 
-bool gemv_body(std::uint32_t b) {
-  return b == MET_BODY_GEMV || b == MET_BODY_GEMV_O_RESIDUAL || b == MET_BODY_GEMV_DOWN_RESIDUAL ||
-         b == MET_BODY_GATE_UP_SILU || b == MET_BODY_GATE_UP_GELU || b == MET_BODY_LM_HEAD_ARGMAX ||
-         b == MET_BODY_LM_HEAD_SOFTCAP_ARGMAX || b == MET_BODY_QKV_ROPE || b == MET_BODY_QKV_QKNORM_ROPE;
-}
-bool normed_body(std::uint32_t b) {
-  return b == MET_BODY_GATE_UP_SILU || b == MET_BODY_GATE_UP_GELU || b == MET_BODY_LM_HEAD_ARGMAX ||
-         b == MET_BODY_LM_HEAD_SOFTCAP_ARGMAX || b == MET_BODY_QKV_ROPE || b == MET_BODY_QKV_QKNORM_ROPE;
+// The int named `name` of an instruction (the registry's names; 0 when its opcode has none).
+std::int64_t named(const emit::OpcodeInfo& op, const emit::InstrDesc& d, std::string_view name) {
+  const int k = emit::int_index(op, name);
+  return k >= 0 && static_cast<std::size_t>(k) < d.ints.size() ? d.ints[static_cast<std::size_t>(k)] : 0;
 }
 
 }  // namespace
 
-std::uint32_t cuda_body_of(const std::string& n) {
-  static const std::map<std::string, std::uint32_t> table = {
-      {"embed", MET_BODY_EMBED},
-      {"gemv_rmsnorm_qkv_rope", MET_BODY_QKV_ROPE},
-      {"gemv_rmsnorm_qkv_qknorm_rope", MET_BODY_QKV_QKNORM_ROPE},
-      {"attn_decode_split", MET_BODY_ATTN_DECODE_SPLIT},
-      {"attn_decode_merge", MET_BODY_ATTN_DECODE_MERGE},
-      {"attn_prefill", MET_BODY_ATTN_PREFILL},
-      {"flash_prefill_mma", MET_BODY_ATTN_PREFILL},
-      {"flash_prefill_wgmma", MET_BODY_ATTN_PREFILL},
-      {"gemv_o_residual", MET_BODY_GEMV_O_RESIDUAL},
-      {"gemv_rmsnorm_gate_up_silu", MET_BODY_GATE_UP_SILU},
-      {"gemv_rmsnorm_gate_up_gelu", MET_BODY_GATE_UP_GELU},
-      {"gemv_down_residual", MET_BODY_GEMV_DOWN_RESIDUAL},
-      {"gemv_rmsnorm_lm_head_argmax", MET_BODY_LM_HEAD_ARGMAX},
-      {"gemv_rmsnorm_lm_head_softcap_argmax", MET_BODY_LM_HEAD_SOFTCAP_ARGMAX},
-      {"gemv", MET_BODY_GEMV},
-      {"gemm", MET_BODY_GEMM},
-      {"gemm_bf16_mma", MET_BODY_GEMM},
-      {"gemm_bf16_wgmma", MET_BODY_GEMM},
-      {"rmsnorm", MET_BODY_RMSNORM},
-      {"rope", MET_BODY_ROPE},
-      {"kv_append", MET_BODY_KV_APPEND},
-      {"residual_add", MET_BODY_RESIDUAL_ADD},
-      {"silu_mul", MET_BODY_SILU_MUL},
-      {"gelu_mul", MET_BODY_GELU_MUL},
-      {"scale", MET_BODY_SCALE},
-      {"softcap", MET_BODY_SOFTCAP},
-      {"argmax", MET_BODY_ARGMAX},
-      {"sample", MET_BODY_SAMPLE},
-  };
-  auto it = table.find(n);
-  return it == table.end() ? 0 : it->second;
-}
 
 struct CudaBackend::Impl {
   const cu::Api* api = nullptr;
@@ -103,6 +66,7 @@ struct CudaBackend::Impl {
     std::vector<MetDevInstr> host_instrs;
   };
   std::vector<Prog> progs;
+  std::vector<bool> has_body;  // per opcode number: the loaded image defines its body
   unsigned smem = 0;
   bool fetch_logits = true, stamps = false;
   float last_ms = 0;
@@ -192,6 +156,13 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   MET_CU(*api, CtxSetCurrent(m.ctx));
   MET_CU(*api, ModuleLoadData(&m.mod, image.data));
   MET_CU(*api, ModuleGetFunction(&m.fn, m.mod, "metinterp_hopper"));
+  // The bodies this image defines: one met_entry_<op> marker per MET_ENTRY (kernels/common/interp/args.cuh).
+  m.has_body.assign(emit::opcode_table().size() + 1, false);
+  for (const auto& op : emit::opcode_table()) {
+    cu::DevicePtr marker = 0;
+    std::size_t bytes = 0;
+    m.has_body[op.number] = api->ModuleGetGlobal(&marker, &bytes, m.mod, ("met_entry_" + op.name).c_str()) == 0;
+  }
   MET_CU(*api, StreamCreate(&m.stream, 0));
   MET_CU(*api, EventCreate(&m.ev0, 0));
   MET_CU(*api, EventCreate(&m.ev1, 0));
@@ -272,8 +243,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       const std::string where = at + ": program " + p.name + " instruction " + std::to_string(i);
       if (!op) return fail(where + ": unknown opcode " + std::to_string(d.opcode));
       MetDevInstr di{};
-      di.body = cuda_body_of(op->name);
-      if (di.body == 0) return fail(where + ": opcode " + op->name + " has no body in the hopper interpreter yet");
+      di.opcode = d.opcode;
+      if (!m.has_body[d.opcode])
+        return fail(where + ": opcode " + op->name + " has no body in the hopper interpreter (its image defines no met_entry_" +
+                    op->name + ")");
       di.slices = d.slices;
       di.col_parts = static_cast<std::uint32_t>(emit::col_parts(d));
       for (std::size_t j = 0; j < d.ints.size() && j < MET_DEV_INTS; ++j) di.ints[j] = d.ints[j];
@@ -288,42 +261,44 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
           di.w_cols = whost[t.ref].cols;
         }
       }
-      // Shapes the bodies cover.
+      // Shapes the bodies cover (kernels/common/*.cuh).
+      const bool gemv = op->family == "gemv", gemm = op->family == "gemm";
+      const bool qkv = emit::int_index(*op, "rotary_dim") >= 0 && emit::tensor_index(*op, "w_qkv") >= 0;
       const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
       const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
       const std::int64_t slice_rows = (rows + row_parts - 1) / row_parts;
-      const std::int64_t k_align = di.body == MET_BODY_GEMM ? MET_GEMM_BK : 32;
-      if ((gemv_body(di.body) || di.body == MET_BODY_GEMM) && di.w_cols % k_align != 0)
+      const std::int64_t k_align = gemm ? MET_GEMM_BK : 32;
+      if ((gemv || gemm) && di.w_cols % k_align != 0)
         return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
                     std::to_string(di.w_cols));
-      if (gemv_body(di.body) && slice_rows > MET_DEV_MAX_ROWS)
+      if (gemv && slice_rows > MET_DEV_MAX_ROWS)
         return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +
                     std::to_string(MET_DEV_MAX_ROWS));
-      if (normed_body(di.body)) rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
-      if (di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ||
-          di.body == MET_BODY_ATTN_DECODE_SPLIT || di.body == MET_BODY_ATTN_PREFILL) {
-        const std::int64_t hd = di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ? d.ints[4] : d.ints[3];
-        const std::int64_t vhd = di.body == MET_BODY_QKV_ROPE || di.body == MET_BODY_QKV_QKNORM_ROPE ? hd : d.ints[4];
+      if (gemv && emit::tensor_index(*op, "norm_w") >= 0)
+        rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
+      const std::int64_t hd = named(*op, d, "head_dim");
+      const std::int64_t vhd = qkv ? hd : named(*op, d, "v_head_dim");
+      if (qkv || op->family == "attention_decode" || op->family == "attention_prefill") {
         if (hd % 8 != 0 || hd > 256 || vhd > 256)
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
                       ": the bodies take multiples of 8 up to 256");
       }
-      if (di.body == MET_BODY_ATTN_PREFILL) {
-        if (d.ints[3] != d.ints[4] || (d.ints[3] != 32 && d.ints[3] != 64 && d.ints[3] != 128))
-          return fail(where + ": " + op->name + " head dims " + std::to_string(d.ints[3]) + "/" + std::to_string(d.ints[4]) +
+      if (op->family == "attention_prefill") {
+        if (hd != vhd || (hd != 32 && hd != 64 && hd != 128))
+          return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
                       ": the flash prefill body takes equal q/k and v head dims of 32, 64 or 128");
         flash = true;
       }
-      if (di.body == MET_BODY_ATTN_DECODE_SPLIT) {
-        const std::int64_t vhd = d.ints[4], group = d.ints[2] > 0 ? d.ints[1] / d.ints[2] : 0;
+      if (op->name == "attn_decode_split") {
+        const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
                       " query heads per KV head: the decode body takes v head dims 32, 64 or 128 and 1, 2 or 4 heads per KV head");
       }
-      if (di.body == MET_BODY_ATTN_DECODE_MERGE && d.ints[6] > MET_MERGE_MAX_SPLITS)
-        return fail(where + ": " + op->name + " merges " + std::to_string(d.ints[6]) + " splits; the body takes at most " +
-                    std::to_string(MET_MERGE_MAX_SPLITS));
-      if (di.body == MET_BODY_EMBED && di.w_cols % 8 != 0)
+      if (op->name == "attn_decode_merge" && named(*op, d, "splits") > MET_MERGE_MAX_SPLITS)
+        return fail(where + ": " + op->name + " merges " + std::to_string(named(*op, d, "splits")) +
+                    " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));
+      if (op->name == "embed" && di.w_cols % 8 != 0)
         return fail(where + ": embed width " + std::to_string(di.w_cols) + " is not a multiple of 8");
       ins.push_back(di);
     }

@@ -35,6 +35,7 @@ Expected<const Api*> open_api() {
   resolve(lib, a.ModuleLoadData, "cuModuleLoadData", missing);
   resolve(lib, a.ModuleUnload, "cuModuleUnload", missing);
   resolve(lib, a.ModuleGetFunction, "cuModuleGetFunction", missing);
+  resolve(lib, a.ModuleGetGlobal, "cuModuleGetGlobal_v2", missing);
   resolve(lib, a.FuncSetAttribute, "cuFuncSetAttribute", missing);
   resolve(lib, a.OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", missing);
   resolve(lib, a.LaunchCooperativeKernel, "cuLaunchCooperativeKernel", missing);

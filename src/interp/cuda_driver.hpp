@@ -42,6 +42,7 @@ struct Api {
   Result (*ModuleLoadData)(Module*, const void*);
   Result (*ModuleUnload)(Module);
   Result (*ModuleGetFunction)(Function*, Module, const char*);
+  Result (*ModuleGetGlobal)(DevicePtr*, std::size_t*, Module, const char*);
   Result (*FuncSetAttribute)(Function, int, int);
   Result (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, Function, int, std::size_t);
   Result (*LaunchCooperativeKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,

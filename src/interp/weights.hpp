@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../../kernels/cpu/quant.hpp"
+#include "kernels/cpu/quant.hpp"
 #include "core/expected.hpp"
 #include "emit/weights_manifest.hpp"
 

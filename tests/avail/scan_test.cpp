@@ -117,3 +117,14 @@ TEST_CASE("an entry point declaration split across lines is an error, not a sile
   CHECK(r.error().message.find("kernels/x/split.cuh:1") != std::string::npos);
   CHECK(r.error().message.find("same line") != std::string::npos);
 }
+
+TEST_CASE("an interpreter body MET_ENTRY(op) is the entry point met_<op>, guarded like any other (a scan that missed bodies would call every interpreter kernel missing)") {
+  auto r = scan("MET_ENTRY(gemv) {\n}\n#if MET_HAS_WGMMA\nMET_ENTRY(gemm_x) { }\n#endif\n#define MET_ENTRY(name) void met_##name()\n",
+                {{"MET_HAS_WGMMA", 0}});
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].name == "met_gemv");
+  CHECK(r[0].defined);
+  CHECK(r[0].global);
+  CHECK(r[1].name == "met_gemm_x");
+  CHECK(!r[1].defined);
+}

@@ -16,7 +16,7 @@ const std::vector<OpcodeInfo>& fake_table() {
     OpcodeInfo o;
     o.number = 5;
     o.name = "gemv_o_residual";
-    o.tensors = {{"attn", false}, {"w_o", false}, {"x", true}};
+    o.tensors = {{"attn", "act", false}, {"w_o", "weight", false}, {"x", "act", true}};
     o.ints = {"rows", "cols"};
     o.imms = {"scale"};
     return std::vector<OpcodeInfo>{o};

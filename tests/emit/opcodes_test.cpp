@@ -1,5 +1,7 @@
-// The opcode table: numbers unique and stable from 1, every name a kernel entry point (met_<name>)
-// some class defines, every cpu row backed by a kernels/cpu function, and extents inside tensors.
+// The opcode table (from kernels/common/ops.def): numbers unique and stable from 1, every name a
+// kernel some class defines or some rule plans, every op's CPU reference an op with the same
+// operands, families as the rules say, every kernels/cpu entry point an opcode, extents inside
+// tensors.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -38,7 +40,18 @@ TEST_CASE("opcode numbers are unique, dense from 1, and find_opcode round-trips 
     CHECK(names.insert(op.name).second);
     CHECK(find_opcode(op.number) == &op);
     CHECK(find_opcode(op.name) == &op);
-    CHECK(static_cast<bool>(op.cpu));
+    const OpcodeInfo* ref = find_opcode(op.cpu_ref);
+    REQUIRE(ref != nullptr);
+    CHECK(ref->cpu_ref == ref->name);  // a reference computes itself
+    // The CPU dispatch loads the reference's operand struct from this op's instruction.
+    REQUIRE(ref->tensors.size() == op.tensors.size());
+    for (std::size_t k = 0; k < op.tensors.size(); ++k) {
+      CHECK(ref->tensors[k].name == op.tensors[k].name);
+      CHECK(ref->tensors[k].kind == op.tensors[k].kind);
+      CHECK(ref->tensors[k].write == op.tensors[k].write);
+    }
+    CHECK(ref->ints == op.ints);
+    CHECK(ref->imms == op.imms);
     CHECK(static_cast<bool>(op.extent));
     CHECK(!op.family.empty());
     REQUIRE(!op.ints.empty());
@@ -51,14 +64,27 @@ TEST_CASE("opcode numbers are unique, dense from 1, and find_opcode round-trips 
   CHECK(find_opcode("no_such_op") == nullptr);
 }
 
-TEST_CASE("every opcode name is an entry point of the kernel tree, and every kernels/cpu entry point has an opcode") {
+TEST_CASE("every opcode is a kernel some class defines or some rule plans (its port-list entry), with the rule's family; every kernels/cpu entry point has an opcode") {
   const std::string cpu = kernel_sources("cpu");
-  std::string gpu;
-  for (const char* d : {"common", "hopper", "blackwell", "blackwell-rtx", "cdna3"}) gpu += kernel_sources(d);
+  std::string gpu, rules;
+  for (const char* d : {"common", "ampere", "hopper", "blackwell", "blackwell-rtx", "cdna3", "cdna4"}) {
+    gpu += kernel_sources(d);
+    std::ifstream in(std::string(MET_SOURCE_DIR) + "/kernels/" + d + "/FUSIONS.toml");
+    std::ostringstream t;
+    t << in.rdbuf();
+    rules += t.str();
+  }
+  rules += kernel_sources("cpu");
   for (const auto& op : opcode_table()) {
     INFO(op.name);
-    const std::string fn = "met_" + op.name + "(";
-    CHECK((cpu.find(fn) != std::string::npos || gpu.find(fn) != std::string::npos));
+    const bool defined = cpu.find("met_" + op.name + "(") != std::string::npos ||
+                         gpu.find("MET_ENTRY(" + op.name + ")") != std::string::npos;
+    const bool planned = rules.find("\"met_" + op.name + "\"") != std::string::npos;
+    CHECK((defined || planned || op.name == "sample"));
+    // Every rule that names this kernel costs it in the registry's family.
+    const std::regex rule("kernel = \\[?\"met_" + op.name + "\"[^\\n]*\\nfamily = \"([a-z_]+)\"");
+    for (auto it = std::sregex_iterator(rules.begin(), rules.end(), rule); it != std::sregex_iterator(); ++it)
+      CHECK((*it)[1].str() == op.family);
   }
   const std::regex entry(R"(extern "C" void met_([a-z0-9_]+)\()");
   for (auto it = std::sregex_iterator(cpu.begin(), cpu.end(), entry); it != std::sregex_iterator(); ++it) {

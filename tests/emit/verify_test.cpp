@@ -31,7 +31,7 @@ const std::vector<OpcodeInfo>& fake_table() {
     OpcodeInfo copy;
     copy.number = kCopy;
     copy.name = "copy";
-    copy.tensors = {{"src", false}, {"dst", true}, {"bias", false, /*optional=*/true}};
+    copy.tensors = {{"src", "act", false}, {"dst", "act", true}, {"bias", "vec", false, /*optional=*/true}};
     copy.ints = {"rows", "row_bytes"};
     copy.family = "test";
     copy.extent = row_extent;

@@ -2,10 +2,11 @@
  * from model.pkt and uploads, and what the persistent interpreter kernel (kernels/<class>/interp.cu)
  * walks. Plain C, shared by the host compiler and nvcc; every record is 8-byte aligned.
  *
- * An instruction carries its body id (MET_BODY_*, chosen by the host from the opcode's name), its
+ * An instruction carries its opcode (MET_OP_*, kernels/common/ops.h: the packet's own number), its
  * slice geometry, the packet's ints and imms, and every operand already resolved to a device
  * address (checkpoint tensors to their weight bytes, scratch to the arena, KV, IO, generated
- * tables). Streams, entries and waits keep the packet's own layout.
+ * tables). The bodies read ints, imms and operands by name through the registry's argument structs
+ * (common/interp/args.cuh). Streams, entries and waits keep the packet's own layout.
  */
 #ifndef MET_INTERP_ABI_H
 #define MET_INTERP_ABI_H
@@ -19,37 +20,8 @@
 #define MET_DEV_IMMS 4
 #define MET_DEV_MAX_ROWS 16 /* rows a gemv-family slice carries (decode rungs) */
 
-enum MetBody {
-  MET_BODY_NONE = 0,
-  MET_BODY_EMBED,
-  MET_BODY_QKV_ROPE,
-  MET_BODY_QKV_QKNORM_ROPE,
-  MET_BODY_ATTN_DECODE_SPLIT,
-  MET_BODY_ATTN_DECODE_MERGE,
-  MET_BODY_ATTN_PREFILL,
-  MET_BODY_GEMV_O_RESIDUAL,
-  MET_BODY_GATE_UP_SILU,
-  MET_BODY_GATE_UP_GELU,
-  MET_BODY_GEMV_DOWN_RESIDUAL,
-  MET_BODY_LM_HEAD_ARGMAX,
-  MET_BODY_LM_HEAD_SOFTCAP_ARGMAX,
-  MET_BODY_GEMV,
-  MET_BODY_GEMM,
-  MET_BODY_RMSNORM,
-  MET_BODY_ROPE,
-  MET_BODY_KV_APPEND,
-  MET_BODY_RESIDUAL_ADD,
-  MET_BODY_SILU_MUL,
-  MET_BODY_GELU_MUL,
-  MET_BODY_SCALE,
-  MET_BODY_SOFTCAP,
-  MET_BODY_ARGMAX,
-  MET_BODY_SAMPLE,
-  MET_BODY_COUNT
-};
-
 typedef struct MetDevInstr {
-  uint32_t body;      /* MET_BODY_* */
+  uint32_t opcode;    /* MET_OP_* */
   uint32_t slices;    /* as the packet */
   uint32_t col_parts; /* the instruction's column parts (1 when it has none) */
   uint32_t reserved;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-test of check_avail.sh on two doctored copies of the kernel tree, so a green cross-check
-# means something: (1) an entry point deleted from hopper/gemm_wgmma.cuh is lost by both met and
-# nvcc, and the check still agrees; (2) a kernel nvcc emits but met cannot name (a C++-mangled
+# means something: (1) a body deleted from common/embed.cuh is lost by both met and the
+# compiled interpreter, the check still agrees, the plan turns its groups into gaps and emit
+# refuses them by name; (2) a kernel nvcc emits but the interpreter cannot dispatch (a C++-mangled
 # __global__) makes the check fail and name it.
 # Usage: selftest.sh MET [DEVICE]   (DEVICE: a hopper device, default h100-sxm; env NVCC)
 set -u
@@ -16,7 +17,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/met-nvcc-selftest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-source_file=hopper/gemm_wgmma.cuh
+source_file=common/embed.cuh
+victim=embed  # a body every plan runs, with no other rule to fall back on
 passed=0
 failed=0
 
@@ -34,15 +36,14 @@ report() {  # report NAME [REASON...]: pass when no reason is given
   fi
 }
 
-# (1) Delete the first entry point of the source: its `extern "C" __global__` line through the
-# brace that closes its body.
+# (1) Delete the victim's body: its `MET_ENTRY(op)` line through the brace that closes it.
 cp -r "$root/kernels" "$work/removed"
 removed=$(python3 -c '
 import re, sys
 path = sys.argv[1]
 lines = open(path).read().split("\n")
-start = next(i for i, l in enumerate(lines) if re.match(r"\s*extern \"C\" __global__ void met_\w+\(", l))
-name = re.search(r"void (met_\w+)\(", lines[start]).group(1)
+start = next(i for i, l in enumerate(lines) if l.startswith("MET_ENTRY(" + sys.argv[2] + ")"))
+name = "met_" + sys.argv[2]
 depth, seen, end = 0, False, None
 for i in range(start, len(lines)):
     depth += lines[i].count("{") - lines[i].count("}")
@@ -52,7 +53,7 @@ for i in range(start, len(lines)):
         break
 del lines[start:end + 1]
 open(path, "w").write("\n".join(lines))
-print(name)' "$work/removed/$source_file")
+print(name)' "$work/removed/$source_file" "$victim")
 why=()
 if [[ -z $removed ]]; then
   why+=("found no entry point to remove in $source_file")
@@ -63,8 +64,19 @@ else
   if "$met" --kernels "$work/removed" circuit kernels --hardware "$device" | cut -f1 | grep -qx "$removed"; then
     why+=("met still lists $removed after it was removed from the source")
   fi
+  # The plan shows the groups the body ran as gaps, and emit refuses the plan naming the kernel.
+  "$met" --kernels "$work/removed" circuit plan --hardware "$device" --model llama-3.1-8b-instruct >"$work/plan.md" 2>&1 ||
+    why+=("plan failed on the doctored tree: $(tail -n 3 "$work/plan.md" | tr '\n' ' ')")
+  grep -q "$removed" "$work/plan.md" || why+=("the plan's report does not name $removed")
+  "$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 1 --out "$work/ckpt" >/dev/null
+  if "$met" --kernels "$work/removed" circuit emit --hardware "$device" --checkpoint "$work/ckpt" --out "$work/assets" \
+    >"$work/emit.log" 2>&1; then
+    why+=("emit accepted a plan whose $removed body is gone")
+  elif ! grep -q "${removed#met_}" "$work/emit.log"; then
+    why+=("emit refused without naming $removed: $(tr '\n' ' ' <"$work/emit.log")")
+  fi
 fi
-report entry_point_removed_both_lose_it "${why[@]}"
+report body_removed_both_lose_it_plan_gaps_emit_refuses "${why[@]}"
 
 # (2) A mangled kernel: nvcc emits _Z..., which is no entry point name met can report.
 cp -r "$root/kernels" "$work/mangled"

@@ -1,0 +1,106 @@
+// Named arguments of the device bodies, generated from the op registry (kernels/common/ops.def):
+// one MetArgs_<op> struct per op (its tensors, ints and imms by name, plus the slice geometry and
+// the weight shape), its loader from a MetDevInstr, and the slice ranges (the device twin of
+// src/emit/opcodes.cpp slice_rows/slice_cols: slice s covers row part s / C of S / C parts and
+// column part s % C of C, C = col_parts).
+//
+// A body is an entry point of the kernel tree: `MET_ENTRY(op) { ... }` defines met_<op>, which the
+// interpreter's dispatch (common/interp/loop.cuh) calls for that opcode, and the marker symbol
+// met_entry_<op> in the compiled interpreter, which avail's cross-check and the host's loader read.
+#pragma once
+#include "common/interp/abi.h"
+#include "common/ops.h"
+
+namespace met_interp {
+
+typedef unsigned short u16;
+
+struct MetGeom {
+  uint32_t slices, col_parts;  // as the packet (col_parts >= 1)
+  int64_t w_rows, w_cols;      // shape of the matrix weight operand (0 when none)
+};
+
+// Operand kinds of the registry as device types.
+typedef u16* T_act;
+typedef const u16* T_weight;  // bf16 [w_rows, w_cols]
+typedef const u16* T_vec;     // null when absent
+typedef int* T_i32;
+typedef int64_t* T_i64;
+typedef float* T_f32;
+typedef const float* T_table;
+
+#define MET_ARGS_HEAD MetGeom geom;
+#include "common/ops_args.h"
+
+#define MET_OP(name, family, cpu)                                                                 \
+  __device__ __forceinline__ MetArgs_##name met_load_##name(const MetDevInstr& in) {              \
+    MetArgs_##name a;                                                                             \
+    a.geom.slices = in.slices;                                                                    \
+    a.geom.col_parts = in.col_parts > 0 ? in.col_parts : 1;                                       \
+    a.geom.w_rows = in.w_rows;                                                                    \
+    a.geom.w_cols = in.w_cols;                                                                    \
+    [[maybe_unused]] int t_ = 0;                                                                  \
+    [[maybe_unused]] int i_ = 0;                                                                  \
+    [[maybe_unused]] int f_ = 0;
+#define MET_T(n, kind, dir, span) a.n = reinterpret_cast<T_##kind>(in.ops[t_++]);
+#define MET_I(n) a.n = in.ints[i_++];
+#define MET_F(n) a.n = in.imms[f_++];
+#define MET_END(name) \
+  return a;           \
+  }
+#include "common/ops.def"
+
+// Every op starts without a body: these templates lose overload resolution to a real met_<op>
+// (a non-template of the same signature), so the dispatch can ask whether one was defined.
+struct MetNoBody {};
+template <class T>
+struct MetIsNoBody {
+  static constexpr bool value = false;
+};
+template <>
+struct MetIsNoBody<MetNoBody> {
+  static constexpr bool value = true;
+};
+#define MET_OP(name, family, cpu)                                                                   \
+  template <int N = 0>                                                                              \
+  __device__ MetNoBody met_##name(const MetArgs_##name&, uint32_t, unsigned char*) {                \
+    return MetNoBody{};                                                                             \
+  }                                                                                                 \
+  template <int N = 0>                                                                              \
+  __device__ MetNoBody met_prefetch_##name(const MetArgs_##name&, uint32_t) {                        \
+    return MetNoBody{};                                                                             \
+  }
+#include "common/ops.def"
+
+// The body of op `name` for one slice, run by the whole block: `a` its arguments, `slice` the
+// slice, `smem` the block's dynamic shared memory (sized by common/interp/smem.h).
+#define MET_ENTRY(name)                                                       \
+  extern "C" __device__ const unsigned met_entry_##name = MET_OP_##name;      \
+  __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
+// The L2 prefetch of the weight bytes a slice of op `name` will stream (one thread, while the
+// block waits on the slice's inputs); ops without one prefetch nothing.
+#define MET_PREFETCH(name) __device__ __forceinline__ void met_prefetch_##name(const MetArgs_##name& a, uint32_t slice)
+
+struct SliceRange {
+  int64_t begin, end;
+};
+
+template <class A>
+__device__ __forceinline__ SliceRange slice_rows(const A& a, uint32_t s) {
+  const int64_t rows = a.rows;
+  const int64_t cols = a.geom.col_parts;
+  int64_t n = static_cast<int64_t>(a.geom.slices) / cols;
+  if (n < 1) n = 1;
+  const int64_t part = s / cols;
+  const int64_t b = part * rows / n, e = (part + 1) * rows / n;
+  return {b < rows ? b : rows, e < rows ? e : rows};
+}
+
+template <class A>
+__device__ __forceinline__ SliceRange slice_cols(const A& a, uint32_t s, int64_t n) {
+  const int64_t cols = a.geom.col_parts;
+  const int64_t part = s % cols;
+  return {part * n / cols, (part + 1) * n / cols};
+}
+
+}  // namespace met_interp

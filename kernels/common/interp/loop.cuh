@@ -1,0 +1,101 @@
+// The persistent packet interpreter's loop, shared by every NVIDIA class: include it after the
+// class's op bodies (kernels/<class>/interp.cu). One cooperative launch runs one program: grid =
+// the program's streams (the SM count), one block per SM. Each block walks its stream: wait on the
+// counters its entry names (acquire, by one thread), run the op body for the entry's slice with
+// the whole block, then signal the instruction's counter (release). No host round trip between
+// packets. While it waits, the block asks L2 to prefetch the weight bytes its next entry will
+// stream, so the memory system keeps working across the dependency gaps.
+//
+// The dispatch is generated from the op registry: opcode MET_OP_<op> runs met_<op> when the class
+// defines that body (MET_ENTRY), and nothing otherwise; the host refuses such instructions before
+// launching (it reads the met_entry_<op> markers of the loaded image).
+#pragma once
+#include "common/interp/args.cuh"
+
+namespace met_interp {
+
+__device__ __forceinline__ unsigned int load_acquire(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void signal_release(unsigned int* p) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(p) : "memory");
+}
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ void prefetch_entry(const MetDevInstr& in, uint32_t s) {
+  switch (in.opcode) {
+#define MET_OP(name, family, cpu)                                                                  \
+  case MET_OP_##name:                                                                              \
+    if constexpr (!MetIsNoBody<decltype(met_prefetch_##name(met_load_##name(in), s))>::value)      \
+      met_prefetch_##name(met_load_##name(in), s);                                                 \
+    break;
+#include "common/ops.def"
+    default: break;
+  }
+}
+
+__device__ void run_body(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
+  switch (in.opcode) {
+#define MET_OP(name, family, cpu)                                                                  \
+  case MET_OP_##name:                                                                              \
+    if constexpr (!MetIsNoBody<decltype(met_##name(met_load_##name(in), s, smem))>::value)         \
+      met_##name(met_load_##name(in), s, smem);                                                    \
+    break;
+#include "common/ops.def"
+    default: break;  // the host refuses instructions without a body before launching
+  }
+}
+
+__device__ __forceinline__ void interp_main(const MetInterpParams& p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  // The loop keeps almost nothing in registers across entries (the bodies need them all): its
+  // state lives in shared memory and is re-read after each body's closing barrier.
+  __shared__ MetInterpParams sp;
+  __shared__ uint32_t s_entry, s_end;
+  if (threadIdx.x == 0) {
+    sp = p;
+    s_entry = p.streams[blockIdx.x].first_entry;
+    s_end = s_entry + p.streams[blockIdx.x].n_entries;
+  }
+  __syncthreads();
+#pragma unroll 1
+  for (;;) {
+    const uint32_t idx = s_entry;
+    if (idx >= s_end) break;
+    const MetDevEntry en = sp.entries[idx];
+    const MetDevInstr& in = sp.instrs[en.instr];
+    if (threadIdx.x == 0) {
+      prefetch_entry(in, en.slice);
+      for (uint32_t w = 0; w < en.n_waits; ++w) {
+        const MetDevWait wt = sp.waits[en.first_wait + w];
+        while (load_acquire(sp.counters + wt.counter) < wt.value) __nanosleep(20);
+      }
+      __threadfence();  // acquire for the whole block: the bar.sync below extends it to every thread
+      if (sp.stamps) sp.stamps[2 * idx] = globaltimer();
+    }
+    __syncthreads();
+    run_body(in, en.slice, smem);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      signal_release(sp.counters + en.instr);
+      if (sp.stamps) sp.stamps[2 * idx + 1] = globaltimer();
+      s_entry = idx + 1;
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace met_interp
+
+// The interpreter kernel of a class: `MET_INTERP_KERNEL(metinterp_hopper)`.
+#define MET_INTERP_KERNEL(name)                                                                  \
+  extern "C" __global__ void __launch_bounds__(MET_INTERP_THREADS, 1) name(MetInterpParams p) { \
+    met_interp::interp_main(p);                                                                  \
+  }

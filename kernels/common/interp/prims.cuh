@@ -1,0 +1,152 @@
+// Primitives the interpreter's op bodies share (kernels/common/*.cuh): bf16 conversions, 16-byte
+// loads and packs, block reductions, rms, rope and the activations. Every body computes exactly
+// what the cpu body of the same opcode computes for its slice (src/interp/cpu_bodies.cpp,
+// kernels/cpu): the same operands, the same slice geometry and the same bf16 roundings at op
+// boundaries. Float sums run in another order than on the cpu, so results agree to rounding.
+//
+// Memory: activations, caches and IO are written by other blocks of the same launch, so they are
+// read with plain coherent loads (never the read-only path); weights and generated tables never
+// change during a launch and stream through the non-coherent path without L1 allocation.
+#pragma once
+#include "common/device.cuh"
+#include "common/interp/abi.h"
+#include "common/interp/args.cuh"
+#include "common/interp/smem.h"
+
+namespace met_interp {
+
+__device__ __forceinline__ float bf(u16 v) { return __uint_as_float(static_cast<unsigned>(v) << 16); }
+__device__ __forceinline__ u16 to_bf(float f) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(f);
+  return *reinterpret_cast<const u16*>(&b);
+}
+__device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, streamed
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 8 bf16 values of one 16-byte word, and back (each value rounded once, as the scalar paths do).
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    f[2 * k] = __uint_as_float(w[k] << 16);
+    f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
+  }
+}
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = static_cast<uint32_t>(to_bf(f[2 * k])) | (static_cast<uint32_t>(to_bf(f[2 * k + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// ---------------------------------------------------------------- block reductions
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  v = met_warp_reduce(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w) s += red[w];  // fixed order: every thread the same sum
+  return s;
+}
+
+// 1 / rms of a bf16 vector, as the cpu computes it (fp32 sum of squares, then 1/sqrt(mean + eps)).
+__device__ __forceinline__ float inv_rms_block(const u16* x, int64_t n, float eps, float* red) {
+  float ss = 0.f;
+  for (int64_t i = threadIdx.x; i < n; i += MET_INTERP_THREADS) {
+    const float f = bf(x[i]);
+    ss += f * f;
+  }
+  ss = block_sum(ss, red);
+  return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+}
+
+__device__ __forceinline__ float inv_rms_warp(const u16* x, int n, float eps) {
+  float ss = 0.f;
+  for (int i = threadIdx.x % 32; i < n; i += 32) {
+    const float f = bf(x[i]);
+    ss += f * f;
+  }
+  ss = met_warp_reduce(ss);
+  return 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+}
+
+// ---------------------------------------------------------------- elementwise and data movement
+// cos/sin of pos * inv_freq_i in double, as the cpu computes them.
+__device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, const float* table, int pos, float& c,
+                                        float& sn) {
+  const double inv_freq = table ? static_cast<double>(table[i]) : pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+  // sincospi reduces its argument exactly (no Payne-Hanek slow path, so no local memory); the
+  // division by pi moves the angle by far less than the float rounding that follows.
+  const double turns = static_cast<double>(pos) * inv_freq * 0.31830988618379067154;
+  double sd, cd;
+  sincospi(turns, &sd, &cd);
+  c = static_cast<float>(cd);
+  sn = static_cast<float>(sd);
+}
+
+// Rotates one bf16 head in place (half-split form), lanes over pairs; no fused multiply-add, so
+// every rounding is the cpu's.
+__device__ __forceinline__ void rope_head_warp(u16* h, int head_dim, int rotary_dim, float theta, const float* table,
+                                               int pos) {
+  const int half = rotary_dim / 2;
+  for (int i = threadIdx.x % 32; i < half; i += 32) {
+    float c, sn;
+    rope_cs(i, rotary_dim, theta, table, pos, c, sn);
+    const float x1 = bf(h[i]), x2 = bf(h[i + half]);
+    h[i] = to_bf(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, sn)));
+    h[i + half] = to_bf(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn)));
+  }
+}
+
+__device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
+__device__ __forceinline__ float gelu_f(float g) {
+  const float k0 = 0.7978845608028654f, k1 = 0.044715f;
+  return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
+}
+
+// Index of the largest value of a bf16 row: ties to the lowest index, NaN never wins, 0 when
+// nothing beats -inf (the cpu's argmax_row).
+__device__ int argmax_block(const u16* x, int64_t n, float* red_v, int* red_i) {
+  float best = -INFINITY;
+  int idx = 0x7fffffff;
+  for (int64_t i = threadIdx.x; i < n; i += MET_INTERP_THREADS) {
+    const float v = bf(x[i]);
+    if (v > best) {
+      best = v;
+      idx = static_cast<int>(i);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (ov > best || (ov == best && oi < idx)) {
+      best = ov;
+      idx = oi;
+    }
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) {
+    red_v[warp] = best;
+    red_i[warp] = idx;
+  }
+  __syncthreads();
+  best = -INFINITY;
+  idx = 0x7fffffff;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w)
+    if (red_v[w] > best || (red_v[w] == best && red_i[w] < idx)) {
+      best = red_v[w];
+      idx = red_i[w];
+    }
+  return best == -INFINITY ? 0 : idx;
+}
+
+}  // namespace met_interp

@@ -1,0 +1,280 @@
+// CPU bodies over named operands: the registry generates one argument struct per op (tensors,
+// ints and imms by name) and its loader; the bodies below take a slice of it and call kernels/cpu.
+// The kernels/cpu definitions are included here, in this one TU.
+#include "interp/cpu_bodies.hpp"
+
+#include <array>
+
+#include "emit/opcodes.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/embed.hpp"
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/gemv.hpp"
+#include "kernels/cpu/moe.hpp"
+#include "kernels/cpu/sample.hpp"
+
+namespace met::interp {
+namespace {
+
+using emit::InstrDesc;
+using emit::RowRange;
+using u16 = std::uint16_t;
+
+// Operand kinds of the registry as host types.
+using T_act = u16*;
+using T_weight = const MetHostWeight*;
+using T_vec = const u16*;  // a bf16 vector weight: the data of its checkpoint tensor
+using T_i32 = std::int32_t*;
+using T_i64 = std::int64_t*;
+using T_f32 = float*;
+using T_table = const float*;
+
+template <class T>
+T operand(void* p) {
+  return static_cast<T>(p);
+}
+template <>
+T_weight operand<T_weight>(void* p) {
+  return static_cast<const MetHostWeight*>(p);
+}
+template <>
+T_vec operand<T_vec>(void* p) {
+  return p ? static_cast<const u16*>(static_cast<const MetHostWeight*>(p)->data) : nullptr;
+}
+
+// MetArgs_<op>: its tensors, ints and imms by name (kernels/common/ops_args.h).
+#define MET_ARGS_HEAD
+#include "kernels/common/ops_args.h"
+
+// load_<op>: the instruction's operands, ints and imms into the op's struct, in registry order.
+#define MET_OP(name, family, cpu)                                              \
+  [[maybe_unused]] MetArgs_##name load_##name(const InstrDesc& d, void* const* o) { \
+    MetArgs_##name a;                                                          \
+    [[maybe_unused]] std::size_t t = 0, i = 0, f = 0;
+#define MET_T(n, kind, dir, span) a.n = operand<T_##kind>(o[t++]);
+#define MET_I(n)                                 \
+  a.n = i < d.ints.size() ? d.ints[i] : 0;       \
+  ++i;
+#define MET_F(n)                                 \
+  a.n = f < d.imms.size() ? d.imms[f] : 0.0f;    \
+  ++f;
+#define MET_END(name) \
+  return a;           \
+  }
+#include "kernels/common/ops.def"
+
+std::int32_t i32(std::int64_t v) { return static_cast<std::int32_t>(v); }
+
+template <class A>
+MetRopeShape rope_shape(const A& a, float theta) {
+  return MetRopeShape{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.rotary_dim), theta};
+}
+template <class A>
+MetAttnShape attn_shape(const A& a) {
+  return MetAttnShape{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.window), a.softcap, a.scale};
+}
+
+// ---- bodies: one slice of one instruction ----
+void body_embed(const MetArgs_embed& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_embed(a.tokens + a.in_row0 + r.begin, a.table, r.end - r.begin, a.out + r.begin * a.table->cols);
+}
+
+void body_gemv_rmsnorm_qkv_rope(const MetArgs_gemv_rmsnorm_qkv_rope& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetRopeShape sh = rope_shape(a, a.theta);
+  const std::int64_t qw = a.heads * a.head_dim;
+  const RowRange u = emit::slice_cols(d, s, a.heads + 2 * a.kv_heads);
+  met_gemv_rmsnorm_qkv_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.positions + r.begin,
+                            a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq, a.q_out + r.begin * qw, a.k_cache,
+                            a.v_cache, u.begin, u.end);
+}
+
+void body_gemv_rmsnorm_qkv_qknorm_rope(const MetArgs_gemv_rmsnorm_qkv_qknorm_rope& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetRopeShape sh = rope_shape(a, a.theta);
+  const std::int64_t qw = a.heads * a.head_dim;
+  const RowRange u = emit::slice_cols(d, s, a.heads + 2 * a.kv_heads);
+  met_gemv_rmsnorm_qkv_qknorm_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.q_norm_w,
+                                   a.k_norm_w, a.positions + r.begin, a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq,
+                                   a.q_out + r.begin * qw, a.k_cache, a.v_cache, u.begin, u.end);
+}
+
+// One row at a time so q may be a strided view (the q columns of a qkv buffer).
+void body_attn_decode_split(const MetArgs_attn_decode_split& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetAttnShape sh = attn_shape(a);
+  const std::int64_t per_row = a.heads * a.splits;
+  const RowRange part = emit::slice_cols(d, s, a.splits);
+  for (std::int64_t row = r.begin; row < r.end; ++row)
+    met_attn_decode_split(a.q + row * a.q_stride, a.k_cache, a.v_cache, a.seq_base + row, a.seq_len + row, 1, &sh,
+                          i32(a.splits), i32(part.begin), i32(part.end), a.part_o + row * per_row * a.v_head_dim,
+                          a.part_ml + row * per_row * 2);
+}
+
+void body_attn_decode_merge(const MetArgs_attn_decode_merge& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetAttnShape sh = attn_shape(a);
+  const std::int64_t per_row = a.heads * a.splits;
+  const RowRange h = emit::slice_cols(d, s, a.heads);
+  met_attn_decode_merge(a.part_o + r.begin * per_row * a.v_head_dim, a.part_ml + r.begin * per_row * 2, a.sinks,
+                        r.end - r.begin, &sh, i32(a.splits), i32(h.begin), i32(h.end),
+                        a.out + r.begin * a.heads * a.v_head_dim);
+}
+
+// Row by row: each row reads its own (sequence base, position), so padding rows may point anywhere
+// harmless and one slice may hold rows of different chunks.
+void body_attn_prefill(const MetArgs_attn_prefill& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetAttnShape sh = attn_shape(a);
+  const std::int64_t out_w = a.heads * a.v_head_dim;
+  const RowRange h = emit::slice_cols(d, s, a.heads);
+  for (std::int64_t row = r.begin; row < r.end; ++row)
+    met_attn_prefill(a.q + row * a.q_stride, a.k_cache, a.v_cache, a.seq_base[row], a.positions[row], 1, &sh, i32(h.begin),
+                     i32(h.end), a.sinks, a.out + row * out_w);
+}
+
+// The weight-bound bodies take the slice's output column range as well as its rows.
+void body_gemv_o_residual(const MetArgs_gemv_o_residual& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w_o->rows);
+  met_gemv_o_residual(a.attn + (a.in_row0 + r.begin) * a.w_o->cols, a.w_o, a.x + r.begin * a.w_o->rows, r.end - r.begin,
+                      c.begin, c.end);
+}
+
+void body_gemv_rmsnorm_gate_up_silu(const MetArgs_gemv_rmsnorm_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
+  const std::int64_t n = a.w_gate_up->rows / 2;
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, n);
+  met_gemv_rmsnorm_gate_up_silu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, a.w_gate_up,
+                                a.out + r.begin * n, r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemv_rmsnorm_gate_up_gelu(const MetArgs_gemv_rmsnorm_gate_up_gelu& a, const InstrDesc& d, std::uint32_t s) {
+  const std::int64_t n = a.w_gate_up->rows / 2;
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, n);
+  met_gemv_rmsnorm_gate_up_gelu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, a.w_gate_up,
+                                a.out + r.begin * n, r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemv_down_residual(const MetArgs_gemv_down_residual& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w_down->rows);
+  met_gemv_down_residual(a.h + (a.in_row0 + r.begin) * a.w_down->cols, a.w_down, a.x + r.begin * a.w_down->rows,
+                         r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemv_rmsnorm_lm_head_argmax(const MetArgs_gemv_rmsnorm_lm_head_argmax& a, const InstrDesc& d, std::uint32_t s) {
+  const auto* w = a.w_lm_head;
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, w->rows);
+  met_gemv_rmsnorm_lm_head_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, w,
+                                  a.logits ? a.logits + r.begin * w->rows : nullptr, a.tokens ? a.tokens + r.begin : nullptr,
+                                  r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemv_rmsnorm_lm_head_softcap_argmax(const MetArgs_gemv_rmsnorm_lm_head_softcap_argmax& a, const InstrDesc& d,
+                                              std::uint32_t s) {
+  const auto* w = a.w_lm_head;
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, w->rows);
+  met_gemv_rmsnorm_lm_head_softcap_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, w, a.cap,
+                                          a.logits ? a.logits + r.begin * w->rows : nullptr,
+                                          a.tokens ? a.tokens + r.begin : nullptr, r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemv(const MetArgs_gemv& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
+  met_gemv(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemm(const MetArgs_gemm& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
+  met_gemm(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
+}
+
+void body_rmsnorm(const MetArgs_rmsnorm& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  for (std::int64_t row = r.begin; row < r.end; ++row)
+    met_rmsnorm(a.x + (a.in_row0 + row) * a.x_stride + a.x_col0, a.w, a.y + row * a.y_stride + a.y_col0, /*rows=*/1, a.count,
+                a.dim, a.eps);
+}
+
+void body_rope(const MetArgs_rope& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetRopeShape sh = rope_shape(a, a.theta);
+  u16* base = a.qkv + r.begin * a.stride;
+  met_rope(base, a.stride, base + a.k_col0, a.stride, a.positions + r.begin, r.end - r.begin, &sh, a.inv_freq);
+}
+
+void body_kv_append(const MetArgs_kv_append& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const u16* base = a.qkv + r.begin * a.stride;
+  met_kv_append(base + a.k_col0, a.stride, base + a.v_col0, a.stride, a.k_cache, a.v_cache, a.slots + r.begin,
+                r.end - r.begin, i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim));
+}
+
+void body_residual_add(const MetArgs_residual_add& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_residual_add(a.x + r.begin * a.width, a.y + r.begin * a.width, (r.end - r.begin) * a.width);
+}
+
+void body_silu_mul(const MetArgs_silu_mul& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_silu_mul(a.gate_up + r.begin * 2 * a.dim, a.out + r.begin * a.dim, r.end - r.begin, a.dim);
+}
+
+void body_gelu_mul(const MetArgs_gelu_mul& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_gelu_mul(a.gate_up + r.begin * 2 * a.dim, a.out + r.begin * a.dim, r.end - r.begin, a.dim);
+}
+
+void body_scale(const MetArgs_scale& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_scale(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.scale);
+}
+
+void body_softcap(const MetArgs_softcap& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_softcap(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.cap);
+}
+
+void body_argmax(const MetArgs_argmax& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_argmax(a.logits + (a.in_row0 + r.begin) * a.vocab, a.tokens + r.begin, r.end - r.begin, a.vocab);
+}
+
+void body_sample(const MetArgs_sample& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_sample(a.logits + (a.in_row0 + r.begin) * a.vocab, a.params + r.begin * 4, a.tokens + r.begin, r.end - r.begin, a.vocab);
+}
+
+void body_moe_router_topk(const MetArgs_moe_router_topk& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_moe_router_topk(a.x + r.begin * a.w_router->cols, a.w_router, r.end - r.begin, i32(a.top_k), i32(a.renormalize),
+                      a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
+}
+
+void body_moe_gate_up_silu(const MetArgs_moe_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_moe_gate_up_silu(a.x + r.begin * a.w_gate_up->cols, a.w_gate_up, a.ids + r.begin * a.top_k, r.end - r.begin,
+                       i32(a.top_k), i32(a.inter), a.h + r.begin * a.top_k * a.inter);
+}
+
+void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_moe_down(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
+               r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden);
+}
+
+// opcode number - 1 -> the body of the op's CPU reference, over the reference's operand struct
+// (a test holds every op's operands, ints and imms equal to its reference's).
+#define MET_OP(name, family, cpu) \
+  +[](const InstrDesc& d, std::uint32_t s, void* const* o) { body_##cpu(load_##cpu(d, o), d, s); },
+const CpuBody kBodies[] = {
+#include "kernels/common/ops.def"
+};
+
+}  // namespace
+
+CpuBody cpu_body(std::uint32_t opcode) {
+  constexpr std::uint32_t n = sizeof(kBodies) / sizeof(kBodies[0]);
+  return opcode >= 1 && opcode <= n ? kBodies[opcode - 1] : nullptr;
+}
+
+}  // namespace met::interp

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The hopper interpreter image met carries is the class avail describes: the bodies the image
+# defines (its met_entry_<op> markers, read from the cubin nvcc built) are exactly the kernels
+# `met circuit kernels --hardware h200-sxm` reports available, and every opcode an emit for that
+# device produces (tiny Llama-3 and Qwen3 checkpoints, decode rungs and prefill buckets) has one.
+# Usage: image_entries.sh MET CUBIN CONFIG...
+set -euo pipefail
+if [[ $# -lt 3 ]]; then
+  echo "usage: $0 MET CUBIN CONFIG..." >&2
+  exit 2
+fi
+met=$1
+cubin=$2
+shift 2
+work=$(mktemp -d "${TMPDIR:-/tmp}/met-image.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+status=0
+
+readelf -sW "$cubin" | awk '$4 == "OBJECT" && $NF ~ /^met_entry_/ { sub(/^met_entry_/, "met_", $NF); print $NF }' |
+  LC_ALL=C sort -u >"$work/image.txt"
+"$met" circuit kernels --hardware h200-sxm | awk -F '\t' '$2 == "available" { print $1 }' | LC_ALL=C sort -u >"$work/avail.txt"
+if [[ ! -s $work/image.txt ]]; then
+  echo "FAIL: $cubin defines no met_entry_ markers"
+  exit 1
+fi
+if cmp -s "$work/image.txt" "$work/avail.txt"; then
+  echo "PASS image_bodies_equal_avail ($(wc -l <"$work/image.txt") bodies)"
+else
+  echo "FAIL image_bodies_equal_avail"
+  LC_ALL=C comm -3 "$work/image.txt" "$work/avail.txt" | sed 's/^\t/  avail only: /; s/^met/  image only: met/'
+  status=1
+fi
+
+for config in "$@"; do
+  name=$(basename "$config" .json)
+  "$met" model synth --config "$config" --seed 1 --out "$work/$name" >/dev/null
+  "$met" circuit emit --hardware h200-sxm --checkpoint "$work/$name" --out "$work/$name-assets" >/dev/null
+  "$met" circuit disasm "$work/$name-assets" | awk '/^ +[0-9]+ +\[g/ { sub(/^.*\] /, ""); print "met_" $1 }' |
+    LC_ALL=C sort -u >"$work/$name.ops"
+  missing=$(LC_ALL=C comm -23 "$work/$name.ops" "$work/image.txt")
+  if [[ -z $missing ]]; then
+    echo "PASS emitted_opcodes_have_bodies_$name ($(wc -l <"$work/$name.ops") opcodes)"
+  else
+    echo "FAIL emitted_opcodes_have_bodies_$name: no body for $(echo $missing)"
+    status=1
+  fi
+done
+exit $status
