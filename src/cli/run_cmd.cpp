@@ -15,8 +15,8 @@
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
 #include "interp/assets.hpp"
+#include "interp/backend_factory.hpp"
 #include "interp/campaign.hpp"
-#include "interp/cpu_backend.hpp"
 #include "interp/cuda_backend.hpp"
 #include "interp/generate.hpp"
 #include "interp/optest.hpp"
@@ -202,8 +202,7 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
 }
 
 int run_run(const LibraryFn& library, const RunArgs& a) {
-  if (a.backend != "cpu" && a.backend != "cuda" && a.backend != "cpu-oracle")
-    return error("--backend '" + a.backend + "': expected cpu, cuda or cpu-oracle");
+  if (auto known = interp::check_backend_name(a.backend); !known) return error(known.error().message);
   if (!a.campaigns.empty()) {
     if (a.backend != "cuda") return error("--campaign measures the cuda backend: add --backend cuda");
     std::vector<interp::CampaignCase> cases;
@@ -215,9 +214,9 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
     if (a.repeats < 1 || a.warmup < 0) return error("--repeats must be >= 1 and --warmup >= 0");
     auto assets = interp::load_assets(a.assets);
     if (!assets) return error(assets.error().message);
-    auto backend = interp::CudaBackend::create(*assets);
+    auto backend = interp::make_backend("cuda", *assets);
     if (!backend) return error(backend.error().message);
-    return run_campaign_cmd(library, a, cases, *assets, **backend);
+    return run_campaign_cmd(library, a, cases, *assets, dynamic_cast<interp::CudaBackend&>(**backend));
   }
   if (a.prompts.empty() && a.texts.empty()) return error("circuit run needs --prompt-ids or --prompt (one per sequence)");
   interp::GenerateRequest req;
@@ -264,21 +263,13 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
   }
   auto assets = interp::load_assets(a.assets);
   if (!assets) return error(assets.error().message);
-  std::unique_ptr<interp::Backend> backend;
-  if (a.backend == "cuda") {
-    auto b = interp::CudaBackend::create(*assets);
-    if (!b) return error(b.error().message);
-    (*b)->set_fetch_logits(req.keep_logits);  // sampling happens on the device
-    std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device\n", (*b)->device_name().c_str(),
-                 static_cast<double>((*b)->device_bytes()) / 1e9);
-    backend = std::move(b).value();
-  } else {
-    // cpu-oracle: the same packets as the GPU's, on the cpu bodies with one worker per stream.
-    auto b = interp::CpuBackend::create(*assets, a.threads, /*any_class=*/a.backend == "cpu-oracle");
-    if (!b) return error(b.error().message);
-    backend = std::move(b).value();
-  }
-  auto res = interp::generate(*backend, assets->packet, assets->build, req);
+  // Sampling happens on the backend: the cuda backend copies logits back only for --logits-out.
+  auto backend = interp::make_backend(a.backend, *assets, {.threads = a.threads, .fetch_logits = req.keep_logits});
+  if (!backend) return error(backend.error().message);
+  if (const auto* cuda = dynamic_cast<const interp::CudaBackend*>(backend->get()))
+    std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device\n", cuda->device_name().c_str(),
+                 static_cast<double>(cuda->device_bytes()) / 1e9);
+  auto res = interp::generate(**backend, assets->packet, assets->build, req);
   if (!res) return error(res.error().message);
   for (const auto& seq : res->tokens) {
     std::string line;
@@ -309,27 +300,20 @@ struct OptestArgs {
 };
 
 int run_optest_cmd(const OptestArgs& a) {
-  if (a.backend != "cuda" && a.backend != "cpu-oracle") return error("--backend '" + a.backend + "': expected cuda or cpu-oracle");
+  if (auto known = interp::check_backend_name(a.backend); !known) return error(known.error().message);
   auto assets = interp::load_assets(a.assets);
   if (!assets) return error(assets.error().message);
-  std::unique_ptr<interp::Backend> test;
-  if (a.backend == "cuda") {
-    auto b = interp::CudaBackend::create(*assets);
-    if (!b) return error(b.error().message);
-    test = std::move(b).value();
-  } else {
-    auto b = interp::CpuBackend::create(*assets, 0, /*any_class=*/true);
-    if (!b) return error(b.error().message);
-    test = std::move(b).value();
-  }
-  auto ref = interp::CpuBackend::create(*assets, 0, /*any_class=*/true);
+  auto test = interp::make_backend(a.backend, *assets);
+  if (!test) return error(test.error().message);
+  // The reference: the same packets on the cpu bodies.
+  auto ref = interp::make_backend("cpu-oracle", *assets);
   if (!ref) return error(ref.error().message);
   interp::OptestOptions o;
   o.filter = a.filter;
   o.seed = a.seed;
   o.tolerance = a.tolerance;
   if (!a.programs.empty()) o.programs = split(a.programs, ',');
-  auto cases = interp::run_optest(*test, **ref, *assets, o);
+  auto cases = interp::run_optest(**test, **ref, *assets, o);
   if (!cases) return error(cases.error().message);
   std::size_t failed = 0;
   for (const auto& c : *cases) {
@@ -362,7 +346,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   auto* run = circuit.add_subcommand("run", "run emitted assets: prefill the prompts, decode, print the generated ids");
   run->fallthrough();
   run->add_option("--assets", ra->assets, "assets directory from `met circuit emit`")->required();
-  run->add_option("--backend", ra->backend, "cpu | cuda")->capture_default_str();
+  run->add_option("--backend", ra->backend, "cpu | cuda | cpu-oracle (a GPU emit on the cpu bodies)")->capture_default_str();
   run->add_option("--prompt-ids", ra->prompts, "comma-separated token ids; repeat for several sequences");
   run->add_option("--prompt", ra->texts, "prompt text, encoded with ASSETS/tokenizer.json; repeat for several sequences");
   run->add_option("--max-tokens", ra->max_tokens, "tokens to generate per sequence")->capture_default_str();
@@ -386,7 +370,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
       "optest", "run every distinct instruction of the assets alone on a backend and on the cpu bodies, from the same random inputs, and compare");
   ot->fallthrough();
   ot->add_option("--assets", oa->assets, "assets directory from `met circuit emit`")->required();
-  ot->add_option("--backend", oa->backend, "cuda | cpu-oracle (the harness checking itself)")->capture_default_str();
+  ot->add_option("--backend", oa->backend, "cuda | cpu-oracle or cpu (the harness checking itself)")->capture_default_str();
   ot->add_option("--filter", oa->filter, "only the cases whose name contains this");
   ot->add_option("--programs", oa->programs, "comma-separated program names (default: all)");
   ot->add_option("--seed", oa->seed, "random inputs seed")->capture_default_str();

@@ -1,6 +1,7 @@
-// The host driver over a Backend: prefill each sequence (chunks of the prefill buckets, real tokens
-// in the last rows, padding rows into the pad slots), then decode steps for all sequences at once
-// at the smallest rung that holds them, sampling on the host (greedy or temperature/top-p, seeded).
+// A batch of prompts run to a fixed length (`met circuit run`, the benches, the oracle): a loop over
+// the Session (session.hpp), the one host driver `met serve` also uses. Sequence i is added i-th, so
+// it lands in slot i; every sequence draws from the request's one Sampling exactly as a served
+// request with that Sampling would.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +12,9 @@
 #include "emit/emit.hpp"
 #include "emit/packet.hpp"
 #include "interp/backend.hpp"
+#include "interp/session.hpp"
 
 namespace met::interp {
-
-struct Sampling {
-  float temperature = 0.0f;  // 0: greedy (the program's argmax)
-  float top_p = 1.0f;
-  std::int32_t top_k = 0;    // 0: off
-  std::uint64_t seed = 0;
-};
 
 struct GenerateRequest {
   std::vector<std::vector<std::int32_t>> prompts;  // one per sequence; sequence i owns KV region i
@@ -40,30 +35,8 @@ struct GenerateResult {
   std::int64_t decode_steps = 0;
 };
 
+// Zeroes the KV caches, prefills every prompt, then decodes max_tokens - 1 steps for all of them.
 Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build,
                                   const GenerateRequest& request);
-
-// The per-step IO inputs of one program (null where the program lacks the field).
-struct StepIo {
-  std::int32_t* tokens = nullptr;
-  std::int32_t* positions = nullptr;
-  std::int64_t* slots = nullptr;
-  std::int64_t* seq_base = nullptr;
-  std::int32_t* seq_len = nullptr;
-  static StepIo of(Backend& backend, std::size_t program);
-  // Row r feeds `token` at position `pos` of the sequence whose cache region starts at `base`;
-  // its K/V go to `slot`, and it attends to pos + 1 keys.
-  void set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const;
-};
-
-// The uniform number in [0, 1) of a sequence's next draw: a 64-bit Mersenne twister keyed by the
-// seed and the sequence's stream, advanced by one per drawn token. The backend's `sample` op turns
-// it into a token (kernels/cpu/sample.hpp has the rule).
-float next_uniform(const Sampling& s, std::uint64_t& draws, std::uint64_t stream);
-
-// Fills row `row` of a program's sample_params: greedy rows (temperature <= 0) are skipped by the
-// sample op; others get their temperature, top-p, top-k and the next uniform number.
-void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, const Sampling& s, std::uint64_t& draws,
-                       std::uint64_t stream);
 
 }  // namespace met::interp

@@ -1,9 +1,13 @@
-// Session: the per-slot bookkeeping and the IO fill of prefill chunks and decode steps, following
-// the runtime contract in emit.hpp (real prefill tokens in the last rows, padding rows into the pad
-// slots; decode row r is sequence r, an idle row writes position 0 of its own free region).
+// Session: the per-slot bookkeeping, the program choice and the IO fill of prefill chunks and
+// decode steps, following the runtime contract in emit.hpp (real prefill tokens in the last rows,
+// padding rows into the pad slots; decode row r is sequence r, an idle row writes position 0 of its
+// own free region). Programs are ordered by rows, then by packet index: a total order, so two
+// programs of one size always resolve the same way.
 #include "interp/session.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 #include "../../kernels/cpu/bf16.hpp"
 
@@ -17,10 +21,42 @@ T* io_of(Backend& b, std::size_t program, IoField f) {
   return static_cast<T*>(b.io(program, f));
 }
 
-// Sampling stream of every request: a request's seed alone fixes its draws, whatever slot it gets.
-constexpr std::uint64_t kRequestStream = 0;
+// Mixes a request's seed into the generator's key (a Weyl step), so nearby seeds start far apart.
+constexpr std::uint64_t kSeedMix = 0x9E3779B97F4A7C15ull;
 
 }  // namespace
+
+StepIo StepIo::of(Backend& b, std::size_t program) {
+  return {io_of<std::int32_t>(b, program, IoField::tokens), io_of<std::int32_t>(b, program, IoField::positions),
+          io_of<std::int64_t>(b, program, IoField::slots), io_of<std::int64_t>(b, program, IoField::seq_base),
+          io_of<std::int32_t>(b, program, IoField::seq_len)};
+}
+
+void StepIo::set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const {
+  if (tokens) tokens[r] = token;
+  if (positions) positions[r] = static_cast<std::int32_t>(pos);
+  if (slots) slots[r] = slot;
+  if (seq_base) seq_base[r] = base;
+  if (seq_len) seq_len[r] = static_cast<std::int32_t>(pos + 1);
+}
+
+float next_uniform(const Sampling& s, std::uint64_t& draws) {
+  std::mt19937_64 rng(s.seed * kSeedMix);
+  rng.discard(draws++);
+  const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1), portable (no std distribution)
+  return std::min(static_cast<float>(u), std::nextafter(1.0f, 0.0f));
+}
+
+void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, const Sampling& s, std::uint64_t& draws) {
+  auto* p = io_of<float>(backend, program, IoField::sample_params);
+  if (!p) return;
+  p += 4 * row;
+  const bool greedy = s.temperature <= 0.0f;
+  p[0] = greedy ? 0.0f : s.temperature;
+  p[1] = s.top_p;
+  p[2] = static_cast<float>(s.top_k);
+  p[3] = greedy ? 0.0f : next_uniform(s, draws);
+}
 
 Expected<Session> Session::create(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build) {
   Session s;
@@ -64,6 +100,8 @@ std::int64_t Session::position(std::int64_t slot) const {
 
 // Greedy rows take the argmax; others the sample op's token (its parameters were set before the run).
 std::int32_t Session::pick(Slot& s, std::size_t program, std::int64_t row) {
+  s.program = program;
+  s.row = row;
   if (s.sampling.temperature <= 0.0f) return io_of<std::int32_t>(*backend_, program, IoField::out_tokens)[row];
   return io_of<std::int32_t>(*backend_, program, IoField::sampled_tokens)[row];
 }
@@ -76,9 +114,11 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
   if (sampling.temperature > 0.0f && !sampling_op_)
     return fail("session: the assets have no sample op (emitted by an older met?); re-emit them to sample");
   if (len >= max_ctx_)
-    return fail("session: prompt of " + std::to_string(len) + " tokens leaves no room in the context of " + std::to_string(max_ctx_));
+    return fail("session: prompt of " + std::to_string(len) + " tokens leaves no room in the context of " +
+                std::to_string(max_ctx_));
   for (auto t : prompt)
-    if (t < 0 || t >= vocab_) return fail("session: token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab_));
+    if (t < 0 || t >= vocab_)
+      return fail("session: token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab_));
   const std::int64_t slot = free - slots_.begin();
   Slot& s = *free;
   s = Slot{};
@@ -97,7 +137,8 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
       const std::int64_t at = real ? start + r - pad : 0;
       io.set(r, real ? prompt[static_cast<std::size_t>(at)] : 0, at, real ? base + at : pad_base_ + r, real ? base : pad_base_);
     }
-    set_sample_params(*backend_, p.index, 0, start + n == len ? s.sampling : Sampling{}, s.draws, kRequestStream);
+    // The head reads the last row; only the chunk that ends the prompt draws a token.
+    set_sample_params(*backend_, p.index, 0, start + n == len ? s.sampling : Sampling{}, s.draws);
     MET_CHECK(backend_->run(p.index));
     start += n;
     if (start == len) first = pick(s, p.index, /*row=*/0);
@@ -140,12 +181,9 @@ Expected<std::vector<SlotToken>> Session::step() {
     const std::int64_t at = real ? slots_[static_cast<std::size_t>(r)].next_pos : 0;
     const std::int64_t base = r * max_ctx_;  // an idle row writes its own free region
     io.set(r, real ? slots_[static_cast<std::size_t>(r)].last : 0, at, base + at, base);
-    if (real) set_sample_params(*backend_, p->index, r, slots_[static_cast<std::size_t>(r)].sampling,
-                                slots_[static_cast<std::size_t>(r)].draws, kRequestStream);
-    else {
-      std::uint64_t none = 0;
-      set_sample_params(*backend_, p->index, r, Sampling{}, none, kRequestStream);
-    }
+    std::uint64_t none = 0;
+    Slot* s = real ? &slots_[static_cast<std::size_t>(r)] : nullptr;
+    set_sample_params(*backend_, p->index, r, s ? s->sampling : Sampling{}, s ? s->draws : none);
   }
   MET_CHECK(backend_->run(p->index));
   for (std::int64_t r = 0; r <= highest; ++r) {
@@ -160,6 +198,19 @@ Expected<std::vector<SlotToken>> Session::step() {
 
 void Session::remove(std::int64_t slot) {
   if (slot >= 0 && slot < max_slots()) slots_[static_cast<std::size_t>(slot)].active = false;
+}
+
+void Session::force(std::int64_t slot, std::int32_t token) {
+  if (is_active(slot)) slots_[static_cast<std::size_t>(slot)].last = token;
+}
+
+std::vector<float> Session::logits(std::int64_t slot) const {
+  if (!is_active(slot)) return {};
+  const Slot& s = slots_[static_cast<std::size_t>(slot)];
+  const auto* l = io_of<std::uint16_t>(*backend_, s.program, IoField::logits);
+  std::vector<float> out(static_cast<std::size_t>(vocab_));
+  for (std::int64_t i = 0; i < vocab_; ++i) out[static_cast<std::size_t>(i)] = cpu::bf16_to_f32(l[s.row * vocab_ + i]);
+  return out;
 }
 
 }  // namespace met::interp

@@ -1,12 +1,17 @@
-// A step-level driver over a Backend for continuous batching (DESIGN.md section 6): a fixed set of
-// sequence slots (the emit's max_seqs, at most the largest decode rung), each owning KV region
+// The one host driver over a Backend (docs/arch/overview.md): a fixed set of sequence slots (the
+// emit's max_seqs, at most the largest decode rung), each owning KV region
 // [slot*max_ctx, (slot+1)*max_ctx). add() prefills one prompt into a free slot, step() decodes one
 // token for every active slot, remove() frees a slot; sequences join and leave between steps.
+// `met serve` drives it one request at a time; generate() (generate.hpp, `met circuit run`) is a
+// loop over it, so both pick programs, fill the IO and draw samples the same way.
 //
 // Slot choice: add() takes the LOWEST free slot. Row r of a decode program is sequence r, so a step
 // runs the smallest rung whose rows exceed the highest active slot; keeping the active set packed
 // at the bottom keeps that rung small. A hole left by a finished sequence is filled by the next
 // arrival; active sequences are never moved (that would mean copying their KV).
+//
+// Sampling: a request's draws are fixed by its Sampling alone (seed, temperature, top-p, top-k),
+// whatever slot it lands in and whoever else runs beside it.
 #pragma once
 
 #include <cstdint>
@@ -16,9 +21,37 @@
 #include "emit/emit.hpp"
 #include "emit/packet.hpp"
 #include "interp/backend.hpp"
-#include "interp/generate.hpp"
 
 namespace met::interp {
+
+struct Sampling {
+  float temperature = 0.0f;  // 0: greedy (the program's argmax)
+  float top_p = 1.0f;
+  std::int32_t top_k = 0;  // 0: off
+  std::uint64_t seed = 0;
+};
+
+// The per-step IO inputs of one program (null where the program lacks the field).
+struct StepIo {
+  std::int32_t* tokens = nullptr;
+  std::int32_t* positions = nullptr;
+  std::int64_t* slots = nullptr;
+  std::int64_t* seq_base = nullptr;
+  std::int32_t* seq_len = nullptr;
+  static StepIo of(Backend& backend, std::size_t program);
+  // Row r feeds `token` at position `pos` of the sequence whose cache region starts at `base`;
+  // its K/V go to `slot`, and it attends to pos + 1 keys.
+  void set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const;
+};
+
+// The uniform number in [0, 1) of a request's next draw: a 64-bit Mersenne twister keyed by the
+// seed, advanced by one per drawn token. The backend's `sample` op turns it into a token
+// (kernels/cpu/sample.hpp has the rule).
+float next_uniform(const Sampling& s, std::uint64_t& draws);
+
+// Fills row `row` of a program's sample_params: greedy rows (temperature <= 0) are skipped by the
+// sample op; others get their temperature, top-p, top-k and the next uniform number.
+void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, const Sampling& s, std::uint64_t& draws);
 
 struct SlotToken {
   std::int64_t slot = 0;
@@ -52,6 +85,13 @@ class Session {
   Expected<std::vector<SlotToken>> step();
   void remove(std::int64_t slot);
 
+  // Teacher forcing: the next step feeds `token` for an active slot instead of the slot's own last
+  // token (which add() or step() still returned as its choice).
+  void force(std::int64_t slot, std::int32_t token);
+  // The logits the slot's latest token was chosen from (its row of the last program that ran it);
+  // empty for an inactive slot. The cuda backend copies logits back only when asked.
+  std::vector<float> logits(std::int64_t slot) const;
+
   // The decode rung a step with these active slots runs (exposed for tests).
   std::int64_t rung_rows() const;
 
@@ -66,6 +106,8 @@ class Session {
     std::int32_t last = 0;
     Sampling sampling;
     std::uint64_t draws = 0;
+    std::size_t program = 0;  // where the latest token was chosen: program and row of its head
+    std::int64_t row = 0;
   };
   Session() = default;
   std::int32_t pick(Slot& s, std::size_t program, std::int64_t row);

@@ -7,8 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "interp/cpu_backend.hpp"
-#include "interp/cuda_backend.hpp"
+#include "interp/backend_factory.hpp"
 #include "text/chat_template.hpp"
 
 namespace met::serve {
@@ -89,18 +88,10 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir,
     m->chat_template_error = src.error().message;
   }
 
-  if (backend_name == "cuda") {
-    MET_TRY(auto backend, interp::CudaBackend::create(m->assets));
-    backend->set_fetch_logits(false);  // tokens (argmax and sampled) come from the device
-    m->backend = std::move(backend);
-  } else if (backend_name == "cpu" || backend_name == "cpu-oracle") {
-    // cpu-oracle: a GPU emit's packets on the cpu bodies, one worker per stream (what the cuda
-    // backend is checked against; scripts/h200_serve_check.sh serves both and compares).
-    MET_TRY(auto backend, interp::CpuBackend::create(m->assets, 0, /*any_class=*/backend_name == "cpu-oracle"));
-    m->backend = std::move(backend);
-  } else {
-    return fail("serve: --backend '" + backend_name + "': expected cpu, cuda or cpu-oracle");
-  }
+  // cpu-oracle serves a GPU emit's packets on the cpu bodies (scripts/h200_serve_check.sh serves it
+  // beside cuda and compares); tokens (argmax and sampled) come from the backend, never the logits.
+  if (auto known = interp::check_backend_name(backend_name); !known) return fail("serve: " + known.error().message);
+  MET_TRY(m->backend, interp::make_backend(backend_name, m->assets, {.threads = 0, .fetch_logits = false}));
   m->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   return m;
 }

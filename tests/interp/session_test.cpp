@@ -1,10 +1,16 @@
 // Session (src/interp/session.cpp) on a tiny synth Llama, checked against generate() (itself checked
 // against the fp32 reference in cpu_backend_test.cpp): sequences that join and leave between decode
-// steps, reuse a freed slot, and run on the rung that holds the highest active slot.
+// steps, reuse a freed slot, and run on the rung that holds the highest active slot. generate()
+// (`met circuit run`) is a loop over the Session that `met serve` drives, so both sample the same
+// tokens from the same seed; a second driver with its own program choice, IO fill or RNG stream
+// (the old generate keyed the stream by sequence index) fails here.
 #include <doctest/doctest.h>
 
+#include <deque>
+#include <map>
+
 #include "interp/assets.hpp"
-#include "interp/cpu_backend.hpp"
+#include "interp/backend_factory.hpp"
 #include "interp/generate.hpp"
 #include "interp/session.hpp"
 #include "tiny_model.hpp"
@@ -31,14 +37,14 @@ Fixture& fx() {
 
 struct Loaded {
   interp::Assets assets;
-  std::unique_ptr<interp::CpuBackend> backend;
+  std::unique_ptr<interp::Backend> backend;
 };
 std::unique_ptr<Loaded> load() {
   auto l = std::make_unique<Loaded>();
   auto a = interp::load_assets(fx().assets.string());
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
   l->assets = std::move(*a);
-  auto b = interp::CpuBackend::create(l->assets);
+  auto b = interp::make_backend("cpu", l->assets);
   REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
   l->backend = std::move(*b);
   return l;
@@ -50,16 +56,21 @@ interp::Session session_of(Loaded& l) {
   return std::move(*s);
 }
 
-std::vector<std::int32_t> alone(const std::vector<std::int32_t>& prompt, std::int64_t n, interp::Sampling s = {}) {
+using Tokens = std::vector<std::int32_t>;
+
+// The `met circuit run` path.
+std::vector<Tokens> run_path(const std::vector<Tokens>& prompts, std::int64_t n, const interp::Sampling& s = {}) {
   auto l = load();
   interp::GenerateRequest req;
-  req.prompts = {prompt};
+  req.prompts = prompts;
   req.max_tokens = n;
   req.sampling = s;
   auto r = interp::generate(*l->backend, l->assets.packet, l->assets.build, req);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-  return r->tokens[0];
+  return r->tokens;
 }
+
+Tokens alone(const Tokens& prompt, std::int64_t n, const interp::Sampling& s = {}) { return run_path({prompt}, n, s)[0]; }
 
 std::vector<interp::SlotToken> step_of(interp::Session& s) {
   auto st = s.step();
@@ -68,6 +79,49 @@ std::vector<interp::SlotToken> step_of(interp::Session& s) {
 }
 
 const std::vector<std::int32_t> kA = {1, 17, 42, 99, 7}, kB = {200, 100, 50, 25, 12, 6, 3, 1, 9, 9}, kC = {5, 6, 7};
+
+// The `met serve` path, as serve::Engine::loop drives the Session: before each step it admits the
+// requests that have arrived (FIFO, into the lowest free slots), then steps every active slot and
+// frees the slots whose requests reached max_tokens.
+struct Request {
+  Tokens prompt;
+  interp::Sampling sampling;
+  std::int64_t arrives_at_step = 0;
+};
+std::vector<Tokens> serve_path(const std::vector<Request>& requests, std::int64_t max_tokens) {
+  auto l = load();
+  auto s = session_of(*l);
+  std::vector<Tokens> out(requests.size());
+  std::map<std::int64_t, std::size_t> by_slot;  // active slot -> request
+  std::deque<std::size_t> waiting;
+  std::size_t next = 0, finished = 0;
+  auto on_token = [&](std::int64_t slot, std::int32_t token) {
+    const std::size_t r = by_slot.at(slot);
+    out[r].push_back(token);
+    if (static_cast<std::int64_t>(out[r].size()) < max_tokens) return;
+    s.remove(slot);
+    by_slot.erase(slot);
+    ++finished;
+  };
+  for (std::int64_t step = 0; finished < requests.size(); ++step) {
+    REQUIRE(step < 1000);
+    while (next < requests.size() && requests[next].arrives_at_step <= step) waiting.push_back(next++);
+    while (!waiting.empty() && s.has_free_slot()) {
+      const std::size_t r = waiting.front();
+      waiting.pop_front();
+      auto added = s.add(requests[r].prompt, requests[r].sampling);
+      REQUIRE_MESSAGE(added.ok(), (added.ok() ? "" : added.error().message));
+      by_slot[added->slot] = r;
+      on_token(added->slot, added->token);
+    }
+    if (s.active() == 0) continue;
+    for (const auto& t : step_of(s)) on_token(t.slot, t.token);
+  }
+  return out;
+}
+
+constexpr std::int64_t kSampledTokens = 20;
+const interp::Sampling kSampled{/*temperature=*/0.9f, /*top_p=*/0.9f, /*top_k=*/40, /*seed=*/1234};
 
 }  // namespace
 
@@ -177,4 +231,48 @@ TEST_CASE("a full session, an empty prompt, a prompt that fills the context and 
   auto full = s.add(kC, {});
   REQUIRE_FALSE(full.ok());
   CHECK(full.error().message.find("busy") != std::string::npos);
+}
+
+TEST_CASE("run and serve sample the same tokens from the same seed (temperature, top-p, top-k), in any slot and arrival order") {
+  // run: kA in slot 0 and kB in slot 1, prefilled together.
+  const auto run = run_path({kA, kB}, kSampledTokens, kSampled);
+  // serve: kB arrives first (slot 0); kA joins three steps later (slot 1) beside a greedy kC.
+  const auto served = serve_path({{kB, kSampled, 0}, {kC, {}, 0}, {kA, kSampled, 3}}, kSampledTokens);
+  REQUIRE(run[0].size() == static_cast<std::size_t>(kSampledTokens));
+  CHECK(served[2] == run[0]);
+  CHECK(served[0] == run[1]);
+  // The sequences compared are sampled, not the argmax path, and the seed decides them.
+  const auto greedy = run_path({kA, kB}, kSampledTokens);
+  CHECK(run[0] != greedy[0]);
+  CHECK(run[1] != greedy[1]);
+  interp::Sampling other = kSampled;
+  other.seed = 4321;
+  CHECK(alone(kA, kSampledTokens, other) != run[0]);
+}
+
+TEST_CASE("run's sequences draw as served requests with the one seed do: sequence 1 is not on a stream of its own") {
+  const auto run = run_path({kC, kB}, kSampledTokens, kSampled);
+  CHECK(run[1] == alone(kB, kSampledTokens, kSampled));
+}
+
+TEST_CASE("teacher forcing through the session feeds the forced tokens and records the session's own choices") {
+  const Tokens free_run = alone(kA, 8);
+  auto l = load();
+  interp::GenerateRequest req;
+  req.prompts = {kA};
+  req.max_tokens = 8;
+  req.keep_logits = true;
+  // Forcing the tokens greedy decoding chose reproduces it, logits included.
+  req.forced = {free_run};
+  auto r = interp::generate(*l->backend, l->assets.packet, l->assets.build, req);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->tokens[0] == free_run);
+  REQUIRE(r->logits[0].size() == 8);
+  CHECK(r->logits[0][0].size() == 256);
+  // Forcing other tokens changes what later steps see, so their own choices move.
+  req.forced = {Tokens(8, 3)};
+  auto f = interp::generate(*l->backend, l->assets.packet, l->assets.build, req);
+  REQUIRE(f.ok());
+  CHECK(f->tokens[0][0] == free_run[0]);  // the prefill's token is not forced
+  CHECK(f->tokens[0] != free_run);
 }
