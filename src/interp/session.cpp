@@ -9,7 +9,7 @@
 #include <cmath>
 #include <random>
 
-#include "../../kernels/cpu/bf16.hpp"
+#include "kernels/cpu/bf16.hpp"
 
 namespace met::interp {
 namespace {
