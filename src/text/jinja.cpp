@@ -38,7 +38,13 @@ using ScopePtr = std::shared_ptr<Scope>;
 
 enum class Flow { normal, break_, continue_ };
 
+// Macro calls nest at most this deep (Python stops a runaway recursion with RecursionError; this
+// engine would run off the stack). Real templates recurse into a tool schema's nesting, far less.
+constexpr int kMaxMacroDepth = 128;
+
 struct Interpreter {
+  int macro_depth = 0;
+
   Value eval(const Expr& e, const ScopePtr& scope) {
     try {
       return eval_inner(e, scope);
@@ -230,20 +236,31 @@ struct Interpreter {
         std::weak_ptr<Scope> closure = scope;
         Interpreter* self = this;
         Value fn = Value::function(s.name, [def, closure, self](Args& a) {
+          if (self->macro_depth >= kMaxMacroDepth)
+            throw RenderError("maximum recursion depth exceeded: macro calls nest deeper than " + std::to_string(kMaxMacroDepth));
+          ++self->macro_depth;
+          struct Leave {
+            int& depth;
+            ~Leave() { --depth; }
+          } leave{self->macro_depth};
           auto local = std::make_shared<Scope>();
           local->parent = closure.lock();
           if (!local->parent) throw RenderError("macro '" + def->name + "' called after its scope ended");
           std::vector<Value> varargs;
           for (std::size_t i = 0; i < a.positional.size(); ++i) {
-            if (i < def->params.size()) local->vars[def->params[i]] = a.positional[i];
-            else varargs.push_back(a.positional[i]);
+            if (i < def->params.size())
+              local->vars[def->params[i]] = a.positional[i];
+            else
+              varargs.push_back(a.positional[i]);
           }
           std::vector<std::pair<Value, Value>> kwargs;
           for (auto& [k, v] : a.keywords) {
             bool is_param = false;
             for (const auto& p : def->params) is_param = is_param || p == k;
-            if (is_param) local->vars[k] = v;
-            else kwargs.emplace_back(Value(k), v);
+            if (is_param)
+              local->vars[k] = v;
+            else
+              kwargs.emplace_back(Value(k), v);
           }
           for (std::size_t i = 0; i < def->params.size(); ++i) {
             if (local->vars.count(def->params[i])) continue;

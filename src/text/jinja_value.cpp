@@ -29,11 +29,13 @@ Value Value::function(std::string name, Function f) {
 
 std::int64_t Value::as_int() const {
   if (is_bool()) return as_bool() ? 1 : 0;
+  if (!is_int()) throw RenderError("'" + type_name() + "' object cannot be interpreted as an integer");
   return std::get<std::int64_t>(v_);
 }
 
 double Value::as_double() const {
   if (is_float()) return std::get<double>(v_);
+  if (!is_int() && !is_bool()) throw RenderError("must be real number, not " + type_name());
   return static_cast<double>(as_int());
 }
 

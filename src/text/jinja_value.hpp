@@ -85,8 +85,8 @@ class Value {
   bool is_object() const { return v_.index() == 9; }
 
   bool as_bool() const { return std::get<bool>(v_); }
-  std::int64_t as_int() const;  // bool or int
-  double as_double() const;     // bool, int or float
+  std::int64_t as_int() const;  // bool or int; else throws RenderError, as Python's TypeError
+  double as_double() const;     // bool, int or float; else throws RenderError
   const std::string& as_string() const { return std::get<std::string>(v_); }
   const ListData& as_list() const { return *std::get<6>(v_); }
   const std::vector<Value>& items() const { return as_list().items; }

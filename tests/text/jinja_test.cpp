@@ -206,3 +206,17 @@ TEST_CASE("a context exactly at the value depth bound renders") {
   const std::string out = render("{{ x | tojson }}", json{{"x", nested_list(met::jinja::kMaxValueDepth - 1)}});
   CHECK(out == std::string(met::jinja::kMaxValueDepth - 1, '[') + "0" + std::string(met::jinja::kMaxValueDepth - 1, ']'));
 }
+
+TEST_CASE("a non-number where a method takes a count is a located error, as python's TypeError (found by jinja_fuzz)") {
+  std::string e = error_of("{{ 'a-b-c'.rsplit('-', nothing) }}");
+  CHECK_MESSAGE(e == "t:1:18: 'Undefined' object cannot be interpreted as an integer", e);
+  e = error_of("{{ 'aXa'.replace('a', 'b', 'x') }}");
+  CHECK_MESSAGE(e.find("'str' object cannot be interpreted as an integer") != std::string::npos, e);
+}
+
+TEST_CASE("a macro that calls itself without end is a located error, not a stack overflow (found by jinja_fuzz)") {
+  const std::string e = error_of("{% macro m(x) %}{{ m(x) }}{% endmacro %}{{ m(1) }}");
+  CHECK_MESSAGE(e.find("maximum recursion depth exceeded") != std::string::npos, e);
+  // A recursion that ends renders: 10 levels.
+  CHECK(render("{% macro m(n) %}{{ n }}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(9) }}") == "9876543210");
+}
