@@ -27,19 +27,31 @@ python3 "$here/compare.py" "$fixture" "$work/met.json" "$tol"
 "$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts --max-tokens "$steps" --follow "$fixture" \
   --logits-out "$work/forced.json" >/dev/null
 python3 "$here/compare.py" --forced "$fixture" "$work/forced.json" "$tol"
-# Sampling on the backend (the sample op): the cpu bodies give bit-identical logits whatever the
-# slicing, so the GPU emit on the cpu bodies and a host-cpu emit draw the same tokens from the
-# same seed.
-"$met" circuit emit --hardware host-cpu --checkpoint "$work/$name" --out "$work/cpu-assets" --max-ctx 256 --threads 2 \
-  --decode-rungs 1,2,4 --prefill-buckets 64,128 >/dev/null 2>&1
-sampling=(--temperature 0.8 --top-p 0.9 --top-k 20 --seed 5 --max-tokens 12)
+# Sampling on the backend (the sample op), on these packets: a draw restricted to one candidate
+# (top-k 1, or a top-p mass below any single token's) must be the greedy token, whatever the
+# temperature and seed; and a free draw must differ from greedy somewhere (a sample op that ignored
+# its params would pass the first check alone). Exact, since each pair runs the same packets on the
+# same bodies. (The h200-sxm and host-cpu emits are not compared here: their split-KV attention
+# reduces in another order, so their logits differ by rounding and a draw near a boundary may
+# legitimately differ.)
 # shellcheck disable=SC2086
-"$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts "${sampling[@]}" >"$work/gpu-sampled.txt" 2>/dev/null
+"$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts --max-tokens 12 >"$work/greedy.txt" 2>/dev/null
+for restrict in "--top-k 1" "--top-p 0.000001"; do
+  # shellcheck disable=SC2086
+  "$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts --temperature 0.8 --seed 5 $restrict \
+    --max-tokens 12 >"$work/restricted.txt" 2>/dev/null
+  if ! cmp -s "$work/greedy.txt" "$work/restricted.txt"; then
+    echo "a draw restricted by $restrict is not the greedy token:"
+    diff "$work/greedy.txt" "$work/restricted.txt"
+    exit 1
+  fi
+done
 # shellcheck disable=SC2086
-"$met" circuit run --assets "$work/cpu-assets" --backend cpu --threads 2 $prompts "${sampling[@]}" >"$work/cpu-sampled.txt" 2>/dev/null
-if ! cmp -s "$work/gpu-sampled.txt" "$work/cpu-sampled.txt"; then
-  echo "sampled tokens differ between the h200-sxm packets and the host-cpu packets:"
-  diff "$work/gpu-sampled.txt" "$work/cpu-sampled.txt"
+"$met" circuit run --assets "$work/assets" --backend cpu-oracle $prompts --temperature 1.5 --seed 5 --max-tokens 12 \
+  >"$work/free.txt" 2>/dev/null
+if cmp -s "$work/greedy.txt" "$work/free.txt"; then
+  echo "a free draw at temperature 1.5 gave the greedy tokens for every sequence: the sample op ignores its params"
   exit 1
 fi
-echo "sampled: $(wc -l <"$work/gpu-sampled.txt") sequences identical across the two emits"
+[[ $(wc -l <"$work/greedy.txt") -eq $(wc -l <"$work/free.txt") ]] || { echo "sampled and greedy runs print different sequence counts"; exit 1; }
+echo "sampled: $(wc -l <"$work/greedy.txt") sequences; top-k 1 and top-p 1e-6 draws are greedy, free draws are not"
