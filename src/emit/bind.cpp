@@ -30,6 +30,7 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"gelu_mul", bind_gated_act},
     {"argmax", bind_argmax},
     {"softcap", bind_softcap},
+    {"scale", bind_scale},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {

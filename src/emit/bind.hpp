@@ -64,6 +64,7 @@ Expected<void> bind_residual_add(const KernelSite& site);
 Expected<void> bind_gated_act(const KernelSite& site);
 Expected<void> bind_argmax(const KernelSite& site);
 Expected<void> bind_softcap(const KernelSite& site);
+Expected<void> bind_scale(const KernelSite& site);
 
 // Every kernel of the group's rule, in rule order; refuses a kernel without an opcode or a binder.
 Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph& graph);

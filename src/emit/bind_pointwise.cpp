@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "emit/bind.hpp"
+#include "kernels/cpu/bf16.hpp"
 
 namespace met::emit::detail {
 
@@ -54,6 +55,19 @@ Expected<void> bind_argmax(const KernelSite& site) {
   const auto* n = site.node("argmax");
   const std::int64_t vocab = param(*n, "vocab");
   MET_CHECK(site.add({b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)}, {R, 0, vocab}, {}));
+  return {};
+}
+
+// x *= factor in place over the residual stream (Gemma's embedding scale). The factor is applied
+// in the activations' dtype, as transformers multiplies by the normalizer cast to the weights' bf16.
+Expected<void> bind_scale(const KernelSite& site) {
+  const auto* n = site.node("scale");
+  const double factor = n->params.count("factor") ? n->params.at("factor") : 0.0;
+  if (!(factor > 0.0)) return site.where("scale node" + (n->role.empty() ? "" : " '" + n->role + "'") + " has no factor");
+  const std::int64_t dim = param(*n, "dim");
+  if (dim != site.hidden) return site.where("scale over " + std::to_string(dim) + " columns, not the residual stream's " +
+                                            std::to_string(site.hidden));
+  MET_CHECK(site.add({site.x}, {site.R, dim}, {cpu::round_bf16(static_cast<float>(factor))}));
   return {};
 }
 

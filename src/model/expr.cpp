@@ -201,8 +201,8 @@ struct Parser {
       std::string name(s.substr(pos, end - pos));
       pos = end;
       if (eat("(")) {
-        static const std::set<std::string> kFuncs{"min", "max", "ceil", "floor"};
-        if (!kFuncs.count(name)) return fail_at(fmt::format("unknown function '{}' (known: ceil, floor, max, min)", name));
+        static const std::set<std::string> kFuncs{"min", "max", "ceil", "floor", "sqrt"};
+        if (!kFuncs.count(name)) return fail_at(fmt::format("unknown function '{}' (known: ceil, floor, max, min, sqrt)", name));
         std::vector<NodeP> args;
         if (!eat(")")) {
           do {
@@ -274,6 +274,10 @@ struct Evaluator {
         if (!a) return std::nullopt;
         if (n.op == "ceil") return Value::num(std::ceil(*a));
         if (n.op == "floor") return Value::num(std::floor(*a));
+        if (n.op == "sqrt") {
+          if (*a < 0) return bad(fmt::format("'sqrt' of a negative number ({})", *a));
+          return Value::num(std::sqrt(*a));
+        }
         auto b = num(*n.kids[1], n.op.c_str());
         if (!b) return std::nullopt;
         return Value::num(n.op == "min" ? std::min(*a, *b) : std::max(*a, *b));

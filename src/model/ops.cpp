@@ -41,9 +41,11 @@ const std::vector<OpInfo>& table() {
          [](const Params& a) { return p(a, "kv_lora") + p(a, "rope_dim"); }, nullptr});
     add({"attention_mla", {"heads", "kv_lora", "rope_dim", "nope_dim", "v_dim"}, {}, {}, false, false, 1, none,
          nullptr, nullptr});
-    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2", "scale", "softcap"}) {
+    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2", "softcap"}) {
       add({name, {"dim"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     }
+    // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
+    add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
     add({"moe_router", {"hidden", "experts", "top_k"}, {}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
     add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,

@@ -370,3 +370,37 @@ TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes)
     CHECK(seen > 0);
   }
 }
+
+TEST_CASE("Gemma-3's embedding scale binds as a scale op over the residual stream with sqrt(hidden) in bf16, in every program (a scale without a factor is refused naming it)") {
+  // google/gemma-3-1b-it's config.json, shrunk (hidden 288: sqrt is 16.97, 17 in bf16).
+  const std::string config = R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+    "hidden_size": 288, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 1024, "sliding_window": 16,
+    "sliding_window_pattern": 6, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+    "rope_scaling": null, "query_pre_attn_scalar": 64, "hidden_activation": "gelu_pytorch_tanh",
+    "attn_logit_softcapping": null, "final_logit_softcapping": null, "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16"})";
+  const auto dir = testing::tiny_checkpoint("gemma3-scale", config);
+  for (const std::string device : {"host-cpu", "h200-sxm"}) {
+    INFO(device);
+    testing::EmitSpec s;
+    s.device = device;
+    s.max_ctx = 256;
+    if (device == "h200-sxm") s.buckets = {128};
+    auto a = testing::emit_checkpoint(dir, s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    for (const auto& p : a->packet.programs) {
+      INFO(p.name);
+      int scales = 0;
+      for (const auto& d : p.instrs) {
+        if (emit::find_opcode(d.opcode)->name != "scale") continue;
+        ++scales;
+        REQUIRE(d.imms.size() == 1);
+        CHECK(d.imms[0] == 17.0f);
+        CHECK(d.ints[1] == 288);
+      }
+      CHECK(scales == 1);
+    }
+  }
+}

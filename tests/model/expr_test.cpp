@@ -60,6 +60,7 @@ TEST_CASE("min, max, ceil and floor") {
   CHECK(eval("max(3, 2)") == 3);
   CHECK(eval("ceil(2.1)") == 3);
   CHECK(eval("floor(2.9)") == 2);
+  CHECK(eval("sqrt(1152)") == doctest::Approx(33.941125496954285));  // Gemma's embedding scale
   CHECK(eval("1.5e3") == 1500);
 }
 
@@ -74,7 +75,8 @@ TEST_CASE("errors are located: an unknown name, a bad token, a missing paren, di
   CHECK(error_of("2 $ 3") == "t.toml:7: '2 $ 3': column 3: unexpected '$'");
   CHECK(error_of("(1 + 2") == "t.toml:7: '(1 + 2': column 7: expected ')'");
   CHECK(error_of("4 // 0") == "t.toml:7: '4 // 0': '//' by zero");
-  CHECK(error_of("sqrt(4)") == "t.toml:7: 'sqrt(4)': column 6: unknown function 'sqrt' (known: ceil, floor, max, min)");
+  CHECK(error_of("cbrt(8)") == "t.toml:7: 'cbrt(8)': column 6: unknown function 'cbrt' (known: ceil, floor, max, min, sqrt)");
+  CHECK(error_of("sqrt(0 - 4)") == "t.toml:7: 'sqrt(0 - 4)': 'sqrt' of a negative number (-4)");
   CHECK(error_of("min(1)") == "t.toml:7: 'min(1)': column 7: 'min' takes 2 arguments, found 1");
   CHECK(error_of("'abc") == "t.toml:7: ''abc': column 1: unterminated string literal");
 }
