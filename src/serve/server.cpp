@@ -1,5 +1,5 @@
-// HTTP wiring: routes, body framing and bearer auth (pre-routing, before httplib reads a body), the
-// body limit, and the OpenAI envelope on every error httplib itself answers. An accepted generation request is answered, JSON
+// HTTP wiring: routes, body framing and bearer auth (pre-routing, before httplib reads a body), and
+// the OpenAI envelope on every error httplib answers itself. An accepted generation request is answered, JSON
 // or SSE, by a chunked content provider that polls its RequestState and its client: the provider's
 // DataSink is the only place httplib 0.11 lets a handler see the connection, so that is where a
 // client that went away is noticed and its request cancelled. Each request holds one worker
@@ -109,7 +109,7 @@ bool json_route(const httplib::Request& req) {
 // body is what a web page can POST to a loopback server without a CORS preflight).
 std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t max_body) {
   auto framing = [](int status, const std::string& message, const std::string& code) {
-    return ApiError{status, message, "invalid_request_error", "", code};
+    return api_error(status, message, "invalid_request_error", code);
   };
   if (req.has_header("Transfer-Encoding"))
     return framing(411,
@@ -151,23 +151,23 @@ std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t 
 
 // The error httplib answers by itself (a request it could not parse, a too long URI, ...).
 ApiError http_error(int status) {
+  const std::string bad = "invalid_request_error";
   switch (status) {
     case 400:
-      return ApiError{400, "the request could not be parsed (request line, headers or body framing)", "invalid_request_error", "",
-                      "bad_request"};
+      return api_error(400, "the request could not be parsed (request line, headers or body framing)", bad, "bad_request");
     case 404:
-      return ApiError{404, "no such route", "invalid_request_error", "", "not_found"};
+      return api_error(404, "no such route", bad, "not_found");
     case 405:
-      return ApiError{405, "method not allowed", "invalid_request_error", "", "method_not_allowed"};
+      return api_error(405, "method not allowed", bad, "method_not_allowed");
     case 414:
-      return ApiError{414, "the request URI is too long", "invalid_request_error", "", "uri_too_long"};
+      return api_error(414, "the request URI is too long", bad, "uri_too_long");
     case 416:
-      return ApiError{416, "the Range header is invalid", "invalid_request_error", "", "invalid_range"};
+      return api_error(416, "the Range header is invalid", bad, "invalid_range");
     case 500:
-      return ApiError{500, "internal error", "server_error", "", "internal_error"};
+      return api_error(500, "internal error", "server_error", "internal_error");
     default:
-      return ApiError{status, "request failed with status " + std::to_string(status),
-                      status >= 500 ? "server_error" : "invalid_request_error", "", "http_" + std::to_string(status)};
+      return api_error(status, "request failed with status " + std::to_string(status), status >= 500 ? "server_error" : bad,
+                       "http_" + std::to_string(status));
   }
 }
 
