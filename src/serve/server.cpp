@@ -6,7 +6,10 @@
 // thread, so the pool is sized to the slots plus the queue. stop() drains before it stops.
 #include "serve/server.hpp"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -147,6 +151,31 @@ std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t 
           "unsupported_media_type");
   }
   return std::nullopt;
+}
+
+// Ends every TCP connection the process still has, so that run() returns: httplib 0.11 joins its
+// workers when it stops, and a worker reading a client that trickles its headers (each byte inside
+// the read timeout) never returns by itself. httplib gives no handle on its connections, so they
+// are found as the process's connected TCP sockets; shutdown() ends their streams (a blocked read
+// returns) and leaves each descriptor to the worker that closes it.
+void end_connections() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return;
+  while (const dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+    struct stat st {};
+    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    int domain = 0, type = 0, listening = 0;
+    socklen_t n = sizeof(int);
+    const bool tcp = ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &n) == 0 &&
+                     (domain == AF_INET || domain == AF_INET6) &&
+                     ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &n) == 0 && type == SOCK_STREAM &&
+                     ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) == 0 && !listening;
+    if (tcp) ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+  }
+  ::closedir(dir);
 }
 
 // The error httplib answers by itself (a request it could not parse, a too long URI, ...).
@@ -577,6 +606,7 @@ Expected<void> Server::run() {
 void Server::stop() {
   impl_->drain();
   impl_->http.stop();
+  end_connections();
 }
 
 }  // namespace met::serve

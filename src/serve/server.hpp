@@ -37,7 +37,8 @@ class Server {
   Expected<void> run();
   // Drains, then stops the listener: from the call on, new generation requests and /health answer
   // 503 (shutting_down) while the accepted ones run to their end, for at most drain_timeout; what
-  // is still running then is cut off. Blocks for the drain; run() keeps serving meanwhile.
+  // is still running then is cut off, and so is every connection left (idle, or a client still
+  // sending its headers), so run() returns. Blocks for the drain; run() keeps serving meanwhile.
   void stop();
 
  private:

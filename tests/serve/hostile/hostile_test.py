@@ -258,6 +258,35 @@ CASES = [
 ]
 
 
+def sigterm_with_slow_header_clients_stops_the_server():
+    """Run last (it stops the server): clients that trickle header lines must not keep a SIGTERM'd
+    server alive past its drain."""
+    import os
+    import signal
+    slow = []
+    for _ in range(6):
+        s = socket.create_connection(("127.0.0.1", PORT), timeout=TIMEOUT)
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+        slow.append(s)
+    t0 = time.monotonic()
+    os.kill(PID, signal.SIGTERM)
+    gone = False
+    for tick in range(120):  # 30 s of trickling at most; the server must be gone well before
+        for s in slow:
+            try:
+                s.sendall(b"X-Slow-%d: y\r\n" % tick)
+            except OSError:
+                pass
+        if not os.path.exists(f"/proc/{PID}") or open(f"/proc/{PID}/stat").read().split()[2] == "Z":
+            gone = True
+            break
+        time.sleep(0.25)
+    for s in slow:
+        s.close()
+    assert gone, "met serve still runs 30 s after SIGTERM while clients trickle headers"
+    print(f"   (exited {time.monotonic() - t0:.1f} s after SIGTERM)")
+
+
 def healthy():
     try:
         return request("GET", "/health").status == 200
@@ -267,6 +296,14 @@ def healthy():
 
 def main():
     only = sys.argv[4] if len(sys.argv) > 4 else ""
+    if only == "--shutdown":
+        try:
+            sigterm_with_slow_header_clients_stops_the_server()
+            print("ok: sigterm_with_slow_header_clients_stops_the_server")
+        except AssertionError as e:
+            print(f"FAIL: sigterm_with_slow_header_clients_stops_the_server: {e}")
+            sys.exit(1)
+        return
     passed = failed = 0
     for _ in range(3):  # warm up: the first requests allocate what the server keeps
         request("POST", "/v1/completions", {"model": MODEL, "prompt": "hi", "max_tokens": 2})
