@@ -2,6 +2,7 @@
 // their pattern matches, when the mode, row count, format pair and every kernel allow; nodes no
 // rule takes become one-node gap groups carrying each candidate that matched and why it failed.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -64,6 +65,26 @@ FormatMatch match_format(const Rule& r, const std::vector<model::Node>& nodes, s
   return out;
 }
 
+// The first requirement of the rule the window's nodes fail, with the values it read ("" when all
+// hold).
+std::string failed_requirement(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos) {
+  if (r.requirements.empty()) return {};
+  model::Env env;
+  for (std::size_t k = 0; k < r.pattern.size(); ++k)
+    for (const auto& [name, v] : nodes[pos + k].params) env.emplace(name, model::Value::num(v));
+  for (const auto& e : r.requirements) {
+    auto v = e.number(env);
+    if (v && *v != 0) continue;
+    std::vector<std::string> read;
+    for (const auto& name : e.names()) {
+      auto it = env.find(name);
+      read.push_back(it == env.end() ? fmt::format("{} absent", name) : fmt::format("{} = {}", name, it->second.number));
+    }
+    return v ? fmt::format("rule '{}' requires {} ({})", r.id, e.text(), fmt::join(read, ", ")) : v.error().message;
+  }
+  return {};
+}
+
 bool mode_rows_ok(const Rule& r, Mode mode, std::int64_t rows) {
   return r.modes.count(mode) && rows >= r.rows_min && rows <= r.rows_max;
 }
@@ -99,6 +120,17 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
       const FormatMatch fm = match_format(r, nodes, pos, activation);
       const bool free = std::all_of(owner.begin() + static_cast<long>(pos), owner.begin() + static_cast<long>(pos + len),
                                     [](int o) { return o < 0; });
+      const std::string unmet = fm.entry && missing_kernels.empty() ? failed_requirement(r, nodes, pos) : std::string();
+      if (!unmet.empty()) {
+        // The kernels exist but their bodies do not handle this shape: a port-list entry like a
+        // missing kernel, with the shape as the reason.
+        Blocked b;
+        b.rule = r.id;
+        b.kernels = r.kernels;
+        b.why = unmet;
+        for (std::size_t k = pos; k < pos + len; ++k) blocked[k].push_back(b);
+        continue;
+      }
       if (!fm.entry || !missing_kernels.empty()) {
         Blocked b;
         b.rule = r.id;

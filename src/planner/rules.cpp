@@ -1,8 +1,10 @@
 #include "planner/rules.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/strings.hpp"
 #include "model/ops.hpp"
@@ -79,6 +81,24 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
   for (const auto& node : *formats) {
     MET_TRY(auto e, parse_format_entry(file, node, fmt::format("rule '{}'", r.id)));
     r.formats.push_back(e);
+  }
+  MET_TRY(auto reqs, f.str_list("requires"));
+  std::set<std::string> known;  // the params of the pattern's ops
+  for (const auto& e : r.pattern) {
+    if (const auto* op = model::find_op(e.op)) {
+      known.insert(op->required.begin(), op->required.end());
+      for (const auto& o : op->optional) known.insert(o.name);
+    }
+  }
+  for (const auto& text : reqs) {
+    MET_TRY(auto e, model::parse_expr(text, fmt::format("{}: rule '{}' requires", r.location, r.id)));
+    for (const auto& name : e.names()) {
+      if (!known.count(name)) {
+        return f.error_at("requires", fmt::format("'{}' reads '{}', which no op of the pattern has (known: {})", text, name,
+                                                  fmt::join(known, ", ")));
+      }
+    }
+    r.requirements.push_back(std::move(e));
   }
   MET_CHECK(f.done());
   return r;

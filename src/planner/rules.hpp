@@ -12,6 +12,7 @@
 #include "avail/classes.hpp"
 #include "core/expected.hpp"
 #include "core/format.hpp"
+#include "model/expr.hpp"
 #include "planner/mode.hpp"
 #include "tree/kernel_tree.hpp"
 
@@ -39,6 +40,9 @@ struct Rule {
   std::int64_t rows_max = 1;
   int priority = 0;
   std::vector<FormatEntry> formats;
+  // Shapes the kernels' bodies handle (`requires`): expressions over the params of the window's
+  // nodes (the first node that has a name gives its value), each nonzero for the rule to apply.
+  std::vector<model::Expr> requirements;
   std::string klass;     // class whose FUSIONS.toml defined it
   std::string location;  // file:line
 };

@@ -17,7 +17,7 @@ namespace {
 using namespace met;
 
 const std::filesystem::path& ckpt() {
-  static const auto p = testing::tiny_checkpoint("emit", testing::tiny_llama_config(3));
+  static const auto p = testing::tiny_checkpoint("emit", testing::tiny_llama_config(3, /*hidden=*/128));
   return p;
 }
 
@@ -183,7 +183,7 @@ TEST_CASE("a tied lm_head reads the embedding's manifest entry instead of a seco
 namespace {
 
 std::string config_with_rope(const std::string& block) {
-  std::string cfg = testing::tiny_llama_config();
+  std::string cfg = testing::tiny_llama_config(2, /*hidden=*/128);
   cfg.replace(cfg.find("\"rope_theta\": 10000.0"), 21, "\"rope_theta\": 500000.0, \"rope_scaling\": " + block);
   return cfg;
 }
@@ -217,8 +217,8 @@ TEST_CASE("a config with Llama-3.2-1B's llama3 rope block emits for host-cpu and
     std::uint32_t table = 0;
     for (std::uint32_t i = 0; i < a->packet.tensors.size(); ++i)
       if (a->packet.tensors[i].source == MET_SOURCE_GENERATED) table = i;
-    CHECK(a->packet.tensors[table].name == "rope.inv_freq.r16");
-    CHECK(a->packet.tensors[table].shape == std::vector<std::uint64_t>{8});
+    CHECK(a->packet.tensors[table].name == "rope.inv_freq.r32");
+    CHECK(a->packet.tensors[table].shape == std::vector<std::uint64_t>{16});
     std::size_t ropes = 0;
     for (const auto& p : a->packet.programs)
       for (const auto& d : p.instrs) {
@@ -237,7 +237,7 @@ TEST_CASE("a config with Llama-3.2-1B's llama3 rope block emits for host-cpu and
     CHECK(build->rope.original_max_position_embeddings == 8192.0);
     auto bytes = emit::generated_table(a->packet.tensors[table], *build, "model.pkt");
     REQUIRE(bytes.ok());
-    CHECK(bytes->size() == 32);
+    CHECK(bytes->size() == 64);
   }
 }
 
@@ -372,9 +372,9 @@ TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes)
 }
 
 TEST_CASE("Gemma-3's embedding scale binds as a scale op over the residual stream with sqrt(hidden) in bf16, in every program (a scale without a factor is refused naming it)") {
-  // google/gemma-3-1b-it's config.json, shrunk (hidden 288: sqrt is 16.97, 17 in bf16).
+  // google/gemma-3-1b-it's config.json, shrunk (hidden 320: sqrt is 17.89, 17.875 in bf16).
   const std::string config = R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-    "hidden_size": 288, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "hidden_size": 320, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 1024, "sliding_window": 16,
     "sliding_window_pattern": 6, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "rope_local_base_freq": 10000,
     "rope_scaling": null, "query_pre_attn_scalar": 64, "hidden_activation": "gelu_pytorch_tanh",
@@ -397,8 +397,8 @@ TEST_CASE("Gemma-3's embedding scale binds as a scale op over the residual strea
         if (emit::find_opcode(d.opcode)->name != "scale") continue;
         ++scales;
         REQUIRE(d.imms.size() == 1);
-        CHECK(d.imms[0] == 17.0f);
-        CHECK(d.ints[1] == 288);
+        CHECK(d.imms[0] == 17.875f);
+        CHECK(d.ints[1] == 320);
       }
       CHECK(scales == 1);
     }

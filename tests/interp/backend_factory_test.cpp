@@ -12,7 +12,7 @@ namespace {
 using namespace met;
 
 interp::Assets tiny_assets(const std::string& device, const std::string& name) {
-  const auto ckpt = testing::tiny_checkpoint(name, testing::tiny_llama_config(1));
+  const auto ckpt = testing::tiny_checkpoint(name, testing::tiny_llama_config(1, /*hidden=*/device == "host-cpu" ? 64 : 128));
   testing::EmitSpec spec;
   spec.device = device;
   if (device != "host-cpu") spec.buckets = {128};  // a GPU class's prefill runs GEMMs, over more rows than a decode

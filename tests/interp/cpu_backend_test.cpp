@@ -304,7 +304,8 @@ TEST_CASE("assets emitted for h200-sxm are refused by the cpu backend, naming bo
   s.device = "h200-sxm";
   s.buckets = {128};
   s.max_ctx = 256;
-  const auto dir = testing::write_assets(fx().ckpt, s, "assets-h200");
+  const auto gpu_ckpt = testing::tiny_checkpoint("interp-gpu", testing::tiny_llama_config(2, /*hidden=*/128));
+  const auto dir = testing::write_assets(gpu_ckpt, s, "assets-h200");
   auto a = interp::load_assets(dir.string());
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
   auto b = interp::CpuBackend::create(*a, 4);

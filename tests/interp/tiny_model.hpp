@@ -19,9 +19,11 @@
 
 namespace met::testing {
 
-// 2 layers, hidden 64, 4 heads of 16, 2 KV heads (GQA), inter 128, vocab 256, plain rope.
-inline std::string tiny_llama_config(int layers = 2) {
-  return R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+// 2 layers, hidden 64, 4 heads of 16, 2 KV heads (GQA), inter 128, vocab 256, plain rope. A GPU
+// class's plan needs hidden 128 (heads of 32, the smallest its attention bodies take; the rules'
+// `requires` turn smaller heads into gaps).
+inline std::string tiny_llama_config(int layers = 2, int hidden = 64) {
+  return R"({"architectures": ["LlamaForCausalLM"], "hidden_size": )" + std::to_string(hidden) + R"(, "intermediate_size": 128,
   "num_attention_heads": 4, "num_hidden_layers": )" + std::to_string(layers) + R"(, "num_key_value_heads": 2,
   "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256,
   "max_position_embeddings": 2048, "torch_dtype": "bfloat16"})";

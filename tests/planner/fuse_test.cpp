@@ -256,3 +256,37 @@ TEST_CASE("a lower-priority rule still covers what a higher one left (catches st
   // In batch mode the big rule does not apply.
   CHECK(shape(fuse(two, rs, avail, Mode::batch, 4, Format::bf16)) == "norm{0} o{1} gap{2} norm{3} o{4}");
 }
+
+TEST_CASE("a rule's requires blocks a window whose params its bodies do not handle, naming the values; a lower rule or a gap takes it (catches an emit the interpreter would refuse at load)") {
+  const std::string req = rule("flash", "[\"attention\"]", "k_flash", 20) + "requires = [\"head_dim == 64 || head_dim == 128\"]\n\n";
+  const RuleSet rs = load(req, "[\"k_flash\"]");
+  auto attn = [](double hd) {
+    Node n = node("attention");
+    n.params = {{"heads", 8}, {"kv_heads", 2}, {"head_dim", hd}, {"v_head_dim", hd}};
+    return n;
+  };
+  const auto ok = fuse({attn(128)}, rs, available({"k_flash"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(ok.size() == 1);
+  CHECK(!ok[0].gap);
+  const auto gap = fuse({attn(256)}, rs, available({"k_flash"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(gap.size() == 1);
+  CHECK(gap[0].gap);
+  REQUIRE(gap[0].blocked.size() == 1);
+  CHECK(gap[0].blocked[0].why == "rule 'flash' requires head_dim == 64 || head_dim == 128 (head_dim = 256)");
+  CHECK(gap[0].blocked[0].kernels == std::vector<std::string>{"k_flash"});
+}
+
+TEST_CASE("a requirement naming a param no op of the pattern has is refused where the rule is") {
+  const std::string bad = rule("flash", "[\"attention\"]", "k_flash", 20) + "requires = [\"head_dims == 64\"]\n\n";
+  MemTree tree({{"test/FUSIONS.toml", bad},
+                {"test/KERNEL_FAMILIES.toml",
+                 "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\nkernels = [\"k_flash\"]\nevidence = \"unmeasured\"\n"}});
+  met::avail::ClassInfo info;
+  info.id = "test";
+  met::avail::ClassChain chain;
+  chain.chain = {&info};
+  auto rs = met::planner::load_rules(tree, chain);
+  REQUIRE(!rs.ok());
+  CHECK(rs.error().message.find("'head_dims == 64' reads 'head_dims', which no op of the pattern has") != std::string::npos);
+  CHECK(rs.error().message.find("test/FUSIONS.toml") != std::string::npos);
+}
