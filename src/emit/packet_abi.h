@@ -1,5 +1,9 @@
-/* The packet ABI as C structs, for the host (C++) and the device (CUDA/HIP) alike: both include
- * this header, so the two views cannot drift. Generated from packet_fields.def by macros. */
+/* The packet file's ABI (model.pkt) as C structs, generated from packet_fields.def by macros; the
+ * host reads and writes it. The device never sees these records: the cuda backend turns each
+ * instruction into the device view of kernels/common/interp/abi.h (MetDevInstr: the same opcode,
+ * ints, imms and slice geometry, operands resolved to addresses), which host and device both
+ * include. The ABI hash covers this field list and the op registry (kernels/common/ops.def), so
+ * assets whose records or opcode meanings differ are refused at load. */
 #ifndef MET_PACKET_ABI_H
 #define MET_PACKET_ABI_H
 
