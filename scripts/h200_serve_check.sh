@@ -36,7 +36,9 @@ printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/gene
 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$work/assets" --max-ctx 512 \
   --decode-rungs 1,2,4,8 --prefill-buckets 64,256
 
-start() {  # start BACKEND LOG: starts a server on a free port, prints its URL
+# start BACKEND LOG VAR: starts a server on a free port and sets VAR to its URL. It runs in this
+# shell (never inside $(...)), so the server's pid reaches `pids` and the cleanup stops it.
+start() {
   "$MET" serve --assets "$work/assets" --backend "$1" --port 0 --queue 16 >"$2" 2>&1 &
   pids+=($!)
   local port=""
@@ -47,10 +49,11 @@ start() {  # start BACKEND LOG: starts a server on a free port, prints its URL
     sleep 0.1
   done
   [[ -n "$port" ]] || { echo "error: met serve --backend $1 did not report its port" >&2; return 1; }
-  echo "http://127.0.0.1:$port"
+  printf -v "$3" '%s' "http://127.0.0.1:$port"
 }
-url_a="$(start "${SERVE_A:-cuda}" "$work/a.log")"
-url_b="$(start cpu-oracle "$work/b.log")"
+url_a="" url_b=""
+start "${SERVE_A:-cuda}" "$work/a.log" url_a || exit 1
+start cpu-oracle "$work/b.log" url_b || exit 1
 echo "A: ${SERVE_A:-cuda} at $url_a; B: cpu-oracle at $url_b"
 rc=0
 python3 tests/serve/backends_agree.py "$url_a" "$url_b" serve-tiny-qwen3 || rc=1
