@@ -1,7 +1,8 @@
 // Fuzzes the packet reader with whole model.pkt files: parse_packet may refuse any input but must
 // never crash, read out of bounds or allocate without bound; a file it accepts then goes through
 // the verifier with the real opcode table (extent functions included), which must not crash either.
-// Seeds: fuzz/seeds/packet/ (a crafted two-program file and a tiny emitted model).
+// Seeds: fuzz/seeds/packet/, emits of the tiny oracle models (fuzz/make_packet_seeds.sh; scripts/fuzz.sh
+// refreshes them from the met it finds in build/, so they match the current packet ABI).
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -14,11 +14,16 @@ if [ "${#targets[@]}" -eq 0 ]; then
   for src in fuzz/*_fuzz.cpp; do targets+=("$(basename "$src" .cpp)"); done
 fi
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+# The packet seeds carry the packet ABI of the met that wrote them: refresh them from this build's
+# met when there is one, so a changed registry or field list never leaves the target fuzzing only
+# the header check.
+if [ -x build/src/cli/met ]; then bash fuzz/make_packet_seeds.sh build/src/cli/met build-fuzz/seeds-packet >/dev/null; fi
 failed=0
 for name in "${targets[@]}"; do
   target="build-fuzz/fuzz/$name"
   corpus="build-fuzz/corpus-$name"
   seeds="fuzz/seeds/${name%_fuzz}"
+  [ "$name" = packet_fuzz ] && [ -d build-fuzz/seeds-packet ] && seeds=build-fuzz/seeds-packet
   mkdir -p "$corpus"
   [ -d "$seeds" ] || { echo "FAIL: $name has no seeds ($seeds): run fuzz/make_seeds.py"; failed=1; continue; }
   echo "fuzzing $name for ${seconds}s"
