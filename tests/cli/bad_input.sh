@@ -3,7 +3,9 @@
 # silent default or a half-written --out file. One named case per bad input (kernel tree copies,
 # checkpoint directories with broken config.json and safetensors headers), plus one good
 # checkpoint (headers only, sparse data) that must plan. Usage: bad_input.sh MET_BINARY
-set -u
+# Strict: a setup step that fails (a copy, an edit, a synthetic checkpoint) stops the run with its
+# error instead of letting a later case pass or fail for the wrong reason.
+set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
   echo "usage: $0 MET_BINARY" >&2
@@ -124,8 +126,8 @@ expect_error() {
     prev=$a
   done
   local err=$work/$name.stderr
-  "$@" >"$work/$name.stdout" 2>"$err"
-  local rc=$?
+  local rc=0
+  "$@" >"$work/$name.stdout" 2>"$err" || rc=$?
   local why=()
   [[ $rc -eq 0 ]] && why+=("exit status 0, expected non-zero")
   [[ $rc -ge 128 ]] && why+=("killed by signal $((rc - 128))")
@@ -151,7 +153,7 @@ report() {
     local r
     for r in "$@"; do echo "    $r"; done
     local err=$work/$name.stderr
-    [[ -s $err ]] && sed 's/^/    stderr: /' "$err" | head -n 5
+    if [[ -s $err ]]; then sed 's/^/    stderr: /' "$err" | head -n 5; fi
   fi
 }
 
@@ -277,8 +279,8 @@ expect_error missing_shard "ckpt-missing_shard/model-00002-of-00002\.safetensors
 ck=$(new_checkpoint good)
 write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
 good=$work/good.md
-"$met" circuit plan --hardware h200-sxm --checkpoint "$ck" --out "$good" 2>"$work/good_checkpoint.stderr"
-rc=$?
+rc=0
+"$met" circuit plan --hardware h200-sxm --checkpoint "$ck" --out "$good" 2>"$work/good_checkpoint.stderr" || rc=$?
 why=()
 [[ $rc -ne 0 ]] && why+=("exit status $rc, expected 0")
 [[ -s $good ]] || why+=("no report written to --out")
@@ -293,9 +295,9 @@ report good_checkpoint_plans_with_declared_formats "${why[@]}"
 # --- rope scaling: the real Llama-3.2-1B config (llama3 rope) emits; other rope types are refused --
 for hw in host-cpu h200-sxm; do
   assets=$work/assets-llama32-$hw
+  rc=0
   "$met" circuit emit --hardware "$hw" --checkpoint "$ck" --out "$assets" --max-ctx 1024 --prefill-buckets 128 \
-    2>"$work/llama32_rope_emits_$hw.stderr"
-  rc=$?
+    2>"$work/llama32_rope_emits_$hw.stderr" || rc=$?
   why=()
   [[ $rc -ne 0 ]] && why+=("exit status $rc, expected 0")
   [[ -s $assets/model.pkt ]] || why+=("no model.pkt written")
