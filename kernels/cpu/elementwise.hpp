@@ -24,7 +24,8 @@ struct MetRopeShape {
 namespace met::cpu {
 
 // x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares) then by w[dim].
-// Gemma's (1 + w) is folded into the stored weight by emit.
+// Gemma's norms scale by (1 + w); nothing applies that yet (no op, no emit step), so Gemma plans
+// emit but do not compute Gemma.
 inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y,
                         std::int64_t count, std::int64_t dim, float eps) {
   for (std::int64_t v = 0; v < count; ++v) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The hopper interpreter image met carries is the class avail describes: the bodies the image
-# defines (its met_entry_<op> markers, read from the cubin nvcc built) are exactly the kernels
+# The hopper interpreter image met carries is the class avail describes: kernels/hopper/interp.cu
+# includes the class build's sources with its defines, the bodies the image defines (its met_entry_<op> markers, read from the cubin nvcc built) are exactly the kernels
 # `met circuit kernels --hardware h200-sxm` reports available, and every opcode an emit for that
 # device produces (tiny Llama-3 and Qwen3 checkpoints, decode rungs and prefill buckets) has one.
 # Usage: image_entries.sh MET CUBIN CONFIG...
@@ -28,6 +28,26 @@ if cmp -s "$work/image.txt" "$work/avail.txt"; then
 else
   echo "FAIL image_bodies_equal_avail"
   LC_ALL=C comm -3 "$work/image.txt" "$work/avail.txt" | sed 's/^\t/  avail only: /; s/^met/  image only: met/'
+  status=1
+fi
+
+# kernels/hopper/interp.cu is written by hand: its includes and MET_HAS_* defines must be the
+# class build's sources and (true) defines, so the image is the class avail describes.
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+"$met" circuit kernels --hardware h200-sxm --build >"$work/build.txt"
+awk '$1 == "source" { print $2 }' "$work/build.txt" | LC_ALL=C sort >"$work/want_sources.txt"
+sed -n 's/^#include "\(.*\)"$/\1/p' "$root/kernels/hopper/interp.cu" | grep -v '^common/interp/loop.cuh$' | LC_ALL=C sort \
+  >"$work/have_sources.txt"
+awk '$1 == "define" && $2 ~ /^MET_HAS_/ { split($2, kv, "="); if (kv[2] != "0") print kv[1] " " kv[2] }' "$work/build.txt" |
+  LC_ALL=C sort >"$work/want_defines.txt"
+sed -n 's/^#define \(MET_HAS_[A-Z0-9_]*\) \([0-9]*\)$/\1 \2/p' "$root/kernels/hopper/interp.cu" | LC_ALL=C sort \
+  >"$work/have_defines.txt"
+if cmp -s "$work/want_sources.txt" "$work/have_sources.txt" && cmp -s "$work/want_defines.txt" "$work/have_defines.txt"; then
+  echo "PASS interp_cu_is_the_class_build ($(wc -l <"$work/have_sources.txt") sources, $(wc -l <"$work/have_defines.txt") defines)"
+else
+  echo "FAIL interp_cu_is_the_class_build"
+  diff "$work/want_sources.txt" "$work/have_sources.txt" | sed 's/^/  sources: /'
+  diff "$work/want_defines.txt" "$work/have_defines.txt" | sed 's/^/  defines: /'
   status=1
 fi
 

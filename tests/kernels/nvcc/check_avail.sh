@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The avail cross-check (DESIGN.md section 2): the kernels `met circuit kernels --hardware DEVICE`
-# reports available are exactly the global functions nvcc emits when it compiles the device's class
-# build. Prints both differences and exits non-zero on any.
+# The avail cross-check (docs/arch/overview.md, Availability): the kernels `met circuit kernels
+# --hardware DEVICE` reports available are exactly the bodies of the interpreter nvcc compiles from
+# the device's class build (compile_class.sh). Prints both differences and exits non-zero on any.
 # Usage: check_avail.sh MET DEVICE [KERNELS_DIR]   (env NVCC: the compiler to use)
 set -euo pipefail
 
