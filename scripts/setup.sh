@@ -10,7 +10,7 @@ packages=(
   clang libclang-rt-14-dev binutils
   python3-jinja2
   libpcre2-dev libicu-dev nodejs
-  libcpp-httplib-dev prometheus
+  prometheus
 )
 # npm ships inside some nodejs builds (NodeSource's); Debian's npm package would conflict with those.
 command -v npm >/dev/null 2>&1 || packages+=(npm)

@@ -58,8 +58,13 @@ void add_serve_command(CLI::App& app, std::vector<Command>& out) {
   serve->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize");
   serve->add_option("--max-body", o->max_body, "largest request body in bytes (larger: 413)")->capture_default_str();
   serve->add_option("--queue", o->queue, "requests per model that may wait for a slot (more: 429)")->capture_default_str();
-  serve->add_option("--threads", o->threads, "HTTP worker threads, each holding one request (0: slots + queue + 8)")
-      ->capture_default_str();
+  serve->add_option("--max-connections", o->max_connections, "open TCP connections at once, each served by a thread of its own (more: 503 too_many_connections)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--read-timeout", o->read_timeout_s,
+                    "seconds a client has to send a request's headers, and then its body (over it: the connection is cut)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   out.push_back({serve, [o] { return run_serve(*o); }});
 }
 

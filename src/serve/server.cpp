@@ -1,15 +1,14 @@
 // HTTP wiring: routes, body framing and bearer auth (pre-routing, before httplib reads a body), and
-// the OpenAI envelope on every error httplib answers itself. An accepted generation request is answered, JSON
-// or SSE, by a chunked content provider that polls its RequestState and its client: the provider's
-// DataSink is the only place httplib 0.11 lets a handler see the connection, so that is where a
-// client that went away is noticed and its request cancelled. Each request holds one worker
-// thread, so the pool is sized to the slots plus the queue. stop() drains before it stops.
+// the OpenAI envelope on every error httplib answers itself. An accepted generation request is
+// answered, JSON or SSE, by a chunked content provider that polls its RequestState and its client:
+// that is where a client that went away is noticed and its request cancelled. Each connection
+// holds one worker thread from accept to close; Connections (connections.hpp) caps how many are
+// open, gives each request a read deadline and ends them all at shutdown. stop() drains first.
 #include "serve/server.hpp"
 
-#include <dirent.h>
 #include <httplib.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +22,9 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <thread>
 
+#include "serve/connections.hpp"
 #include "serve/metrics.hpp"
 #include "serve/openai.hpp"
 #include "serve/scheduler.hpp"
@@ -37,6 +38,8 @@ using Json = nlohmann::json;
 using OJson = nlohmann::ordered_json;
 
 constexpr auto kPoll = std::chrono::milliseconds(50);  // how often an answering provider checks its client
+constexpr auto kProbe = std::chrono::seconds(1);      // how often it probes a client that sent FIN
+constexpr std::size_t kSpareThreads = 16;             // threads beyond max_connections: they refuse the excess
 constexpr std::int64_t kDefaultCompletionTokens = 16;  // OpenAI's default max_tokens for /v1/completions
 
 std::int64_t unix_now() {
@@ -72,8 +75,8 @@ std::string sse(const OJson& j) { return "data: " + json_text(j) + "\n\n"; }
 
 // Answers `e` and closes the connection once the answer is written: a request refused before its
 // body was read cannot be followed on that connection (the body would be read as the next request).
-// httplib 0.11 has no call for that; it closes a connection whose content provider fails, so this
-// provider writes the whole envelope and then fails.
+// httplib closes a connection whose content provider fails, so this provider writes the whole
+// envelope and then fails.
 void reply_and_close(httplib::Response& res, const ApiError& e) {
   auto body = std::make_shared<const std::string>(error_envelope(e).dump());
   res.status = e.status;
@@ -105,45 +108,51 @@ bool json_route(const httplib::Request& req) {
                                   req.path == "/tokenize" || req.path == "/detokenize");
 }
 
-// What httplib 0.11 would read without a bound is refused from the headers alone, before a byte of
-// the body is read: it buffers a chunked body, or one without a length, whole (whatever
-// set_payload_max_length says) and inflates a gzip or brotli body without a limit. So a body is
-// read only with exactly one Content-Length within `max_body`, no Transfer-Encoding and no
-// Content-Encoding; a JSON route also needs Content-Type application/json (a form or text/plain
-// body is what a web page can POST to a loopback server without a CORS preflight).
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Refused from the headers alone, before a byte of the body is read: framing that is ambiguous or
+// that met does not take. A body comes with exactly one Content-Length within `max_body`, or as
+// `Transfer-Encoding: chunked` alone (httplib stops reading it at max_body: 413); never
+// compressed; a JSON route also needs Content-Type application/json (a form or text/plain body is
+// what a web page can POST to a loopback server without a CORS preflight).
 std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t max_body) {
   auto framing = [](int status, const std::string& message, const std::string& code) {
     return api_error(status, message, "invalid_request_error", code);
   };
-  if (req.has_header("Transfer-Encoding"))
-    return framing(411,
-                   "request bodies must be sent with a Content-Length (Transfer-Encoding '" +
-                       req.get_header_value("Transfer-Encoding") + "' is not accepted)",
-                   "length_required");
   const std::size_t lengths = req.get_header_value_count("Content-Length");
   if (lengths > 1) return framing(400, "the request has more than one Content-Length header", "invalid_framing");
   const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-  if (lengths == 0) {
-    if (has_body) return framing(411, "a " + req.method + " request needs a Content-Length header", "length_required");
+  if (req.has_header("Transfer-Encoding")) {
+    const std::string te = req.get_header_value("Transfer-Encoding");
+    if (req.get_header_value_count("Transfer-Encoding") > 1 || lower(te) != "chunked")
+      return framing(400, "Transfer-Encoding '" + te + "' is not accepted (only 'chunked')", "invalid_framing");
+    if (lengths > 0) return framing(400, "the request has both Content-Length and Transfer-Encoding", "invalid_framing");
+    if (!has_body) return framing(400, "a " + req.method + " request must not carry a body", "invalid_framing");
+  } else if (lengths == 0) {
+    if (has_body) return framing(411, "a " + req.method + " request needs a Content-Length or a chunked body", "length_required");
     return std::nullopt;
   }
-  const std::string text = req.get_header_value("Content-Length");
-  constexpr std::size_t kMaxDigits = 18;  // below 2^63: no overflow while accumulating
-  std::uint64_t length = 0;
-  if (text.empty() || text.size() > kMaxDigits || text.find_first_not_of("0123456789") != std::string::npos)
-    return framing(400, "Content-Length '" + text + "' is not a byte count", "invalid_framing");
-  for (char c : text) length = length * 10 + static_cast<std::uint64_t>(c - '0');
-  if (length > max_body)
-    return framing(413, "the request body exceeds the limit of " + std::to_string(max_body) + " bytes", "body_too_large");
-  if (!has_body && length > 0 && req.method != "DELETE")
-    return framing(400, "a " + req.method + " request must not carry a body", "invalid_framing");
+  if (lengths == 1) {
+    const std::string text = req.get_header_value("Content-Length");
+    constexpr std::size_t kMaxDigits = 18;  // below 2^63: no overflow while accumulating
+    std::uint64_t length = 0;
+    if (text.empty() || text.size() > kMaxDigits || text.find_first_not_of("0123456789") != std::string::npos)
+      return framing(400, "Content-Length '" + text + "' is not a byte count", "invalid_framing");
+    for (char c : text) length = length * 10 + static_cast<std::uint64_t>(c - '0');
+    if (length > max_body)
+      return framing(413, "the request body exceeds the limit of " + std::to_string(max_body) + " bytes", "body_too_large");
+    if (!has_body && length > 0 && req.method != "DELETE")
+      return framing(400, "a " + req.method + " request must not carry a body", "invalid_framing");
+  }
   if (const std::string enc = req.get_header_value("Content-Encoding"); !enc.empty() && enc != "identity")
     return framing(415, "Content-Encoding '" + enc + "' is not accepted; send the body uncompressed", "unsupported_media_type");
   if (json_route(req)) {
-    std::string type = req.get_header_value("Content-Type");
+    std::string type = lower(req.get_header_value("Content-Type"));
     type = type.substr(0, type.find(';'));
     while (!type.empty() && type.back() == ' ') type.pop_back();
-    std::transform(type.begin(), type.end(), type.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (type != "application/json")
       return framing(
           415,
@@ -151,31 +160,6 @@ std::optional<ApiError> refuse_framing(const httplib::Request& req, std::size_t 
           "unsupported_media_type");
   }
   return std::nullopt;
-}
-
-// Ends every TCP connection the process still has, so that run() returns: httplib 0.11 joins its
-// workers when it stops, and a worker reading a client that trickles its headers (each byte inside
-// the read timeout) never returns by itself. httplib gives no handle on its connections, so they
-// are found as the process's connected TCP sockets; shutdown() ends their streams (a blocked read
-// returns) and leaves each descriptor to the worker that closes it.
-void end_connections() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return;
-  while (const dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
-    struct stat st {};
-    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    int domain = 0, type = 0, listening = 0;
-    socklen_t n = sizeof(int);
-    const bool tcp = ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_DOMAIN, &domain, &n) == 0 &&
-                     (domain == AF_INET || domain == AF_INET6) &&
-                     ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &n) == 0 && type == SOCK_STREAM &&
-                     ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &listening, &n) == 0 && !listening;
-    if (tcp) ::shutdown(static_cast<int>(fd), SHUT_RDWR);
-  }
-  ::closedir(dir);
 }
 
 // The error httplib answers by itself (a request it could not parse, a too long URI, ...).
@@ -200,11 +184,77 @@ ApiError http_error(int status) {
   }
 }
 
-// True while the client is still there. In cpp-httplib 0.11.4 a server DataSink's is_writable()
-// is its SocketStream's: select() for writing, then detail::is_socket_alive(), a zero-timeout
-// recv(MSG_PEEK) that reads 0 bytes once the peer has closed (FIN) and fails once it has reset.
-// So a provider notices a client that went away without writing a byte to it.
+// False once the client has reset the connection. A server DataSink's is_writable() is its
+// SocketStream's is_peer_alive(), which met.patch makes a zero-timeout recv(MSG_PEEK) that fails on
+// a reset or error only: a client that half-closed after its request still gets its answer. One
+// that closed is told from it by a write (its stack resets), which is what probe() is for.
 bool client_connected(httplib::DataSink& sink) { return !sink.is_writable || sink.is_writable(); }
+
+// One thread per accepted connection, started at accept. (httplib's ThreadPool starts a thread only
+// when it counts no idle one, and its count lags a burst of accepts, so a burst queued behind
+// long-lived connections.) At most `most` at once; past that, httplib closes the socket unanswered.
+// The threads share their count with the queue through `State`, which outlives whichever of them
+// ends last.
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(std::size_t most) : state_(std::make_shared<State>()), most_(most) {}
+  bool enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopping || state_->running >= most_) return false;
+    ++state_->running;
+    std::thread([state = state_, fn = std::move(fn)] {
+      fn();
+      std::lock_guard done(state->mu);
+      if (--state->running == 0) state->idle.notify_all();
+    }).detach();
+    return true;
+  }
+  // Waits for every connection's thread (stop() has shut their sockets down).
+  void shutdown() override {
+    std::unique_lock lock(state_->mu);
+    state_->stopping = true;
+    state_->idle.wait(lock, [&] { return state_->running == 0; });
+  }
+
+ private:
+  struct State {
+    std::mutex mu;
+    std::condition_variable idle;
+    std::size_t running = 0;
+    bool stopping = false;
+  };
+  std::shared_ptr<State> state_;
+  std::size_t most_;
+};
+
+// A connection's life in met: registered with Connections from accept to close is registered with Connections from accept to close, and one
+// over max_connections is refused with a 503 without being read.
+class HttpServer final : public httplib::Server {
+ public:
+  explicit HttpServer(Connections& conns) : conns_(conns) {}
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    if (!conns_.enter(sock)) {
+      static const std::string refusal = [] {
+        const std::string body =
+            error_envelope(api_error(503, "the server has too many open connections; retry later", "server_error",
+                                     "too_many_connections"))
+                .dump();
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + body;
+      }();
+      (void)::send(sock, refusal.data(), refusal.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return false;
+    }
+    const bool ok = httplib::Server::process_and_close_socket(sock);
+    conns_.leave();
+    return ok;
+  }
+  Connections& conns_;
+};
 
 // What an accepted request sends for one update from the engine: bytes (none while there is
 // nothing to say), or `broken`: end the body unfinished (a non-streaming request that failed after
@@ -222,7 +272,8 @@ struct Server::Impl {
   Metrics metrics;
   std::vector<std::unique_ptr<ServedModel>> models;
   std::map<std::string, std::unique_ptr<Engine>> engines;  // by model id
-  httplib::Server http;
+  std::unique_ptr<Connections> conns;
+  std::unique_ptr<HttpServer> http;
   int port = 0;
   std::atomic<std::uint64_t> next_id{0};
   std::string id_prefix;
@@ -445,9 +496,17 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
 void Server::Impl::answer(const httplib::Request& req, httplib::Response& res, const char* content_type,
                           std::shared_ptr<RequestState> state, std::shared_ptr<Ticket> ticket, Render render) {
   const bool http10 = req.version == "HTTP/1.0";
-  auto provider = [state, http10, render = std::move(render)](std::size_t, httplib::DataSink& sink) {
+  // What may be written while there is nothing to say, to learn whether a client that sent FIN
+  // still reads: JSON's leading whitespace, or an SSE comment line.
+  const std::string probe = std::string(content_type) == "text/event-stream" ? ":\n\n" : " ";
+  auto probed = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto provider = [state, http10, probe, probed, render = std::move(render)](std::size_t, httplib::DataSink& sink) {
     const auto u = state->take(kPoll);
-    const Piece p = render(u);
+    Piece p = render(u);
+    if (p.bytes.empty() && !u.done && Connections::peer_finished() && std::chrono::steady_clock::now() - *probed > kProbe) {
+      *probed = std::chrono::steady_clock::now();
+      p.bytes = probe;
+    }
     if (!p.bytes.empty() && !(client_connected(sink) && sink.write(p.bytes.data(), p.bytes.size())))
       return state->cancel(), false;
     if (p.broken) return false;
@@ -455,7 +514,12 @@ void Server::Impl::answer(const httplib::Request& req, httplib::Response& res, c
     if (!client_connected(sink)) return state->cancel(), false;
     return true;
   };
-  auto releaser = [state, ticket = std::move(ticket)](bool) { state->cancel(); };
+  // The answer has no read deadline; once it is over, the connection waits for its next request.
+  Connections::answering();
+  auto releaser = [state, ticket = std::move(ticket)](bool) {
+    state->cancel();
+    Connections::reading();
+  };
   if (!http10) return res.set_chunked_content_provider(content_type, std::move(provider), std::move(releaser));
   res.set_header("Connection", "close");
   res.set_content_provider(content_type, std::move(provider), std::move(releaser));
@@ -493,10 +557,10 @@ void Server::Impl::detokenize_route(const httplib::Request& req, httplib::Respon
 }
 
 void Server::Impl::install_routes() {
-  http.set_payload_max_length(opt.max_body);
+  http->set_payload_max_length(opt.max_body);
   // Wraps what httplib answers by itself in the envelope; an answer that already has a body (set
   // by a route, or sized for a provider by reply_and_close) is left as it is.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+  http->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty() || res.content_length_ != 0) return httplib::Server::HandlerResponse::Unhandled;
     reply_error(res, res.status == 413
                          ? api_error(413, "the request body exceeds the limit of " + std::to_string(opt.max_body) + " bytes",
@@ -504,7 +568,7 @@ void Server::Impl::install_routes() {
                          : http_error(res.status));
     return httplib::Server::HandlerResponse::Handled;
   }));
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -514,7 +578,8 @@ void Server::Impl::install_routes() {
     }
     reply_error(res, api_error(500, what, "server_error", "internal_error"));
   });
-  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  http->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    Connections::reading();  // this request's headers are in: its body (if any) has a deadline of its own
     if (auto e = refuse_framing(req, opt.max_body)) {
       reply_and_close(res, *e);
       return httplib::Server::HandlerResponse::Handled;
@@ -532,13 +597,13 @@ void Server::Impl::install_routes() {
                               "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
-  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models_route(res); });
-  http.Post("/v1/chat/completions",
+  http->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { models_route(res); });
+  http->Post("/v1/chat/completions",
             [this](const httplib::Request& req, httplib::Response& res) { generate_route(Endpoint::chat, req, res); });
-  http.Post("/v1/completions",
+  http->Post("/v1/completions",
             [this](const httplib::Request& req, httplib::Response& res) { generate_route(Endpoint::completion, req, res); });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize_route(req, res); });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize_route(req, res); });
+  http->Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { tokenize_route(req, res); });
+  http->Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { detokenize_route(req, res); });
   auto health = [this](bool body) {
     return [this, body](const httplib::Request&, httplib::Response& res) {
       if (is_draining()) return reply_error(res, shutting_down());
@@ -549,9 +614,9 @@ void Server::Impl::install_routes() {
       if (body) res.set_content(R"({"status":"ok"})", "application/json");
     };
   };
-  http.Get("/health", health(false));
-  http.Get("/healthz", health(true));
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  http->Get("/health", health(false));
+  http->Get("/healthz", health(true));
+  http->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
@@ -573,23 +638,29 @@ Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "%08x", rd());
   impl->id_prefix = buf;
-  std::size_t slots = 0;
   for (const auto& dir : options.assets) {
     MET_TRY(auto model, load_served_model(dir, options.backend));
     if (impl->find(model->id)) return fail(dir + ": a model named '" + model->id + "' is already served (from another --assets)");
     MET_TRY(auto engine, Engine::start(*model, impl->metrics, options.queue));
-    slots += static_cast<std::size_t>(engine->slots());
     impl->engines.emplace(model->id, std::move(engine));
     impl->models.push_back(std::move(model));
   }
-  const std::size_t threads = options.threads ? options.threads : slots + options.queue + 8;
-  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  if (options.max_connections == 0) return fail("serve: --max-connections must be at least 1");
+  if (options.read_timeout_s <= 0) return fail("serve: --read-timeout must be at least 1 second");
+  impl->conns = std::make_unique<Connections>(Connections::Limits{
+      .max_connections = options.max_connections,
+      .read_timeout = std::chrono::seconds(options.read_timeout_s),
+      .shed_after = std::min<std::chrono::milliseconds>(std::chrono::seconds(2), std::chrono::seconds(options.read_timeout_s)),
+      .crowded = std::max<std::size_t>(1, options.max_connections / 2)});
+  impl->http = std::make_unique<HttpServer>(*impl->conns);
+  const std::size_t most = options.max_connections + kSpareThreads;
+  impl->http->new_task_queue = [most] { return new ConnectionThreads(most); };
   impl->install_routes();
   if (options.port == 0) {
-    impl->port = impl->http.bind_to_any_port(options.host);
+    impl->port = impl->http->bind_to_any_port(options.host);
     if (impl->port <= 0) return fail("serve: cannot bind " + options.host + " on any port");
   } else {
-    if (!impl->http.bind_to_port(options.host, options.port))
+    if (!impl->http->bind_to_port(options.host, options.port))
       return fail("serve: cannot bind " + options.host + ":" + std::to_string(options.port));
     impl->port = options.port;
   }
@@ -599,14 +670,14 @@ Expected<std::unique_ptr<Server>> Server::create(const ServerOptions& options) {
 int Server::port() const { return impl_->port; }
 
 Expected<void> Server::run() {
-  if (!impl_->http.listen_after_bind()) return fail("serve: the listener stopped with an error");
+  if (!impl_->http->listen_after_bind()) return fail("serve: the listener stopped with an error");
   return {};
 }
 
 void Server::stop() {
   impl_->drain();
-  impl_->http.stop();
-  end_connections();
+  impl_->http->stop();
+  impl_->conns->shutdown_all();
 }
 
 }  // namespace met::serve

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,8 @@ struct ServerOptions {
   std::string api_key;              // empty: no auth
   std::size_t max_body = 4u << 20;  // bytes of a request body; more is a 413
   std::size_t queue = 256;          // waiting requests per model beyond its slots; more is a 429
-  std::size_t threads = 0;          // HTTP worker threads (each holds one request); 0: slots + queue + 8
+  std::size_t max_connections = 512;  // open TCP connections (each holds a worker); more get a 503
+  std::int64_t read_timeout_s = 30;         // to send a request's headers, and then its body; over it, the connection is cut
   std::chrono::seconds drain_timeout{30};  // how long stop() waits for accepted requests to finish
 };
 

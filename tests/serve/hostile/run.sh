@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The hostile suite (hostile_test.py) against `met serve` on the tiny Qwen3 of serve_fixture.sh,
-# cpu backend, loopback, no API key (the default an attacker meets), --max-body 65536. The server
+# cpu backend, loopback, no API key (the default an attacker meets), --max-body 65536,
+# --max-connections 200 and --read-timeout 5 (what the connection cases count on). The server
 # must answer /health 200 after every case and still be running at the end of them; then a SIGTERM
 # with clients trickling their headers must stop it (exit 0) well inside its 30 s drain.
 # Usage: run.sh MET [CASE-SUBSTRING]
@@ -11,7 +12,7 @@ work="$(mktemp -d)"
 # shellcheck source=../serve_fixture.sh
 source "$here/../serve_fixture.sh"
 trap stop_server EXIT
-start_server --max-body 65536 --queue 4
+start_server --max-body 65536 --queue 4 --max-connections 200 --read-timeout 5
 rc=0
 timeout 240 python3 "$here/hostile_test.py" "$port" "$server_pid" "$work" "${2:-}" || rc=$?
 if ! kill -0 "$server_pid" 2>/dev/null; then
