@@ -2,6 +2,8 @@
 // optional field); anything else of the wrong type, out of range, or not known is refused.
 #include "serve/openai.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <functional>
 #include <limits>
 #include <set>
@@ -111,9 +113,16 @@ std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
                      where + ".role");
     // OpenAI requires content except on an assistant message that carries tool calls; a template
     // handed a null content fails deep inside itself, so it is refused here by name.
-    if (!present(m, "content") && !(m["role"] == "assistant" && present(m, "tool_calls")))
+    const bool calls = m["role"] == "assistant" && present(m, "tool_calls");
+    if (!present(m, "content") && !calls)
       return invalid("'" + where + ".content' is required", where + ".content", "missing_required_parameter");
+    if (calls && !(m["tool_calls"].is_array() && std::all_of(m["tool_calls"].begin(), m["tool_calls"].end(),
+                                                             [](const Json& c) { return c.is_object(); })))
+      return wrong_type(where + ".tool_calls", "a list of tool call objects");
     Json msg = m;
+    // The assistant turn that only called tools: its content is the empty text, as templates that
+    // test or search content expect (OpenAI clients send it back as null).
+    if (calls && !present(m, "content")) msg["content"] = "";
     if (m.contains("content") && m["content"].is_array()) {
       std::string text;
       for (std::size_t p = 0; p < m["content"].size(); ++p) {
@@ -129,6 +138,42 @@ std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
     }
     out.push_back(std::move(msg));
   }
+  return std::nullopt;
+}
+
+// OpenAI's tools: [{"type": "function", "function": {"name", "description"?, "parameters"?,
+// "strict"?}}], names unique; kept as given for the chat template.
+std::optional<ApiError> parse_tools(const Json& in, Json& out, std::vector<std::string>& names) {
+  if (!in.is_array()) return wrong_type("tools", "a list of tools");
+  if (in.size() > kMaxTools) return invalid("'tools' holds more than " + std::to_string(kMaxTools) + " tools", "tools");
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const auto& t = in[i];
+    if (!t.is_object()) return wrong_type(where, "an object");
+    for (const auto& [k, v] : t.items())
+      if (k != "type" && k != "function") return invalid("unknown field '" + where + "." + k + "'", where + "." + k, "unknown_field");
+    if (!t.contains("type") || t["type"] != "function")
+      return invalid("'" + where + ".type' must be \"function\"", where + ".type");
+    if (!t.contains("function") || !t["function"].is_object()) return wrong_type(where + ".function", "an object");
+    const auto& f = t["function"];
+    for (const auto& [k, v] : f.items())
+      if (k != "name" && k != "description" && k != "parameters" && k != "strict")
+        return invalid("unknown field '" + where + ".function." + k + "'", where + ".function." + k, "unknown_field");
+    if (!f.contains("name") || !f["name"].is_string()) return wrong_type(where + ".function.name", "a string");
+    const auto name = f["name"].get<std::string>();
+    const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+      return std::isalnum(c) || c == '_' || c == '-';
+    });
+    if (!ok) return invalid("'" + where + ".function.name' must be 1 to 64 of a-z, A-Z, 0-9, _ and -", where + ".function.name");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      return invalid("two tools are named '" + name + "'", where + ".function.name");
+    if (f.contains("description") && !f["description"].is_string()) return wrong_type(where + ".function.description", "a string");
+    if (f.contains("parameters") && !f["parameters"].is_object()) return wrong_type(where + ".function.parameters", "an object");
+    if (f.contains("strict") && !f["strict"].is_boolean() && !f["strict"].is_null())
+      return wrong_type(where + ".function.strict", "a boolean");
+    names.push_back(name);
+  }
+  out = in;
   return std::nullopt;
 }
 
@@ -167,7 +212,7 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
                                  "logprobs",
                                  "logit_bias"};
   known.insert(chat ? "messages" : "prompt");
-  if (chat) known.insert({"max_completion_tokens", "top_logprobs"});
+  if (chat) known.insert({"max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"});
   if (auto e = unknown_fields(j, known)) return *e;
   auto is_null = [](const Json& v) { return v.is_null(); };
   auto zero = [](const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 0.0); };
@@ -189,6 +234,24 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
   if (chat) {
     if (!present(j, "messages")) return invalid("'messages' is required", "messages", "missing_required_parameter");
     if (auto e = normalise_messages(j["messages"], r.messages)) return *e;
+    if (present(j, "tools"))
+      if (auto e = parse_tools(j["tools"], r.tools, r.tool_names)) return *e;
+    // tool_choice: "auto" (the default with tools) parses calls out of the answer; "none" renders
+    // the tools but parses nothing. Forcing a call ("required", or a named function) would take
+    // constrained decoding, which met does not have.
+    std::string choice = r.tools.is_null() || r.tools.empty() ? "none" : "auto";
+    if (present(j, "tool_choice")) {
+      if (r.tools.is_null()) return invalid("'tool_choice' is only allowed when 'tools' are given", "tool_choice");
+      const auto& c = j["tool_choice"];
+      if (c.is_object()) return invalid("'tool_choice' naming a function is not supported (met cannot force a call); use \"auto\" or \"none\"", "tool_choice", "unsupported_value");
+      if (!c.is_string()) return wrong_type("tool_choice", "\"auto\" or \"none\"");
+      choice = c.get<std::string>();
+      if (choice == "required")
+        return invalid("'tool_choice' \"required\" is not supported (met cannot force a call); use \"auto\" or \"none\"", "tool_choice", "unsupported_value");
+      if (choice != "auto" && choice != "none") return invalid("'tool_choice' must be \"auto\" or \"none\"", "tool_choice");
+    }
+    r.tool_calls = choice == "auto" && !r.tool_names.empty();
+    if (auto e = get_bool(j, "parallel_tool_calls", r.parallel_tool_calls)) return *e;
   } else {
     if (!present(j, "prompt")) return invalid("'prompt' is required", "prompt", "missing_required_parameter");
     const auto& p = j["prompt"];
@@ -269,7 +332,7 @@ ApiResult<TokenizeRequest> parse_tokenize(std::string_view body) {
   auto parsed = parse_object(body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const Json& j = std::get<Json>(parsed);
-  if (auto e = unknown_fields(j, {"model", "prompt", "messages", "add_special_tokens", "add_generation_prompt"})) return *e;
+  if (auto e = unknown_fields(j, {"model", "prompt", "messages", "tools", "add_special_tokens", "add_generation_prompt"})) return *e;
   TokenizeRequest r;
   if (auto e = get_string(j, "model", r.model)) return *e;
   if (present(j, "prompt") == present(j, "messages")) return invalid("give exactly one of 'prompt' and 'messages'", "prompt");
@@ -279,6 +342,11 @@ ApiResult<TokenizeRequest> parse_tokenize(std::string_view body) {
     r.prompt = std::move(p);
   } else if (auto e = normalise_messages(j["messages"], r.messages)) {
     return *e;
+  }
+  if (present(j, "tools")) {
+    if (!present(j, "messages")) return invalid("'tools' goes with 'messages'", "tools");
+    std::vector<std::string> names;
+    if (auto e = parse_tools(j["tools"], r.tools, names)) return *e;
   }
   if (present(j, "add_special_tokens")) {
     bool b = false;

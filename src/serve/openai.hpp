@@ -29,6 +29,8 @@ inline constexpr int kMaxJsonDepth = 64;
 // per token; OpenAI itself takes at most 4.
 inline constexpr std::size_t kMaxStops = 16;
 inline constexpr std::size_t kMaxStopBytes = 1024;
+// Tools a request may declare (OpenAI allows 128).
+inline constexpr std::size_t kMaxTools = 128;
 
 // {"error": {"message", "type", "param", "code"}} with null for an empty param or code.
 nlohmann::json error_envelope(const ApiError& e);
@@ -51,6 +53,12 @@ struct GenerationRequest {
   std::int32_t top_k = 0;  // 0: off
   std::optional<std::uint64_t> seed;
   bool stream = false, include_usage = false, ignore_eos = false;
+  // chat: the request's tools as the chat template gets them (null unless given), their names, and
+  // whether the answer is parsed for calls (tools given and tool_choice not "none").
+  nlohmann::ordered_json tools;
+  std::vector<std::string> tool_names;
+  bool tool_calls = false;
+  bool parallel_tool_calls = true;
 };
 
 ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_view body);
@@ -59,6 +67,7 @@ struct TokenizeRequest {
   std::string model;  // empty: the only (first) model
   std::optional<std::string> prompt;
   nlohmann::ordered_json messages;  // null unless given
+  nlohmann::ordered_json tools;     // null unless given (with messages)
   std::optional<bool> add_special_tokens;  // default: true for a prompt, false for messages
   bool add_generation_prompt = true;
 };

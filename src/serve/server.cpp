@@ -334,12 +334,12 @@ struct Server::Impl {
     return api_error(404, "the model '" + name + "' does not exist", "invalid_request_error", "model_not_found", "model");
   }
 
-  ApiResult<std::vector<std::int32_t>> render_chat(const ServedModel& m, const OJson& messages, bool add_generation_prompt,
-                                                   bool add_special_tokens) {
+  ApiResult<std::vector<std::int32_t>> render_chat(const ServedModel& m, const OJson& messages, const OJson& tools,
+                                                   bool add_generation_prompt, bool add_special_tokens) {
     if (!m.chat_template)
       return api_error(400, "model '" + m.id + "' has no usable chat template: " + without_dirs(m, m.chat_template_error),
                        "invalid_request_error", "no_chat_template", "messages");
-    auto text = apply_chat_template(*m.chat_template, messages, OJson(nullptr), add_generation_prompt, m.template_extra);
+    auto text = apply_chat_template(*m.chat_template, messages, tools, add_generation_prompt, m.template_extra);
     if (!text)
       return api_error(400, "chat template: " + without_dirs(m, text.error().message), "invalid_request_error",
                        "invalid_messages", "messages");
@@ -374,7 +374,12 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
 
   GenParams g;
   if (chat) {
-    auto ids = render_chat(m, r.messages, /*add_generation_prompt=*/true, /*add_special_tokens=*/false);
+    if (r.tool_calls && m.tool_format == ToolFormat::none)
+      return reply_error(res, invalid("model '" + m.id + "': its chat template shows no tool-call format met parses (Hermes " +
+                                          "<tool_call> or Llama-3 JSON); send \"tool_choice\": \"none\" to render the tools " +
+                                          "without parsing the answer",
+                                      "tools", "unsupported_value"));
+    auto ids = render_chat(m, r.messages, r.tools, /*add_generation_prompt=*/true, /*add_special_tokens=*/false);
     if (auto* e = std::get_if<ApiError>(&ids)) return reply_error(res, *e);
     g.prompt = std::move(std::get<std::vector<std::int32_t>>(ids));
   } else if (r.prompt_text) {
@@ -423,6 +428,14 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   };
   res.status = 200;
 
+  // With tools, the answer is parsed for calls: they become `tool_calls` (finish_reason
+  // "tool_calls"), the text around them the content (null when there is none).
+  const ToolFormat tool_format = r.tool_calls ? m.tool_format : ToolFormat::none;
+  auto parsed_answer = [tool_format, names = r.tool_names, parallel = r.parallel_tool_calls](const std::string& text) {
+    ParsedAnswer p = parse_tool_calls(tool_format, text, names);
+    if (!parallel && p.calls.size() > 1) p.calls.resize(1);
+    return p;
+  };
   if (!r.stream) {
     auto text = std::make_shared<std::string>();
     return answer(req, res, "application/json", state, ticket, [=](const RequestState::Update& u) -> Piece {
@@ -430,12 +443,22 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
       if (!u.done) return {};
       if (u.error_status) return {.bytes = {}, .broken = true};
       OJson choice = {{"index", 0}};
-      if (chat)
+      std::string finish = u.finish_reason;
+      if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", *text}};
-      else
+        if (tool_format != ToolFormat::none) {
+          const ParsedAnswer p = parsed_answer(*text);
+          if (!p.calls.empty()) {
+            choice["message"]["content"] = p.content ? OJson(*p.content) : OJson(nullptr);
+            choice["message"]["tool_calls"] = tool_calls_json(p.calls, "call-" + id);
+            finish = "tool_calls";
+          }
+        }
+      } else {
         choice["text"] = *text;
+      }
       choice["logprobs"] = nullptr;
-      choice["finish_reason"] = u.finish_reason;
+      choice["finish_reason"] = finish;
       return {json_text({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
                          {"model", model_id}, {"choices", OJson::array({choice})}, {"usage", usage(u.completion_tokens)}})};
     });
@@ -458,6 +481,10 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
     return j;
   };
   auto started = std::make_shared<bool>(false);
+  // With tools: all the text so far, and how much of it went out as content (a call is held back
+  // until the answer ends, then sent whole as tool_calls deltas).
+  auto full = std::make_shared<std::string>();
+  auto sent = std::make_shared<std::size_t>(0);
   res.set_header("Cache-Control", "no-cache");
   answer(req, res, "text/event-stream", state, ticket, [=](const RequestState::Update& u) -> Piece {
     std::string out;
@@ -469,14 +496,39 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
         out += sse(first);
       }
     }
-    if (!u.text.empty()) out += sse(chunk(&u.text, nullptr));
+    const char* finish = u.finish_reason.c_str();
+    if (tool_format == ToolFormat::none) {
+      if (!u.text.empty()) out += sse(chunk(&u.text, nullptr));
+    } else {
+      *full += u.text;
+      const std::size_t free = u.done ? full->size() : tool_free_prefix(tool_format, *full);
+      std::string text = free > *sent ? full->substr(*sent, free - *sent) : std::string();
+      if (u.done && !u.error_status) {
+        const ParsedAnswer p = parsed_answer(full->substr(*sent));
+        if (!p.calls.empty()) {
+          text = p.content.value_or("");
+          finish = "tool_calls";
+        }
+        if (!text.empty()) out += sse(chunk(&text, nullptr));
+        text.clear();
+        auto calls = tool_calls_json(p.calls, "call-" + id);
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+          OJson c = chunk(nullptr, nullptr);
+          calls[i]["index"] = i;
+          c["choices"][0]["delta"] = {{"tool_calls", OJson::array({calls[i]})}};
+          out += sse(c);
+        }
+      }
+      if (!text.empty()) out += sse(chunk(&text, nullptr));
+      *sent = std::max(*sent, free);
+    }
     if (!u.done) return {out};
     if (u.error_status) {
       const bool theirs = u.error_status < 500;  // the engine refused the request itself
       out += sse(error_envelope(api_error(u.error_status, u.error, theirs ? "invalid_request_error" : "server_error",
                                           theirs ? "invalid_value" : "backend_fault")));
     } else {
-      out += sse(chunk(nullptr, u.finish_reason.c_str()));
+      out += sse(chunk(nullptr, finish));
       if (include_usage)
         out += sse({{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id},
                     {"choices", OJson::array()}, {"usage", usage(u.completion_tokens)}});
@@ -536,7 +588,7 @@ void Server::Impl::tokenize_route(const httplib::Request& req, httplib::Response
   if (r.prompt) {
     ids = m.tokenizer->encode(*r.prompt, r.add_special_tokens.value_or(true));
   } else {
-    auto rendered = render_chat(m, r.messages, r.add_generation_prompt, r.add_special_tokens.value_or(false));
+    auto rendered = render_chat(m, r.messages, r.tools, r.add_generation_prompt, r.add_special_tokens.value_or(false));
     if (auto* e = std::get_if<ApiError>(&rendered)) return reply_error(res, *e);
     ids = std::move(std::get<std::vector<std::int32_t>>(rendered));
   }

@@ -79,6 +79,7 @@ Expected<std::unique_ptr<ServedModel>> load_served_model(const std::string& dir,
     auto t = Template::parse(src->source, src->display);
     if (t) {
       m->chat_template.emplace(std::move(*t));
+      m->tool_format = tool_format_of(src->source);
       m->template_extra = nlohmann::ordered_json::object();
       for (const auto& [k, v] : src->special_tokens.items()) m->template_extra[k] = v;
     } else {

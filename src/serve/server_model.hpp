@@ -13,6 +13,7 @@
 #include "core/expected.hpp"
 #include "interp/assets.hpp"
 #include "interp/backend.hpp"
+#include "serve/tool_calls.hpp"
 #include "text/jinja.hpp"
 #include "text/tokenizer.hpp"
 
@@ -26,6 +27,7 @@ struct ServedModel {
   std::optional<Template> chat_template;  // absent: chat completions are refused for this model
   std::string chat_template_error;        // why it is absent
   nlohmann::ordered_json template_extra;  // bos_token, eos_token, ... for the template
+  ToolFormat tool_format = ToolFormat::none;  // how the template asks for tool calls (tool_calls.hpp)
   std::set<std::int32_t> eos;             // generation_config, config and tokenizer_config, united
   std::int64_t max_ctx = 0;
   std::int64_t vocab = 0;                 // rows of the model's logits (ids at or past it are refused)

@@ -115,9 +115,43 @@ TEST_CASE("neutral values of OpenAI fields met does not implement are accepted; 
   CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "top_logprobs": 0})").code == "unknown_field");
 }
 
-TEST_CASE("an assistant message with tool calls may have null content") {
-  ok_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+TEST_CASE("an assistant message with tool calls may have null content; the template gets the empty text") {
+  const auto r = ok_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"},
       {"role": "assistant", "content": null, "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})");
+  CHECK(r.messages[1]["content"] == "");
+  CHECK(err_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "assistant", "tool_calls": "f"}]})").param ==
+        "messages[0].tool_calls");
+}
+
+TEST_CASE("tools: kept for the template, names collected; tool_choice auto parses, none does not") {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": true}}])";
+  auto r = ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + tools + "}");
+  CHECK(r.tools.size() == 1);
+  CHECK(r.tool_names == std::vector<std::string>{"get_weather"});
+  CHECK(r.tool_calls);
+  CHECK(r.parallel_tool_calls);
+  r = ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + tools + R"(, "tool_choice": "none", "parallel_tool_calls": false})");
+  CHECK_FALSE(r.tool_calls);
+  CHECK_FALSE(r.parallel_tool_calls);
+  CHECK_FALSE(ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + "}").tool_calls);
+}
+
+TEST_CASE("tools: malformed tools and choices that would force a call are 400 by name") {
+  auto bad = [](const std::string& extra) { return err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + extra + "}"); };
+  const std::string one = R"("tools": [{"type": "function", "function": {"name": "f"}}])";
+  CHECK(bad(R"("tools": {})").param == "tools");
+  CHECK(bad(R"("tools": [{"type": "code", "function": {"name": "f"}}])").param == "tools[0].type");
+  CHECK(bad(R"("tools": [{"type": "function", "function": {"name": "a b"}}])").param == "tools[0].function.name");
+  CHECK(bad(R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])").param ==
+        "tools[1].function.name");
+  CHECK(bad(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": []}}])").param == "tools[0].function.parameters");
+  CHECK(bad(R"("tools": [{"type": "function", "function": {"name": "f", "extra": 1}}])").code == "unknown_field");
+  CHECK(bad(R"("tool_choice": "auto")").param == "tool_choice");
+  CHECK(bad(one + R"(, "tool_choice": "required")").code == "unsupported_value");
+  CHECK(bad(one + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}})").code == "unsupported_value");
+  CHECK(bad(one + R"(, "tool_choice": "sometimes")").param == "tool_choice");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", )" + one + "}").code == "unknown_field");
 }
 
 TEST_CASE("malformed JSON and a non-object body are invalid_json") {

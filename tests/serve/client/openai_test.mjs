@@ -250,6 +250,72 @@ await test("n=2 refused with 400 through the client", async () => {
   }
 });
 
+const tools = [{ type: "function", function: { name: "get_weather", description: "Current weather in a city",
+  parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+const toolTurns = [
+  { role: "user", content: "Weather in Paris?" },
+  { role: "assistant", content: null, tool_calls: [{ id: "call-1", type: "function", function: { name: "get_weather", arguments: "{\"city\": \"Paris\"}" } }] },
+  { role: "tool", tool_call_id: "call-1", content: "{\"temp_c\": 21}" },
+];
+function checkToolAnswer(choice) {  // a message, or calls of a declared tool with JSON-object arguments
+  const m = choice.message;
+  if (choice.finish_reason === "tool_calls") {
+    check(Array.isArray(m.tool_calls) && m.tool_calls.length > 0, "tool_calls with finish_reason tool_calls");
+    for (const c of m.tool_calls) {
+      eq(c.type, "function", "tool call type");
+      eq(c.function.name, "get_weather", "a declared tool");
+      check(typeof JSON.parse(c.function.arguments) === "object", "arguments are a JSON object");
+    }
+  } else {
+    check(typeof m.content === "string" && m.tool_calls === undefined, "a plain message");
+  }
+}
+
+await test("tools through the client: the template renders them (prompt_tokens equals /tokenize with tools, more than without)", async () => {
+  const r = await client.chat.completions.create({ model, messages: chatMessages, tools, max_tokens: 4, temperature: 0 });
+  const withTools = await tokenCount({ messages: chatMessages, tools });
+  eq(r.usage.prompt_tokens, withTools, "prompt_tokens vs /tokenize with tools");
+  check(withTools > (await tokenCount({ messages: chatMessages })) + 20, "the tool schema is in the prompt");
+  checkToolAnswer(r.choices[0]);
+});
+
+await test("a tool round trip (assistant tool_calls with null content, then a tool message) renders and answers", async () => {
+  const r = await client.chat.completions.create({ model, messages: toolTurns, tools, tool_choice: "auto", max_tokens: 4, temperature: 0 });
+  eq(r.usage.prompt_tokens, await tokenCount({ messages: toolTurns, tools }), "prompt_tokens vs /tokenize");
+  checkToolAnswer(r.choices[0]);
+  const none = await client.chat.completions.create({ model, messages: toolTurns, tools, tool_choice: "none", max_tokens: 4, temperature: 0 });
+  check(none.choices[0].message.tool_calls === undefined, "tool_choice none parses no call");
+});
+
+await test("tools streaming: content deltas and tool_call deltas join to the non-streaming answer", async () => {
+  const body = { model, messages: chatMessages, tools, max_tokens: 12, temperature: 0 };
+  const whole = await client.chat.completions.create(body);
+  const stream = await client.chat.completions.create({ ...body, stream: true });
+  let content = "", calls = [], finish = null;
+  for await (const c of stream) {
+    const d = c.choices[0]?.delta ?? {};
+    if (d.content) content += d.content;
+    for (const t of d.tool_calls ?? []) calls[t.index] = { type: t.type, function: t.function };
+    if (c.choices[0]?.finish_reason) finish = c.choices[0].finish_reason;
+  }
+  eq(finish, whole.choices[0].finish_reason, "finish_reason");
+  eq(content, whole.choices[0].message.content ?? "", "content");
+  eq(calls.map((c) => c.function), (whole.choices[0].message.tool_calls ?? []).map((c) => c.function), "tool calls");
+});
+
+await test("tool_choice that would force a call (required, a named function) is 400 unsupported_value through the client", async () => {
+  for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
+    try {
+      await client.chat.completions.create({ model, messages: chatMessages, tools, tool_choice, max_tokens: 2 });
+      throw new Error("no error");
+    } catch (e) {
+      check(e instanceof OpenAI.BadRequestError, `BadRequestError, got ${e}`);
+      eq(e.error.code, "unsupported_value", "code");
+      eq(e.error.param, "tool_choice", "param");
+    }
+  }
+});
+
 await test("oversize body (over --max-body 65536): 413 with the envelope", async () => {
   const big = { model, prompt: "x".repeat(70000), max_tokens: 1 };
   envelope(await post("/v1/completions", big), 413, "body_too_large");
