@@ -28,6 +28,11 @@ class Backend {
   virtual Expected<void> write_tensor(std::size_t handle, const void* data, std::uint64_t bytes) = 0;
   virtual Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) = 0;
   virtual Expected<void> run_instruction(std::size_t program, std::size_t instr) = 0;
+
+  // Whether io(program, logits) must hold the logits after a run. A backend whose IO lives in host
+  // memory always has them (the default ignores this); the cuda backend copies them back only when
+  // asked (greedy and sampled tokens come back without them).
+  virtual void set_fetch_logits(bool on) { (void)on; }
 };
 
 }  // namespace met::interp

@@ -39,7 +39,7 @@ class CudaBackend final : public Backend {
   Expected<void> run_instruction(std::size_t program, std::size_t instr) override;
 
   // Logits are copied back after a run only when wanted (greedy decoding needs just the tokens).
-  void set_fetch_logits(bool on);
+  void set_fetch_logits(bool on) override;
   // Records %globaltimer per stream entry (start after its waits, end after its signal).
   void set_timestamps(bool on);
   // Device time of the last run (CUDA events around the launch), milliseconds.

@@ -91,6 +91,8 @@ class Session {
   // The logits the slot's latest token was chosen from (its row of the last program that ran it);
   // empty for an inactive slot. The cuda backend copies logits back only when asked.
   std::vector<float> logits(std::int64_t slot) const;
+  // Whether the next add() and step() leave the logits readable by logits() (Backend::set_fetch_logits).
+  void fetch_logits(bool on) { backend_->set_fetch_logits(on); }
 
   // The decode rung a step with these active slots runs (exposed for tests).
   std::int64_t rung_rows() const;

@@ -214,21 +214,31 @@ ApiResult<GenerationRequest> parse_generation(Endpoint endpoint, std::string_vie
   known.insert(chat ? "messages" : "prompt");
   if (chat) known.insert({"max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls"});
   if (auto e = unknown_fields(j, known)) return *e;
-  auto is_null = [](const Json& v) { return v.is_null(); };
   auto zero = [](const Json& v) { return v.is_null() || (v.is_number() && v.get<double>() == 0.0); };
   auto no_bias = [](const Json& v) { return v.is_null() || (v.is_object() && v.empty()); };
   for (const char* key : {"presence_penalty", "frequency_penalty"})
     if (auto e = only_neutral(j, key, zero, "0")) return *e;
   if (auto e = only_neutral(j, "logit_bias", no_bias, "null or {}")) return *e;
+  GenerationRequest r;
+  // Log-probabilities. Chat: "logprobs": true, with "top_logprobs" alternatives (0 to 20; only with
+  // logprobs true). Completions: "logprobs": N alternatives (0 to 20), null for none.
+  std::optional<std::int64_t> top;
   if (chat) {
-    if (auto e = only_neutral(
-            j, "logprobs", [](const Json& v) { return v.is_null() || v == false; }, "false"))
-      return *e;
-    if (auto e = only_neutral(j, "top_logprobs", zero, "null or 0")) return *e;
-  } else if (auto e = only_neutral(j, "logprobs", is_null, "null")) {
+    bool want = false;
+    if (auto e = get_bool(j, "logprobs", want)) return *e;
+    if (auto e = get_int(j, "top_logprobs", top)) return *e;
+    if (top && *top != 0 && !want) return invalid("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (!want) top.reset();  // 0 alternatives of no log-probabilities: the neutral value clients send
+    if (want) r.logprobs = 0;
+  } else if (auto e = get_int(j, "logprobs", top)) {
     return *e;
   }
-  GenerationRequest r;
+  if (top) {
+    const char* key = chat ? "top_logprobs" : "logprobs";
+    if (*top < 0 || *top > kMaxLogprobs)
+      return invalid(std::string("'") + key + "' must be from 0 to " + std::to_string(kMaxLogprobs), key);
+    r.logprobs = static_cast<int>(*top);
+  }
   if (!present(j, "model")) return invalid("'model' is required", "model", "missing_required_parameter");
   if (auto e = get_string(j, "model", r.model)) return *e;
   if (chat) {

@@ -31,6 +31,8 @@ inline constexpr std::size_t kMaxStops = 16;
 inline constexpr std::size_t kMaxStopBytes = 1024;
 // Tools a request may declare (OpenAI allows 128).
 inline constexpr std::size_t kMaxTools = 128;
+// Alternatives per token a request may ask for (OpenAI's top_logprobs limit; vLLM's default).
+inline constexpr int kMaxLogprobs = 20;
 
 // {"error": {"message", "type", "param", "code"}} with null for an empty param or code.
 nlohmann::json error_envelope(const ApiError& e);
@@ -48,6 +50,9 @@ struct GenerationRequest {
   std::optional<std::vector<std::int32_t>> prompt_ids;              // completion: token ids
   std::optional<std::int64_t> max_tokens;                           // max_completion_tokens or max_tokens
   std::vector<std::string> stop;
+  // -1: no log-probabilities; else per generated token, with this many most likely alternatives
+  // (chat: logprobs true and top_logprobs; completions: logprobs N).
+  int logprobs = -1;
   double temperature = 1.0;  // OpenAI's default; 0 is greedy
   double top_p = 1.0;
   std::int32_t top_k = 0;  // 0: off

@@ -4,7 +4,9 @@
 #include "serve/scheduler.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <numeric>
 
 namespace met::serve {
 namespace {
@@ -14,6 +16,25 @@ using Clock = std::chrono::steady_clock;
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 }  // namespace
+
+TokenLogprob log_softmax_at(const std::vector<float>& row, std::int32_t token, int top) {
+  double max = -INFINITY;
+  for (float v : row) max = std::max(max, static_cast<double>(v));
+  double sum = 0;
+  for (float v : row) sum += std::exp(static_cast<double>(v) - max);
+  const double lse = max + std::log(sum);
+  auto lp = [&](std::int32_t id) { return static_cast<float>(static_cast<double>(row[static_cast<std::size_t>(id)]) - lse); };
+  TokenLogprob out{token, lp(token), {}};
+  const auto n = static_cast<std::size_t>(std::clamp<std::int64_t>(top, 0, static_cast<std::int64_t>(row.size())));
+  std::vector<std::int32_t> ids(row.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), [&](std::int32_t a, std::int32_t b) {
+    const float x = row[static_cast<std::size_t>(a)], y = row[static_cast<std::size_t>(b)];
+    return x > y || (x == y && a < b);
+  });
+  for (std::size_t k = 0; k < n; ++k) out.top.emplace_back(ids[k], lp(ids[k]));
+  return out;
+}
 
 // ---- RequestState ----------------------------------------------------------------------------
 
@@ -28,7 +49,14 @@ RequestState::Update RequestState::take(std::chrono::milliseconds timeout) {
   u.completion_tokens = tokens_;
   u.error_status = status_;
   u.error = error_;
+  u.logprobs = std::move(logprobs_);
+  logprobs_.clear();
   return u;
+}
+
+void RequestState::add_logprob(TokenLogprob lp) {
+  std::lock_guard lock(mu_);
+  logprobs_.push_back(std::move(lp));
 }
 
 void RequestState::push(const std::string& text, std::int64_t completion_tokens) {
@@ -152,6 +180,7 @@ void Engine::loop() {
       }
     publish_gauges();
     if (session_.active() == 0) continue;
+    session_.fetch_logits(std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a && a->params.logprobs >= 0; }));
     auto step = session_.step();
     if (!step) {
       fail_all(step.error().message);
@@ -194,6 +223,7 @@ void Engine::admit(Waiting w) {
     metrics_.update(model_.id, [](ModelMetrics& m) { ++m.finished["error"]; });
     return;
   }
+  session_.fetch_logits(w.params.logprobs >= 0);
   auto added = session_.add(w.params.prompt, w.params.sampling);
   if (!added) {
     w.state->fail(503, added.error().message);
@@ -243,6 +273,8 @@ bool Engine::on_token(Active& a, std::int64_t slot, std::int32_t token) {
     return false;
   };
   const bool eos = !a.params.ignore_eos && model_.eos.count(token) > 0;
+  // The EOS token ends the text without being part of it, so it has no entry either.
+  if (a.params.logprobs >= 0 && !eos) a.state->add_logprob(log_softmax_at(session_.logits(slot), token, a.params.logprobs));
   if (eos) {
     feed(a.decoder.finish(), /*final=*/true);
     a.reason = "stop";

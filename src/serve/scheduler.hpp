@@ -23,8 +23,19 @@
 
 namespace met::serve {
 
+// One generated token's log-probability under the model's distribution (the log-softmax of its
+// logits row, before temperature, top-p and top-k), and the `top` most likely tokens of that row.
+struct TokenLogprob {
+  std::int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<std::int32_t, float>> top;  // most likely first
+};
+// log_softmax(row)[token] and the `top` largest entries of log_softmax(row) (ties: lower id first).
+TokenLogprob log_softmax_at(const std::vector<float>& row, std::int32_t token, int top);
+
 struct GenParams {
   std::vector<std::int32_t> prompt;
+  int logprobs = -1;  // -1: none; else log-probabilities per token with this many alternatives
   std::int64_t max_tokens = 16;
   interp::Sampling sampling;
   std::vector<std::string> stop;  // stop strings: the text ends before the first one, which is not emitted
@@ -41,6 +52,7 @@ class RequestState {
     std::int64_t completion_tokens = 0;
     int error_status = 0;  // non-zero: the request failed (503: backend fault)
     std::string error;
+    std::vector<TokenLogprob> logprobs;  // one per token generated since the last take (when asked)
   };
   // Blocks until there is new text, the request is done, or `timeout` passes.
   Update take(std::chrono::milliseconds timeout);
@@ -50,6 +62,7 @@ class RequestState {
 
   // Engine side.
   void push(const std::string& text, std::int64_t completion_tokens);
+  void add_logprob(TokenLogprob lp);  // read with the next push's text
   void finish(const std::string& reason, std::int64_t completion_tokens);
   void fail(int status, const std::string& message);
 
@@ -62,6 +75,7 @@ class RequestState {
   std::int64_t tokens_ = 0;
   int status_ = 0;
   std::string error_;
+  std::vector<TokenLogprob> logprobs_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -256,6 +256,45 @@ class HttpServer final : public httplib::Server {
   Connections& conns_;
 };
 
+// A token as OpenAI's logprobs show it: its text (a token that is part of a UTF-8 character shows
+// U+FFFD) and its exact bytes.
+OJson token_text(const text::Tokenizer& tok, std::int32_t id) { return tok.decode({id}, /*skip_special_tokens=*/false); }
+OJson token_bytes(const text::Tokenizer& tok, std::int32_t id) {
+  OJson bytes = OJson::array();
+  for (unsigned char c : tok.decode({id}, /*skip_special_tokens=*/false)) bytes.push_back(c);
+  return bytes;
+}
+
+// Chat's choice.logprobs: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
+OJson chat_logprobs(const text::Tokenizer& tok, const std::vector<TokenLogprob>& lps) {
+  OJson content = OJson::array();
+  for (const auto& lp : lps) {
+    OJson top = OJson::array();
+    for (const auto& [id, v] : lp.top)
+      top.push_back({{"token", token_text(tok, id)}, {"logprob", v}, {"bytes", token_bytes(tok, id)}});
+    content.push_back({{"token", token_text(tok, lp.token)}, {"logprob", lp.logprob}, {"bytes", token_bytes(tok, lp.token)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}, {"refusal", nullptr}};
+}
+
+// Completions' choice.logprobs: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset},
+// text_offset counting from `offset` (the bytes of completion text before these tokens).
+OJson completion_logprobs(const text::Tokenizer& tok, const std::vector<TokenLogprob>& lps, std::size_t& offset) {
+  OJson tokens = OJson::array(), values = OJson::array(), tops = OJson::array(), offsets = OJson::array();
+  for (const auto& lp : lps) {
+    const std::string piece = tok.decode({lp.token}, /*skip_special_tokens=*/false);
+    tokens.push_back(piece);
+    values.push_back(lp.logprob);
+    OJson top = OJson::object();
+    for (const auto& [id, v] : lp.top) top[tok.decode({id}, false)] = v;
+    tops.push_back(top);
+    offsets.push_back(offset);
+    offset += piece.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 // What an accepted request sends for one update from the engine: bytes (none while there is
 // nothing to say), or `broken`: end the body unfinished (a non-streaming request that failed after
 // its 200 went out, so the client sees a failed transfer rather than a success).
@@ -407,6 +446,7 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
   g.sampling.seed = r.seed ? *r.seed : std::random_device{}();
   g.stop = r.stop;
   g.ignore_eos = r.ignore_eos;
+  g.logprobs = r.logprobs;
 
   auto ticket = enter();
   if (!ticket) return reply_error(res, shutting_down());
@@ -436,10 +476,19 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
     if (!parallel && p.calls.size() > 1) p.calls.resize(1);
     return p;
   };
+  // Log-probabilities, when asked: gathered per update, shown in the endpoint's format.
+  const text::Tokenizer* tok = &*m.tokenizer;
+  const bool logprobs = r.logprobs >= 0;
+  auto lp_offset = std::make_shared<std::size_t>(0);  // completions' text_offset so far
+  auto logprobs_json = [=](const std::vector<TokenLogprob>& lps) {
+    return chat ? chat_logprobs(*tok, lps) : completion_logprobs(*tok, lps, *lp_offset);
+  };
+  auto pending_lp = std::make_shared<std::vector<TokenLogprob>>();
   if (!r.stream) {
     auto text = std::make_shared<std::string>();
     return answer(req, res, "application/json", state, ticket, [=](const RequestState::Update& u) -> Piece {
       *text += u.text;
+      pending_lp->insert(pending_lp->end(), u.logprobs.begin(), u.logprobs.end());
       if (!u.done) return {};
       if (u.error_status) return {.bytes = {}, .broken = true};
       OJson choice = {{"index", 0}};
@@ -457,7 +506,7 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
       } else {
         choice["text"] = *text;
       }
-      choice["logprobs"] = nullptr;
+      choice["logprobs"] = logprobs ? logprobs_json(*pending_lp) : OJson(nullptr);
       choice["finish_reason"] = finish;
       return {json_text({{"id", id}, {"object", chat ? "chat.completion" : "text_completion"}, {"created", created},
                          {"model", model_id}, {"choices", OJson::array({choice})}, {"usage", usage(u.completion_tokens)}})};
@@ -474,7 +523,12 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
     } else {
       choice["text"] = text ? *text : "";
     }
+    // The log-probabilities of the tokens since the last chunk that carried some.
     choice["logprobs"] = nullptr;
+    if (logprobs && (text || finish) && !pending_lp->empty()) {
+      choice["logprobs"] = logprobs_json(*pending_lp);
+      pending_lp->clear();
+    }
     choice["finish_reason"] = finish ? OJson(finish) : OJson(nullptr);
     OJson j = {{"id", id}, {"object", chunk_object}, {"created", created}, {"model", model_id}, {"choices", OJson::array({choice})}};
     if (include_usage) j["usage"] = nullptr;
@@ -496,6 +550,7 @@ void Server::Impl::generate_route(Endpoint endpoint, const httplib::Request& req
         out += sse(first);
       }
     }
+    pending_lp->insert(pending_lp->end(), u.logprobs.begin(), u.logprobs.end());
     const char* finish = u.finish_reason.c_str();
     if (tool_format == ToolFormat::none) {
       if (!u.text.empty()) out += sse(chunk(&u.text, nullptr));

@@ -102,8 +102,6 @@ TEST_CASE("neutral values of OpenAI fields met does not implement are accepted; 
   ok_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "presence_penalty": 0, "logprobs": null, "logit_bias": {}})");
   const std::vector<std::pair<std::string, std::string>> refused = {{R"("presence_penalty": 0.5)", "presence_penalty"},
                                                                     {R"("frequency_penalty": -1)", "frequency_penalty"},
-                                                                    {R"("logprobs": true)", "logprobs"},
-                                                                    {R"("top_logprobs": 2)", "top_logprobs"},
                                                                     {R"("logit_bias": {"5": 10})", "logit_bias"},
                                                                     {R"("presence_penalty": "0")", "presence_penalty"}};
   for (const auto& [field, param] : refused) {
@@ -111,8 +109,20 @@ TEST_CASE("neutral values of OpenAI fields met does not implement are accepted; 
     CHECK_MESSAGE(e.param == param, field);
     CHECK_MESSAGE(e.code == "unsupported_value", field);
   }
-  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": 0})").param == "logprobs");
   CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "top_logprobs": 0})").code == "unknown_field");
+}
+
+TEST_CASE("logprobs: chat's logprobs and top_logprobs, completions' logprobs N; limits by name") {
+  CHECK(ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + "}").logprobs == -1);
+  CHECK(ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + R"(, "logprobs": true})").logprobs == 0);
+  CHECK(ok_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": 20})").logprobs == 20);
+  CHECK(ok_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": 3})").logprobs == 3);
+  CHECK(ok_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": 0})").logprobs == 0);
+  CHECK(err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + R"(, "top_logprobs": 2})").param == "top_logprobs");
+  CHECK(err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + R"(, "logprobs": true, "top_logprobs": 21})").param == "top_logprobs");
+  CHECK(err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + R"(, "logprobs": 1})").param == "logprobs");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": -1})").param == "logprobs");
+  CHECK(err_of(Endpoint::completion, R"({"model": "m", "prompt": "x", "logprobs": true})").param == "logprobs");
 }
 
 TEST_CASE("an assistant message with tool calls may have null content; the template gets the empty text") {

@@ -1,6 +1,7 @@
 // The engine (src/serve/scheduler.cpp) on a tiny synth Llama with a byte-per-token tokenizer: a
 // request that would run past its slot's context ends there with "length" while the engine stays
 // healthy, and a request the session would refuse fails alone instead of faulting the model.
+#include <cmath>
 #include <doctest/doctest.h>
 
 #include <limits>
@@ -119,4 +120,20 @@ TEST_CASE("a prompt the session refuses (fills the context, id outside the vocab
   auto ok = std::make_shared<serve::RequestState>();
   REQUIRE((*e)->submit(ok, params({1, 2, 3}, 2)) == serve::Engine::Submit::accepted);
   CHECK(wait_done(*ok).finish_reason == "length");
+}
+
+TEST_CASE("log_softmax_at: the token's log-probability and the top entries, most likely first, ties by id") {
+  const std::vector<float> row = {1.0f, 3.0f, 3.0f, -2.0f};
+  double sum = 0;
+  for (float v : row) sum += std::exp(static_cast<double>(v));
+  const auto lp = met::serve::log_softmax_at(row, 0, 3);
+  CHECK(lp.token == 0);
+  CHECK(lp.logprob == doctest::Approx(1.0 - std::log(sum)).epsilon(1e-6));
+  REQUIRE(lp.top.size() == 3);
+  CHECK(lp.top[0].first == 1);
+  CHECK(lp.top[1].first == 2);
+  CHECK(lp.top[2].first == 0);
+  CHECK(lp.top[0].second == doctest::Approx(3.0 - std::log(sum)).epsilon(1e-6));
+  CHECK(met::serve::log_softmax_at(row, 3, 0).top.empty());
+  CHECK(met::serve::log_softmax_at(row, 3, 9).top.size() == 4);
 }

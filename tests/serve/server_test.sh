@@ -26,7 +26,7 @@ trap stop_server EXIT
 start_server --api-key "$api_key" --max-body 65536 --queue 4
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="tiny-qwen3" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
-export MET_SERVER_PID="$server_pid"
+export MET_SERVER_PID="$server_pid" MET_BIN="$met" MET_ASSETS="$work/assets"
 case "$mode" in
   client)
     node "$client/openai_test.mjs"
