@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "core/strings.hpp"
 #include "tree/toml.hpp"
@@ -235,6 +236,11 @@ Expected<Device> parse_device(const std::string& file, const toml::table& t, con
   if (d.arch.empty()) return f.error_at("arch", "must not be empty");
   MET_TRY(d.klass, f.str("class"));
   if (!valid_id(d.klass)) return f.error_at("class", "must be lower-case letters, digits and '-'");
+  MET_TRY(d.aliases, f.str_list("aliases"));
+  if (const toml::node* a = t.get("aliases")) d.aliases_location = where(file, *a);
+  for (const std::string& alias : d.aliases) {
+    if (!valid_id(alias)) return f.error_at("aliases", fmt::format("alias '{}' must be lower-case letters, digits and '-'", alias));
+  }
 
   MET_TRY(std::int64_t units, f.integer("units"));
   if (units <= 0) return f.error_at("units", fmt::format("must be positive, found {}", units));
@@ -307,6 +313,26 @@ const Device* Registry::find(const std::string& id) const {
   return it != devices.end() && it->id == id ? &*it : nullptr;
 }
 
+const Device* Registry::resolve(const std::string& name) const {
+  std::string key = name;
+  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (const Device* d = find(key)) return d;
+  for (const Device& d : devices) {
+    if (contains(d.aliases, key)) return &d;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  for (const Device& d : devices) {
+    out.push_back(d.id);
+    out.insert(out.end(), d.aliases.begin(), d.aliases.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::vector<std::string> Registry::ids() const {
   std::vector<std::string> out;
   for (const Device& d : devices) out.push_back(d.id);
@@ -342,6 +368,16 @@ Expected<Registry> load_registry(const KernelTree& tree, const std::string& path
     reg.devices.push_back(std::move(d));
   }
   MET_CHECK(top.done());
+  // A name resolves to one device: aliases may not repeat an id or another alias, in any device.
+  std::map<std::string, std::string> owner;  // name -> "device 'x' (location)"
+  for (const Device& d : reg.devices) owner.emplace(d.id, fmt::format("the id of device '{}' ({})", d.id, d.location));
+  for (const Device& d : reg.devices) {
+    for (const std::string& alias : d.aliases) {
+      if (auto [it, fresh] = owner.emplace(alias, fmt::format("an alias of device '{}' ({})", d.id, d.aliases_location)); !fresh) {
+        return fail(fmt::format("{}: device '{}': alias '{}' is already {}", d.aliases_location, d.id, alias, it->second));
+      }
+    }
+  }
 
   std::sort(reg.devices.begin(), reg.devices.end(), [](const Device& a, const Device& b) { return a.id < b.id; });
   return reg;

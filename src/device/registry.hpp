@@ -38,6 +38,7 @@ struct Device {
   std::string vendor;   // nvidia | amd | host
   std::string arch;     // "sm_90a", "gfx942", "host"
   std::string klass;    // class id: "hopper"
+  std::vector<std::string> aliases;  // other names users type: "h200", "h200-141gb" (unique registry-wide)
   int units = 0;        // SMs / CUs / cores
   double boost_clock_mhz = 0;
   std::string memory_type;
@@ -55,6 +56,7 @@ struct Device {
   std::optional<Measured> measured;
   std::map<std::string, std::string> cites;  // every numeric field name -> source key
   std::string location;                      // "kernels/DEVICES.toml:123" (for messages)
+  std::string aliases_location;              // where `aliases` is written (for messages)
 };
 
 struct Registry {
@@ -63,7 +65,10 @@ struct Registry {
   std::vector<Device> devices;                // sorted by id
 
   const Device* find(const std::string& id) const;
+  // By id or alias, ASCII case-insensitive ("H200" -> h200-sxm); nullptr when neither matches.
+  const Device* resolve(const std::string& name) const;
   std::vector<std::string> ids() const;       // sorted
+  std::vector<std::string> names() const;     // ids and aliases, sorted (for suggestions, completions)
 };
 
 // The instruction kinds and peak keys the registry accepts (docs/arch/kernel-tree.md).
@@ -71,7 +76,8 @@ const std::vector<std::string>& instruction_kinds();
 const std::vector<std::string>& peak_keys();
 
 // Loads and validates DEVICES.toml: unknown keys, wrong types, unknown instruction kinds or peak
-// keys, uncited numbers, cites of unknown sources, duplicate ids are located errors.
+// keys, uncited numbers, cites of unknown sources, duplicate ids, and an alias that is not unique
+// across ids and aliases of every device are located errors.
 Expected<Registry> load_registry(const KernelTree& tree, const std::string& path = "DEVICES.toml");
 
 }  // namespace met::device

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/strings.hpp"
+#include "core/suggest.hpp"
 
 namespace met::planner {
 
@@ -36,9 +39,15 @@ Expected<Library> load_library(const KernelTree& tree) {
 
 Expected<Target> resolve_target(const Library& lib, const std::string& device_id) {
   Target t;
-  t.device = lib.registry.find(device_id);
+  t.device = lib.registry.resolve(device_id);
   if (!t.device) {
-    return fail(fmt::format("unknown device '{}' (known: {})", device_id, join(lib.registry.ids(), ", ")));
+    // Near names are ids and aliases; each is suggested as its device's id ("mi355" and "mi355x" are one device).
+    std::vector<std::string> near;
+    for (const std::string& n : near_names(device_id, lib.registry.names())) {
+      const std::string id = lib.registry.resolve(n)->id;
+      if (std::find(near.begin(), near.end(), id) == near.end()) near.push_back(id);
+    }
+    return fail(fmt::format("unknown device '{}': {}", device_id, did_you_mean(near, lib.registry.ids())));
   }
   MET_TRY(t.chain, avail::resolve_chain(lib.classes, t.device->klass));
   MET_CHECK(avail::check_build_vs_device(t.chain, *t.device, lib.registry));

@@ -37,7 +37,7 @@ struct Target {
 };
 
 Expected<Library> load_library(const KernelTree& tree);
-// Unknown device: an error listing the valid ids. A device its class's build disagrees with is refused.
+// By id or alias (Registry::resolve). Unknown device: an error with the nearest names and every one. A device its class's build disagrees with is refused.
 Expected<Target> resolve_target(const Library& lib, const std::string& device_id);
 
 }  // namespace met::planner

@@ -379,3 +379,51 @@ TEST_CASE("an unsupported schema version is refused") {
   CHECK(msg.find("kernels/DEVICES.toml:1:") == 0);
   CHECK(msg.find("unsupported schema 2") != std::string::npos);
 }
+
+TEST_CASE("an alias resolves to its device, in any case; ids still resolve and unknown names do not") {
+  const std::string text = mutate(kBase, "id = \"gpu-b\"\n", "id = \"gpu-b\"\naliases = [\"b\", \"gpu-b-141gb\"]\n");
+  auto reg = load_text(text);
+  REQUIRE(reg.ok());
+  REQUIRE(reg->resolve("b") != nullptr);
+  CHECK(reg->resolve("b")->id == "gpu-b");
+  CHECK(reg->resolve("GPU-B-141GB")->id == "gpu-b");
+  CHECK(reg->resolve("gpu-a")->id == "gpu-a");
+  CHECK(reg->resolve("gpu-c") == nullptr);
+  CHECK(reg->names() == std::vector<std::string>{"b", "gpu-a", "gpu-b", "gpu-b-141gb"});
+}
+
+TEST_CASE("an alias already taken by another device is refused at the second device's aliases, naming the first") {
+  std::string text = mutate(kBase, "id = \"gpu-b\"\n", "id = \"gpu-b\"\naliases = [\"big\"]\n");
+  text = mutate(text, "id = \"gpu-a\"\n", "id = \"gpu-a\"\naliases = [\"a\", \"big\"]\n");
+  const std::string msg = error_of(text);
+  CHECK(msg.find(at_line_of(text, "aliases = [\"a\", \"big\"]")) == 0);
+  CHECK(msg.find("device 'gpu-a': alias 'big' is already an alias of device 'gpu-b' (" +
+                 at_line_of(text, "aliases = [\"big\"]").substr(0, at_line_of(text, "aliases = [\"big\"]").size() - 1)) !=
+        std::string::npos);
+}
+
+TEST_CASE("an alias equal to another device's id is refused (the name would mean two devices)") {
+  const std::string text = mutate(kBase, "id = \"gpu-b\"\n", "id = \"gpu-b\"\naliases = [\"gpu-a\"]\n");
+  const std::string msg = error_of(text);
+  CHECK(msg.find(at_line_of(text, "aliases = [\"gpu-a\"]")) == 0);
+  CHECK(msg.find("alias 'gpu-a' is already the id of device 'gpu-a'") != std::string::npos);
+}
+
+TEST_CASE("an alias with upper case is refused (aliases match case-insensitively, so they are written lower-case)") {
+  const std::string text = mutate(kBase, "id = \"gpu-b\"\n", "id = \"gpu-b\"\naliases = [\"GPU-B\"]\n");
+  const std::string msg = error_of(text);
+  CHECK(msg.find("alias 'GPU-B' must be lower-case") != std::string::npos);
+}
+
+TEST_CASE("every alias of the real registry resolves to its own device") {
+  met::DiskTree tree(MET_SOURCE_DIR "/kernels", "kernels/");
+  auto reg = load_registry(tree);
+  REQUIRE(reg.ok());
+  const auto* h200 = reg->resolve("h200");
+  REQUIRE(h200 != nullptr);
+  CHECK(h200->id == "h200-sxm");
+  CHECK(reg->resolve("mi355")->id == "mi355x");
+  for (const auto& d : reg->devices) {
+    for (const auto& a : d.aliases) CHECK(reg->resolve(a)->id == d.id);
+  }
+}

@@ -168,6 +168,19 @@ TEST_CASE("an unknown device is an error listing the known ids") {
   CHECK(contains(t.error().message, "mi300x"));
 }
 
+TEST_CASE("a device typo suggests the device id, also when only an alias is near (an alias would name it twice)") {
+  const Loaded l;
+  auto t = planner::resolve_target(l.lib, "grace-hoper");
+  REQUIRE_FALSE(t.ok());
+  CHECK(contains(t.error().message, "unknown device 'grace-hoper': did you mean 'gh200'?"));
+  auto m = planner::resolve_target(l.lib, "mi355x-oam");
+  REQUIRE_FALSE(m.ok());
+  CHECK(contains(m.error().message, "did you mean 'mi355x'? (known: "));
+  auto alias = planner::resolve_target(l.lib, "H200");
+  REQUIRE(alias.ok());
+  CHECK(alias->device->id == "h200-sxm");
+}
+
 TEST_CASE("deleting a kernel's source turns its groups into gaps and puts it in the port list") {
   const Loaded base;
   const auto graph = base.graph("llama-3.1-8b-instruct");
