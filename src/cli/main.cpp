@@ -10,11 +10,19 @@
 #include "cli/circuit.hpp"
 #include "cli/commands.hpp"
 #include "cli/embedded_tree.hpp"
+#include "cli/version.hpp"
 #include "tree/disk_tree.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"met: plan, emit, run and serve LLM inference on GPUs"};
   app.require_subcommand(1);
+  app.add_flag_callback(
+      "--version",
+      [] {
+        std::fputs(met::cli::version_text().c_str(), stdout);
+        throw CLI::Success();
+      },
+      "print the version, git commit, packet ABI and the GPU interpreters compiled in, then exit");
   std::string kernels;
   app.add_option("--kernels", kernels, "read the kernel tree from DIR instead of the one built into met");
 

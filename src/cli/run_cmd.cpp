@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cli/commands.hpp"
+#include "cli/version.hpp"
 #include "core/strings.hpp"
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
@@ -107,6 +108,8 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   std::error_code ec;
   o.checkpoint = fs::absolute(a.checkpoint, ec).lexically_normal().string();
   o.network = emit::network_slug(source.name());
+  o.git_commit = build_commit();
+  o.gpu_interpreters = gpu_interpreters();
   o.flags = {{"hardware", a.hardware}, {"checkpoint", a.checkpoint}, {"out", a.out}, {"max_ctx", std::to_string(a.max_ctx)},
              {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}};
   std::fprintf(stderr, "emit: planning %s on %s\n", graph->id.c_str(), a.hardware.c_str());

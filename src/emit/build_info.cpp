@@ -25,6 +25,8 @@ std::string write_build_json(const BuildRecord& r) {
   nlohmann::json j;
   j["schema"] = "met-build/1";
   j["met_version"] = MET_VERSION_STRING;
+  j["git_commit"] = options.git_commit;
+  j["gpu_interpreters"] = options.gpu_interpreters;
   j["flags"] = options.flags;
   j["target"] = {{"class", r.target_class}, {"device", r.device}, {"sm_count", r.sm_count}};
   j["abi"] = {{"version", MET_PACKET_VERSION}, {"hash", abi_hash()}};

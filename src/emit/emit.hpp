@@ -76,6 +76,8 @@ struct EmitOptions {
   std::string checkpoint;                     // the checkpoint directory as given (build.json, weights.json)
   std::string network;                        // weights.json network slug; empty: from the directory name
   std::map<std::string, std::string> flags;   // every command-line flag that produced it (build.json)
+  std::string git_commit;                     // the build of met that emitted it (build.json; `met --version`)
+  std::vector<std::string> gpu_interpreters;  // the GPU interpreters that build carries (build.json)
 };
 
 struct ProgramInfo {
