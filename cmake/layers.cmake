@@ -19,6 +19,9 @@ set(MET_ALLOW_text core)
 list(APPEND MET_LAYERS serve)
 set(MET_ALLOW_serve core tree device model avail planner estimate emit interp text)
 list(APPEND MET_ALLOW_cli text serve)
+list(APPEND MET_LAYERS hub)
+set(MET_ALLOW_hub core tree)
+list(APPEND MET_ALLOW_cli hub)
 # The kernel tree (kernels/, included as "kernels/..."): the op registry and the op bodies. emit
 # reads the registry; interp reads the registry and runs the cpu bodies. Nothing else reaches in.
 list(APPEND MET_LAYERS kernels)

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config python3
   libtomlplusplus-dev libcli11-dev libfmt-dev nlohmann-json3-dev doctest-dev libssl-dev
+  libcurl4-openssl-dev
   clang libclang-rt-14-dev binutils
   python3-jinja2
   libpcre2-dev libicu-dev nodejs

@@ -6,8 +6,10 @@
 #include <iostream>
 
 #include "cli/files.hpp"
+#include "cli/model_ref.hpp"
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
+#include "core/suggest.hpp"
 #include "estimate/analysis.hpp"
 #include "model/instantiate.hpp"
 #include "planner/model_toml.hpp"
@@ -27,7 +29,7 @@ int report_error(const Error& e) {
 Expected<estimate::BasisChoice> parse_basis(const std::string& b) {
   if (b == "measured") return estimate::BasisChoice::measured;
   if (b == "datasheet") return estimate::BasisChoice::datasheet;
-  return fail(fmt::format("--basis: unknown basis '{}' (known: datasheet, measured)", b));
+  return fail(fmt::format("--basis: unknown basis '{}': {}", b, suggest(b, {"datasheet", "measured"})));
 }
 
 // The command that regenerates an output: every choice that differs from the defaults.
@@ -35,6 +37,7 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
   std::string s = fmt::format("met circuit plan --hardware {}", a.hardware);
   if (!a.checkpoint.empty()) s += fmt::format(" --checkpoint {}", a.checkpoint);
   else s += fmt::format(" --model {}", a.model);
+  if (!a.revision.empty()) s += fmt::format(" --revision {}", a.revision);
   if (!a.precision.empty()) s += fmt::format(" --precision {}", a.precision);
   if (a.mode != "decode") s += fmt::format(" --mode {} --rows {}", a.mode, rows);
   if (a.context) s += fmt::format(" --context {}", *a.context);
@@ -47,7 +50,7 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
 Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a) {
   MET_TRY(auto basis, parse_basis(a.basis));
   auto mode = planner::parse_mode(a.mode);
-  if (!mode) return fail(fmt::format("--mode: unknown mode '{}' (known: batch, decode, prefill)", a.mode));
+  if (!mode) return fail(fmt::format("--mode: unknown mode '{}': {}", a.mode, suggest(a.mode, {"batch", "decode", "prefill"})));
   std::int64_t rows = 1;
   if (*mode == planner::Mode::decode) {
     if (a.rows && *a.rows != 1) return fail("--rows: decode is one row per sequence; use --mode batch --rows N for N sequences");
@@ -60,22 +63,34 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
   if (a.context && (*a.context < 1 || *a.context > (1 << 24))) return fail(fmt::format("--context: {} is out of range", *a.context));
   if (a.tp != 1 && a.tp != 2 && a.tp != 4 && a.tp != 8) return fail(fmt::format("--tp: {} is not one of 1, 2, 4, 8", a.tp));
   if (a.format != "report" && a.format != "plan" && a.format != "json" && a.format != "html") {
-    return fail(fmt::format("--format: unknown format '{}' (known: html, json, plan, report)", a.format));
+    return fail(fmt::format("--format: unknown format '{}': {}", a.format, suggest(a.format, {"html", "json", "plan", "report"})));
   }
   if (!a.precision.empty() && a.precision != "recipe" && a.precision != "declared") {
-    return fail(fmt::format("--precision: unknown precision '{}' (known: declared, recipe)", a.precision));
+    return fail(fmt::format("--precision: unknown precision '{}': {}", a.precision, suggest(a.precision, {"declared", "recipe"})));
   }
 
   MET_TRY(auto target, planner::resolve_target(lib, a.hardware));
+  // The provenance line names what was resolved (the device id, the instance id), so an alias or
+  // a Hugging Face id of a golden instance gives the report the canonical names give, byte for byte.
+  PlanArgs canonical = a;
+  canonical.hardware = target.device->id;
   model::ModelGraph graph;
   if (!a.checkpoint.empty()) {
     if (a.precision == "recipe") return fail("--precision recipe: a checkpoint directory has declared formats only");
+    if (!a.hub.empty() || !a.revision.empty()) return fail("--hub and --revision go with --model ORG/NAME, not --checkpoint");
     DiskCheckpoint source(a.checkpoint);
     MET_TRY(graph, model::instantiate_checkpoint(*lib.tree, lib.circuits, source));
   } else {
-    const auto* inst = lib.instance(a.model);
-    if (!inst) return fail(fmt::format("unknown model '{}' (known: {})", a.model, join(lib.instance_ids(), ", ")));
-    MET_TRY(graph, model::instantiate_instance(*lib.tree, lib.circuits, *inst, a.precision == "declared"));
+    MET_TRY(auto ref, resolve_model(lib, a.model, HubFlags{a.hub, a.revision}));
+    if (ref.kind != ModelRef::Kind::instance && a.precision == "recipe") {
+      return fail(fmt::format("--precision recipe: '{}' is no golden instance, so it has declared formats only", a.model));
+    }
+    MET_TRY(graph, instantiate_model(lib, ref, ref.canonical, a.precision == "declared"));
+    if (ref.kind != ModelRef::Kind::hub && !a.revision.empty()) {
+      return fail(fmt::format("--revision: '{}' resolves to the {} '{}' in the kernel tree, which has no revisions", a.model,
+                              ref.kind == ModelRef::Kind::instance ? "golden instance" : "stored config", ref.canonical));
+    }
+    canonical.model = ref.canonical;
   }
   estimate::Options opt;
   opt.basis = basis;
@@ -85,7 +100,7 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
   opt.tp = a.tp;
   MET_TRY(auto model_target, planner::target_for_model(lib, target, graph));
   MET_TRY(auto an, estimate::analyze(lib, model_target, graph, opt));
-  const report::Provenance prov{command_line(a, rows)};
+  const report::Provenance prov{command_line(canonical, rows)};
   if (a.format == "json") return report::render_json(an, prov);
   if (a.format == "html") return report::render_html(an, prov);
   if (a.format == "plan") return report::render_plan(an, prov);
@@ -95,12 +110,13 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
 }  // namespace
 
 int run_devices(const planner::Library& lib) {
-  std::string s = fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {}\n", "device", "vendor", "class", "units", "memory",
-                              "bandwidth", "bf16 TFLOP", "fp8 TFLOP", "name");
+  std::string s = fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<36}  {}\n", "device", "vendor", "class", "units",
+                              "memory", "bandwidth", "bf16 TFLOP", "fp8 TFLOP", "aliases", "name");
   for (const auto& d : lib.registry.devices) {
     auto peak = [&](const char* k) { return d.peaks.count(k) ? fmt_sig(d.peaks.at(k), 4) : std::string("-"); };
-    s += fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {}\n", d.id, d.vendor, d.klass, d.units,
-                     fmt_sig(d.memory_gb, 4) + " GB", fmt_sig(d.bandwidth_gbs, 4) + " GB/s", peak("bf16"), peak("fp8"), d.name);
+    s += fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<36}  {}\n", d.id, d.vendor, d.klass, d.units,
+                     fmt_sig(d.memory_gb, 4) + " GB", fmt_sig(d.bandwidth_gbs, 4) + " GB/s", peak("bf16"), peak("fp8"),
+                     d.aliases.empty() ? "-" : join(d.aliases, ", "), d.name);
   }
   std::fputs(s.c_str(), stdout);
   return 0;

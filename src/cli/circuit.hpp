@@ -12,7 +12,9 @@ namespace met::cli {
 
 struct PlanArgs {
   std::string hardware;
-  std::string model;            // instance id (default llama-3.1-8b-instruct)
+  std::string model;            // instance id or Hugging Face id (cli/model_ref.hpp; default llama-3.1-8b-instruct)
+  std::string hub;              // --hub URL for Hugging Face ids the tree does not store
+  std::string revision;         // --revision of a Hub model ("" = main)
   std::string checkpoint;       // directory; exclusive with model
   std::string precision;        // recipe | declared ("" = recipe for --model, declared for --checkpoint)
   std::string mode = "decode";

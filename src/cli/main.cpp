@@ -10,6 +10,7 @@
 #include "cli/circuit.hpp"
 #include "cli/commands.hpp"
 #include "cli/embedded_tree.hpp"
+#include "cli/typos.hpp"
 #include "cli/version.hpp"
 #include "tree/disk_tree.hpp"
 
@@ -43,8 +44,16 @@ int main(int argc, char** argv) {
   std::string matrix;
   auto* plan = circuit->add_subcommand("plan", "plan a model on a device: kernels, gaps, ports, ceilings, memory fit");
   plan->fallthrough();
-  plan->add_option("--hardware", args.hardware, "device id (see `met circuit devices`)");
-  auto* model_opt = plan->add_option("--model", args.model, "golden instance id")->capture_default_str();
+  plan->add_option("--hardware", args.hardware, "device id or alias, any case (see `met circuit devices`)");
+  auto* model_opt =
+      plan->add_option("--model", args.model,
+                       "golden instance id, or a Hugging Face id ORG/NAME: a golden instance's checkpoint, a config stored in the "
+                       "kernel tree, or (with --hub or HF_ENDPOINT) any model on the Hub")
+          ->capture_default_str();
+  plan->add_option("--hub", args.hub,
+                   "Hub endpoint for --model ORG/NAME (e.g. https://huggingface.co; default: $HF_ENDPOINT, else no network); "
+                   "reads config.json, hf_quant_config.json and safetensors headers only, cached under ~/.cache/met/hub; sends $HF_TOKEN");
+  plan->add_option("--revision", args.revision, "Hub revision (branch, tag or commit) for --model ORG/NAME; default main");
   auto* ckpt_opt = plan->add_option("--checkpoint", args.checkpoint, "Hugging Face checkpoint directory (config.json, safetensors)");
   model_opt->excludes(ckpt_opt);
   plan->add_option("--precision", args.precision, "recipe | declared");
@@ -89,6 +98,14 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // An argument CLI11 could not place (a mistyped flag, or a mistyped subcommand that leaves
+    // its parent without one) gets the nearest names instead of CLI11's generic message.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr || dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      if (const std::string hint = met::cli::explain_unexpected(app); !hint.empty()) {
+        std::fputs(hint.c_str(), stderr);
+        return static_cast<int>(e.get_exit_code());
+      }
+    }
     return app.exit(e);
   }
 
