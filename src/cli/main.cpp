@@ -9,6 +9,8 @@
 
 #include "cli/circuit.hpp"
 #include "cli/commands.hpp"
+#include "cli/completion.hpp"
+#include "cli/examples.hpp"
 #include "cli/embedded_tree.hpp"
 #include "cli/typos.hpp"
 #include "cli/version.hpp"
@@ -94,6 +96,8 @@ int main(int argc, char** argv) {
   met::cli::add_packet_commands(*circuit, commands);
   met::cli::add_run_commands(*circuit, load, commands);
   met::cli::add_serve_command(app, commands);
+  met::cli::add_completion_command(app, load, commands);
+  met::cli::add_examples(app);
 
   try {
     app.parse(argc, argv);
