@@ -6,6 +6,8 @@
 set -uo pipefail
 met="$1"
 source "$(dirname "$0")/lib.sh"
+# No Hub: an id the tree does not know must be refused, never looked up.
+unset HF_ENDPOINT HF_TOKEN
 
 # expect_error NAME NEEDLE ARGS...: exits non-zero, stderr has one `error:` line holding NEEDLE.
 expect_error() {
@@ -43,7 +45,7 @@ expect_error "an id nothing stores names the Hub options" "pass --hub https://hu
   circuit plan --hardware h200 --model some-org/some-model
 expect_error "--revision on a golden instance is refused" "has no revisions" circuit plan --hardware h200 --model Qwen/Qwen3-8B --revision v1
 
-stored=$(env -u HF_ENDPOINT "$met" circuit plan --hardware h100 --model mistralai/Mistral-7B-Instruct-v0.3 2>&1)
+stored=$("$met" circuit plan --hardware h100 --model mistralai/Mistral-7B-Instruct-v0.3 2>&1)
 if [[ $? -eq 0 && $stored == *"--model mistralai/Mistral-7B-Instruct-v0.3"* ]]; then ok "a stored config plans by its hf id, no network"
 else bad "stored config" "$(head -3 <<<"$stored")"; fi
 
