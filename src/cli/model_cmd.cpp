@@ -15,6 +15,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/embedded_tree.hpp"
+#include "core/suggest.hpp"
 #include "model/circuit.hpp"
 #include "model/safetensors.hpp"
 #include "model/synth.hpp"
@@ -124,7 +125,7 @@ class Writer {
 int run_synth(const SynthArgs& a) {
   const auto dtype = parse_format(a.dtype);
   if (!dtype || (*dtype != Format::bf16 && *dtype != Format::fp8_e4m3)) {
-    return error(fmt::format("--dtype '{}': expected bf16 or fp8-e4m3", a.dtype));
+    return error(fmt::format("--dtype: unknown dtype '{}': {}", a.dtype, suggest(a.dtype, {"bf16", "fp8-e4m3"})));
   }
   if (a.shard_bytes == 0) return error("--shard-bytes: must be positive");
   auto text = read_text(a.config);
