@@ -60,6 +60,11 @@ if [[ $out2 == "$out" && $((after - before)) -eq 1 ]]; then ok "HF_ENDPOINT: sam
 else bad "HF_ENDPOINT / cache" "requests $((after - before))"; fi
 ls "$XDG_CACHE_HOME/met/hub/hub-test--Qwen3-8B/1111111111111111111111111111111111111111/config.json" >/dev/null 2>&1 &&
   ok "cache keyed by commit under XDG_CACHE_HOME/met/hub" || bad "cache layout" "$(find "$XDG_CACHE_HOME" | head)"
+out3=$("$met" circuit plan --hardware h200 --model hub-test/Qwen3-8B --revision 1111111111111111111111111111111111111111 \
+  --hub http://127.0.0.1:1 --format plan 2>&1)
+if [[ $? -eq 0 && $out3 == *"--revision 1111111111111111111111111111111111111111"* ]]; then
+  ok "a cached commit plans with the Hub unreachable, and the provenance names the revision"
+else bad "cached commit offline" "$(head -3 <<<"$out3")"; fi
 # The same files as a local checkpoint (sparse shards) plan to the same digest.
 python3 - "$hub" "$work/hub-test--Qwen3-8B" <<'PY'
 import json, os, sys, urllib.request
