@@ -110,11 +110,11 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
 }  // namespace
 
 int run_devices(const planner::Library& lib) {
-  std::string s = fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<36}  {}\n", "device", "vendor", "class", "units",
+  std::string s = fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<40}  {}\n", "device", "vendor", "class", "units",
                               "memory", "bandwidth", "bf16 TFLOP", "fp8 TFLOP", "aliases", "name");
   for (const auto& d : lib.registry.devices) {
     auto peak = [&](const char* k) { return d.peaks.count(k) ? fmt_sig(d.peaks.at(k), 4) : std::string("-"); };
-    s += fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<36}  {}\n", d.id, d.vendor, d.klass, d.units,
+    s += fmt::format("{:<14} {:<8} {:<14} {:>6} {:>9} {:>10} {:>11} {:>10}  {:<40}  {}\n", d.id, d.vendor, d.klass, d.units,
                      fmt_sig(d.memory_gb, 4) + " GB", fmt_sig(d.bandwidth_gbs, 4) + " GB/s", peak("bf16"), peak("fp8"),
                      d.aliases.empty() ? "-" : join(d.aliases, ", "), d.name);
   }
