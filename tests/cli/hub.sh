@@ -90,6 +90,14 @@ local_plan=$("$met" circuit plan --hardware h200 --checkpoint "$work/hub-test--Q
 if [[ -n $(digest "$out") && $(digest "$out") == "$(digest "$local_plan")" ]]; then ok "hub plan digest equals the local checkpoint's"
 else bad "digest vs local" "$(digest "$out")" "$(digest "$local_plan")"; fi
 
+# hf_quant_config.json comes along: the modelopt sidecar is the only place that says the KV cache is fp8.
+out=$("$met" circuit plan --hardware h200 --model hub-test/Llama-FP8 --hub "$hub" 2>&1)
+if [[ $? -eq 0 && $out == *"| KV cache per token | 163840 bytes (fp8-e4m3) |"* ]] &&
+  cmp -s "$root/kernels/circuits/configs/nvidia--Llama-3.1-70B-Instruct-FP8/hf_quant_config.json" \
+    "$XDG_CACHE_HOME/met/hub/hub-test--Llama-FP8/4444444444444444444444444444444444444444/hf_quant_config.json"; then
+  ok "hf_quant_config.json is fetched and read (fp8 KV cache from its kv_cache_quant_algo)"
+else bad "hf_quant_config.json" "$(grep -i 'kv cache' <<<"$out" | head -2)"; fi
+
 # Errors.
 expect_error() {
   local name=$1 needle=$2

@@ -1,55 +1,72 @@
 #!/usr/bin/env python3
 """A Hub-shaped HTTP server on loopback for tests/cli/hub.sh: the revision API and resolve URLs of
 the Hugging Face Hub, serving configs from kernels/circuits/configs/ and safetensors shards whose
-headers are synthesized from the config (dense GQA tensor names) and whose data is virtual zeros.
+headers are synthesized from the config (dense GQA tensor names; F8_E4M3 Linear weights with
+scales when the stored config has a modelopt hf_quant_config.json) and whose data is virtual zeros.
 Range requests get 206; every response's path, range and body bytes are appended to LOG as JSON
 lines, so the test can prove that only header bytes left the server.
 Usage: hub_server.py CONFIGS_DIR PORT_FILE LOG_FILE"""
 import http.server
 import json
+import os
 import struct
 import sys
 
 configs_dir, port_file, log_file = sys.argv[1], sys.argv[2], sys.argv[3]
 TOKEN = "hf_test_secret_token_123"
-SHA = {"hub-test/Qwen3-8B": "1" * 40, "hub-test/Gated": "2" * 40, "hub-test/NoRange": "3" * 40}
-SOURCE = {"hub-test/Qwen3-8B": "Qwen--Qwen3-8B", "hub-test/Gated": "Qwen--Qwen3-0.6B", "hub-test/NoRange": "Qwen--Qwen3-0.6B"}
+SHA = {"hub-test/Qwen3-8B": "1" * 40, "hub-test/Gated": "2" * 40, "hub-test/NoRange": "3" * 40, "hub-test/Llama-FP8": "4" * 40}
+SOURCE = {"hub-test/Qwen3-8B": "Qwen--Qwen3-8B", "hub-test/Gated": "Qwen--Qwen3-0.6B", "hub-test/NoRange": "Qwen--Qwen3-0.6B",
+          "hub-test/Llama-FP8": "nvidia--Llama-3.1-70B-Instruct-FP8"}
 SHARDS = 2
 
 
-def tensors(config):
+def tensors(config, quant):
+    """name -> (dtype, shape). With a modelopt FP8 sidecar the Linear weights are F8_E4M3 with F32
+    weight and input scales, as nvidia's FP8 checkpoints ship them."""
     c = config
     h, inter, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
     hd = c.get("head_dim", h // c["num_attention_heads"])
     q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
-    t = {"model.embed_tokens.weight": [v, h], "model.norm.weight": [h]}
+    t = {"model.embed_tokens.weight": ("BF16", [v, h]), "model.norm.weight": ("BF16", [h])}
     if not c.get("tie_word_embeddings", False):
-        t["lm_head.weight"] = [v, h]
+        t["lm_head.weight"] = ("BF16", [v, h])
+    linear = "F8_E4M3" if quant else "BF16"
     for i in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % i
-        for name, shape in [("input_layernorm", [h]), ("post_attention_layernorm", [h]), ("self_attn.q_proj", [q, h]),
-                            ("self_attn.k_proj", [kv, h]), ("self_attn.v_proj", [kv, h]), ("self_attn.o_proj", [h, q]),
-                            ("self_attn.q_norm", [hd]), ("self_attn.k_norm", [hd]), ("mlp.gate_proj", [inter, h]),
-                            ("mlp.up_proj", [inter, h]), ("mlp.down_proj", [h, inter])]:
-            t[p + name + ".weight"] = shape
+        parts = [("input_layernorm", [h], False), ("post_attention_layernorm", [h], False), ("self_attn.q_proj", [q, h], True),
+                 ("self_attn.k_proj", [kv, h], True), ("self_attn.v_proj", [kv, h], True), ("self_attn.o_proj", [h, q], True),
+                 ("mlp.gate_proj", [inter, h], True), ("mlp.up_proj", [inter, h], True), ("mlp.down_proj", [h, inter], True)]
+        if c.get("model_type") == "qwen3":
+            parts += [("self_attn.q_norm", [hd], False), ("self_attn.k_norm", [hd], False)]
+        for name, shape, is_linear in parts:
+            t[p + name + ".weight"] = (linear if is_linear else "BF16", shape)
+            if quant and is_linear:
+                t[p + name + ".weight_scale"] = ("F32", [])
+                t[p + name + ".input_scale"] = ("F32", [])
     return t
+
+
+BYTES = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
 
 
 def build_repo(source):
     config_text = open("%s/%s/config.json" % (configs_dir, source), "rb").read()
     config = json.loads(config_text)
-    names = sorted(tensors(config).items())
     files = {"config.json": (config_text, 0)}
+    quant = os.path.exists("%s/%s/hf_quant_config.json" % (configs_dir, source))
+    if quant:
+        files["hf_quant_config.json"] = (open("%s/%s/hf_quant_config.json" % (configs_dir, source), "rb").read(), 0)
+    names = sorted(tensors(config, quant).items())
     weight_map = {}
     per = (len(names) + SHARDS - 1) // SHARDS
     for k in range(SHARDS):
         shard = "model-%05d-of-%05d.safetensors" % (k + 1, SHARDS)
         header, offset = {}, 0
-        for name, shape in names[k * per:(k + 1) * per]:
-            n = 2
+        for name, (dtype, shape) in names[k * per:(k + 1) * per]:
+            n = BYTES[dtype]
             for d in shape:
                 n *= d
-            header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + n]}
+            header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
             weight_map[name] = shard
             offset += n
         text = json.dumps(header, separators=(",", ":")).encode()
@@ -130,6 +147,5 @@ class Handler(http.server.BaseHTTPRequestHandler):
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 with open(port_file + ".tmp", "w") as f:
     f.write(str(server.server_address[1]))
-import os
 os.rename(port_file + ".tmp", port_file)
 server.serve_forever()
