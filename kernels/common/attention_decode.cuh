@@ -1,7 +1,7 @@
 // Decode attention: split-KV (one row and one split per slice, every head) and the merge of the
-// split states. One warp owns
-// one (row, head): lanes take 32 keys at a time for the scores, then the lanes own output dims for
-// P V. Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
+// split states (one (row, head) per slice, the whole block over its splits). In a split, one warp
+// owns one (row, KV head): lanes take 32 keys at a time for the scores, then the lanes own output
+// dims for P V. Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
 #pragma once
 #include "common/interp/prims.cuh"
 
@@ -197,30 +197,54 @@ MET_ENTRY(attn_decode_split) {
   }
 }
 
-// Normalised bf16 output of split states and an optional sink logit (the cpu's merge_states):
-// lanes take the splits for the max and the weights (kept in w_s), then the output dims.
-__device__ void merge_warp(const float* po, const float* pml, int64_t splits, int vhd, const u16* sink, u16* out, float* w_s) {
-  const int lane = threadIdx.x % 32;
-  float m = sink ? bf(*sink) : -INFINITY;
-  for (int64_t i = lane; i < splits; i += 32) m = fmaxf(m, pml[2 * i]);
+// Normalised bf16 output of one (row, head)'s split states and an optional sink logit (the cpu's
+// merge_states), by the whole block: threads over splits for the max and the weights (w_s), then
+// groups of threads over splits, each thread 4 output dims, summed across groups in a fixed order.
+__device__ void merge_block(const float* po, const float* pml, int64_t splits, int vhd, const u16* sink, u16* out,
+                            float* w_s, float* acc_s, float* red) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  float m = -INFINITY;
+  for (int64_t i = tid; i < splits; i += MET_INTERP_THREADS) m = fmaxf(m, pml[2 * i]);
   m = met_warp_reduce_max(m);
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = sink ? bf(*sink) : -INFINITY;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w) m = fmaxf(m, red[w]);
   float l = 0.f;
-  for (int64_t i = lane; i < splits; i += 32) {
+  for (int64_t i = tid; i < splits; i += MET_INTERP_THREADS) {
     const float w = pml[2 * i + 1] == 0.f ? 0.f : expf(pml[2 * i] - m);
     w_s[i] = w;
     l += pml[2 * i + 1] * w;
   }
   l = met_warp_reduce(l);
+  if (lane == 0) red[32 + warp] = l;
+  __syncthreads();
+  l = 0.f;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w) l += red[32 + w];
   if (sink) l += expf(bf(*sink) - m);
-  __syncwarp();
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  for (int d = lane; d < vhd; d += 32) {
-    float acc = 0.f;
-#pragma unroll 4
-    for (int64_t i = 0; i < splits; ++i) acc += po[i * vhd + d] * w_s[i];
-    out[d] = to_bf(acc * inv);
+  const int cols = vhd / 4, groups = MET_INTERP_THREADS / cols;
+  const int col = tid % cols, grp = tid / cols;
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  if (grp < groups) {
+#pragma unroll 8
+    for (int64_t i = grp; i < splits; i += groups) {
+      const float4 v = *reinterpret_cast<const float4*>(po + i * vhd + col * 4);
+      const float w = w_s[i];
+      acc[0] += v.x * w;
+      acc[1] += v.y * w;
+      acc[2] += v.z * w;
+      acc[3] += v.w * w;
+    }
+    *reinterpret_cast<float4*>(acc_s + (grp * cols + col) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
   }
-  __syncwarp();
+  __syncthreads();
+  for (int d = tid; d < vhd; d += MET_INTERP_THREADS) {
+    float sum = 0.f;
+    for (int g = 0; g < groups; ++g) sum += acc_s[(g * cols + d / 4) * 4 + d % 4];
+    out[d] = to_bf(sum * inv);
+  }
+  __syncthreads();
 }
 
 MET_ENTRY(attn_decode_merge) {
@@ -228,17 +252,16 @@ MET_ENTRY(attn_decode_merge) {
   const int heads = static_cast<int>(a.heads), vhd = static_cast<int>(a.v_head_dim);
   const int64_t splits = a.splits;
   const SliceRange hs = slice_cols(a, slice, heads);  // the slice's heads
-  const int nh = static_cast<int>(hs.end - hs.begin);
   const u16* sinks = a.sinks;
   float* w_s = reinterpret_cast<float*>(smem);
-  const int warp = threadIdx.x / 32;
-  for (int64_t it = warp; it < (rr.end - rr.begin) * nh; it += MET_INTERP_WARPS) {
-    const int64_t row = rr.begin + it / nh;
-    const int h = static_cast<int>(hs.begin + it % nh);
-    const int64_t idx = (row * heads + h) * splits;
-    merge_warp(a.part_o + idx * vhd, a.part_ml + idx * 2, splits, vhd, sinks ? sinks + h : nullptr,
-               a.out + (row * heads + h) * vhd, w_s + warp * MET_MERGE_MAX_SPLITS);
-  }
+  float* acc_s = w_s + MET_MERGE_MAX_SPLITS;
+  float* red = acc_s + MET_INTERP_THREADS * 4;
+  for (int64_t row = rr.begin; row < rr.end; ++row)
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      const int64_t idx = (row * heads + h) * splits;
+      merge_block(a.part_o + idx * vhd, a.part_ml + idx * 2, splits, vhd, sinks ? sinks + h : nullptr,
+                  a.out + (row * heads + h) * vhd, w_s, acc_s, red);
+    }
 }
 
 }  // namespace met_interp

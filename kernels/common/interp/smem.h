@@ -23,7 +23,7 @@
 #define MET_FLASH_PAD 8
 #define MET_FLASH_WARP_SMEM (MET_FLASH_KEYS * (MET_FLASH_MAX_DV + MET_FLASH_PAD) * 2)
 #define MET_FLASH_SMEM (MET_INTERP_WARPS * MET_FLASH_WARP_SMEM)
-/* decode merge: one weight per split, per warp. */
+/* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
-#define MET_MERGE_SMEM (MET_INTERP_WARPS * MET_MERGE_MAX_SPLITS * 4)
+#define MET_MERGE_SMEM (MET_MERGE_MAX_SPLITS * 4 + MET_INTERP_THREADS * 4 * 4 + 64 * 4)
 #endif
