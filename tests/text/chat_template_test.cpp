@@ -44,7 +44,9 @@ const std::map<std::string, std::string> kDirs = {
 TEST_CASE("real chat templates agree with python jinja2 on every conversation") {
   json conversations = load_json(kTemplates + "/conversations.json");
   json expected = load_json(kTemplates + "/expected.json")["chat"];
-  for (const auto& [name, dir] : kDirs) {
+  for (const auto& entry : kDirs) {
+    const std::string& name = entry.first;  // a plain reference, not a structured binding: lambdas below capture it
+    const auto& dir = entry.second;
     SUBCASE(name.c_str()) {
       const std::string path = kTemplates + "/" + dir;
       REQUIRE_MESSAGE(std::filesystem::exists(path + "/tokenizer_config.json"),
@@ -103,7 +105,7 @@ TEST_CASE("the loader takes a named template from a list and prefers chat_templa
   auto d = met::load_chat_template(dir);
   REQUIRE_MESSAGE(d.ok(), d.error().message);
   CHECK(d->source == "D{{ bos_token }}");
-  CHECK(d->special_tokens == json{{"bos_token", "<s>"}, {"eos_token", "</s>"}});
+  CHECK(d->special_tokens == nlohmann::json{{"bos_token", "<s>"}, {"eos_token", "</s>"}});
   auto t = met::load_chat_template(dir, "tool_use");
   REQUIRE(t.ok());
   CHECK(t->source == "T");
