@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "hub/http.hpp"
+#include "tree/disk_tree.hpp"
 
 namespace met::hub {
 
@@ -124,14 +124,6 @@ Expected<void> write_file(const fs::path& p, const std::string& bytes) {
   return {};
 }
 
-Expected<std::string> read_whole(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return fail(fmt::format("{}: cannot read", p.string()));
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The shard files named by an index's weight_map, each once, sorted.
 Expected<std::vector<std::string>> shards_of(const std::string& index, const std::string& display) {
   const json j = json::parse(index, nullptr, /*allow_exceptions=*/false);
@@ -230,7 +222,7 @@ Expected<HubCheckpoint> HubCheckpoint::open(const std::string& repo, const std::
   c.repo_ = repo;
   c.dir_ = dir;
   const fs::path sizes_path = fs::path(dir) / kSizes;
-  MET_TRY(std::string text, read_whole(sizes_path));
+  MET_TRY(std::string text, read_file(sizes_path.string()));
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
     return fail(fmt::format("{}: not a json object (remove the directory to fetch again)", sizes_path.string()));
@@ -252,7 +244,7 @@ bool HubCheckpoint::exists(const std::string& file) const {
 Expected<std::string> HubCheckpoint::read(const std::string& file) const {
   if (shard_sizes_.count(file)) return fail(fmt::format("{}: only the header of a shard is fetched", display(file)));
   if (!exists(file)) return fail(fmt::format("{}: no such file", display(file)));
-  return read_whole(fs::path(dir_) / file);
+  return read_file((fs::path(dir_) / file).string());
 }
 
 Expected<std::string> HubCheckpoint::read_prefix(const std::string& file, std::uint64_t n) const {
@@ -261,7 +253,7 @@ Expected<std::string> HubCheckpoint::read_prefix(const std::string& file, std::u
     if (all.size() > n) all.resize(static_cast<std::size_t>(n));
     return all;
   }
-  MET_TRY(std::string header, read_whole(fs::path(dir_) / (file + kHeaderSuffix)));
+  MET_TRY(std::string header, read_file((fs::path(dir_) / (file + kHeaderSuffix)).string()));
   if (n > header.size() && header.size() < shard_sizes_.at(file)) {
     return fail(fmt::format("{}: {} bytes asked for, but only the {} header bytes are fetched", display(file), n, header.size()));
   }

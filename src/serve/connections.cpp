@@ -74,11 +74,6 @@ bool Connections::peer_finished() {
   return ::recv(tl_conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-std::size_t Connections::open() const {
-  std::lock_guard lock(mu_);
-  return conns_.size();
-}
-
 // Only while the descriptor is still the socket that was registered (under mu_, so the worker has
 // not unregistered it; it may have closed it an instant before leave(), and the number been reused).
 void Connections::cut(const Conn& c) {

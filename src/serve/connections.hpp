@@ -41,7 +41,6 @@ class Connections {
   // next write can tell apart (a closed peer resets it).
   static bool peer_finished();
 
-  std::size_t open() const;
   struct Conn;  // one registered connection (connections.cpp)
   // Shuts down every connection (a blocked read or write returns); their threads close them.
   void shutdown_all();
@@ -51,7 +50,7 @@ class Connections {
   void cut(const Conn& c);
 
   Limits limits_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
   std::list<Conn> conns_;

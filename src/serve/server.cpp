@@ -256,13 +256,13 @@ class HttpServer final : public httplib::Server {
   Connections& conns_;
 };
 
-// A token as OpenAI's logprobs show it: its text (a token that is part of a UTF-8 character shows
-// U+FFFD) and its exact bytes.
-OJson token_text(const text::Tokenizer& tok, std::int32_t id) { return tok.decode({id}, /*skip_special_tokens=*/false); }
-OJson token_bytes(const text::Tokenizer& tok, std::int32_t id) {
+// A token as OpenAI's chat logprobs show it: its text (a token that is part of a UTF-8 character
+// shows U+FFFD), its logprob and its exact bytes.
+OJson token_entry(const text::Tokenizer& tok, std::int32_t id, float logprob) {
+  const std::string piece = tok.decode({id}, /*skip_special_tokens=*/false);
   OJson bytes = OJson::array();
-  for (unsigned char c : tok.decode({id}, /*skip_special_tokens=*/false)) bytes.push_back(c);
-  return bytes;
+  for (unsigned char c : piece) bytes.push_back(c);
+  return {{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
 }
 
 // Chat's choice.logprobs: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}]}.
@@ -270,10 +270,10 @@ OJson chat_logprobs(const text::Tokenizer& tok, const std::vector<TokenLogprob>&
   OJson content = OJson::array();
   for (const auto& lp : lps) {
     OJson top = OJson::array();
-    for (const auto& [id, v] : lp.top)
-      top.push_back({{"token", token_text(tok, id)}, {"logprob", v}, {"bytes", token_bytes(tok, id)}});
-    content.push_back({{"token", token_text(tok, lp.token)}, {"logprob", lp.logprob}, {"bytes", token_bytes(tok, lp.token)},
-                       {"top_logprobs", top}});
+    for (const auto& [id, v] : lp.top) top.push_back(token_entry(tok, id, v));
+    OJson entry = token_entry(tok, lp.token, lp.logprob);
+    entry["top_logprobs"] = top;
+    content.push_back(std::move(entry));
   }
   return {{"content", content}, {"refusal", nullptr}};
 }

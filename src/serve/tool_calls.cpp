@@ -91,15 +91,6 @@ ToolFormat tool_format_of(std::string_view src) {
   return ToolFormat::none;
 }
 
-const char* tool_format_name(ToolFormat f) {
-  switch (f) {
-    case ToolFormat::hermes: return "hermes";
-    case ToolFormat::llama3: return "llama3";
-    case ToolFormat::none: break;
-  }
-  return "none";
-}
-
 ParsedAnswer parse_tool_calls(ToolFormat format, const std::string& text, const std::vector<std::string>& declared) {
   switch (format) {
     case ToolFormat::hermes: return parse_hermes(text, declared);

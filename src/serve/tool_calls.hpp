@@ -22,7 +22,6 @@ enum class ToolFormat { none, hermes, llama3 };
 
 // The format a chat template's source asks the model to answer in; none when it shows neither.
 ToolFormat tool_format_of(std::string_view template_source);
-const char* tool_format_name(ToolFormat f);
 
 struct ToolCall {
   std::string name;
