@@ -190,46 +190,21 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetGeom& geom, Slice
   }
 }
 
-// Hint L2 to fetch up to `bytes` from p (one bulk prefetch per 64 KiB, issued by one thread).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint64_t bytes) {
-#if __CUDA_ARCH__ >= 900
-  const char* c = static_cast<const char*>(p);
-  for (uint64_t off = 0; off < bytes; off += 65536) {
-    const uint64_t n = (bytes - off < 65536 ? bytes - off : 65536) & ~15ull;
-    if (n == 0) break;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + off), "r"(static_cast<unsigned>(n)) : "memory");
-  }
-#endif
-}
-
-// The weight rows [c) of W (and the up rows n + [c) when `halves`) a gemv slice will stream.
-__device__ __forceinline__ void prefetch_rows(const MetGeom& geom, const u16* W, SliceRange c, int64_t n, bool halves) {
-  const uint64_t row_bytes = static_cast<uint64_t>(geom.w_cols) * 2;
-  const char* w = reinterpret_cast<const char*>(W);
-  prefetch_l2(w + c.begin * row_bytes, (c.end - c.begin) * row_bytes);
-  if (halves) prefetch_l2(w + (n + c.begin) * row_bytes, (c.end - c.begin) * row_bytes);
-}
-
 MET_ENTRY(gemv) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::plain, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, smem);
 }
-MET_PREFETCH(gemv) { prefetch_rows(a.geom, a.w, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false); }
 
 MET_ENTRY(gemv_o_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::residual, a.geom, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
                                 smem);
 }
-MET_PREFETCH(gemv_o_residual) { prefetch_rows(a.geom, a.w_o, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false); }
 
 MET_ENTRY(gemv_down_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::residual, a.geom, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
                                 smem);
-}
-MET_PREFETCH(gemv_down_residual) {
-  prefetch_rows(a.geom, a.w_down, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
@@ -237,17 +212,11 @@ MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
   gemv_slice(GemvOut::silu, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
                             0.f, smem);
 }
-MET_PREFETCH(gemv_rmsnorm_gate_up_silu) {
-  prefetch_rows(a.geom, a.w_gate_up, slice_cols(a, slice, a.geom.w_rows / 2), a.geom.w_rows / 2, true);
-}
 
 MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
   gemv_slice(GemvOut::gelu, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
                             0.f, smem);
-}
-MET_PREFETCH(gemv_rmsnorm_gate_up_gelu) {
-  prefetch_rows(a.geom, a.w_gate_up, slice_cols(a, slice, a.geom.w_rows / 2), a.geom.w_rows / 2, true);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
@@ -255,17 +224,11 @@ MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
   gemv_slice(GemvOut::lm_head, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
                                a.tokens, 0.f, smem);
 }
-MET_PREFETCH(gemv_rmsnorm_lm_head_argmax) {
-  prefetch_rows(a.geom, a.w_lm_head, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
-}
 
 MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::lm_head, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
                                a.tokens, a.cap, smem);
-}
-MET_PREFETCH(gemv_rmsnorm_lm_head_softcap_argmax) {
-  prefetch_rows(a.geom, a.w_lm_head, slice_cols(a, slice, a.geom.w_rows), a.geom.w_rows, false);
 }
 
 // rmsnorm -> qkv over head units [u0, u1) -> [q/k norm] -> rope -> q out, K/V to the cache slot.

@@ -143,11 +143,12 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     MET_CHECK(backend.run(prog));
     backend.set_timestamps(false);
     const auto walls = backend.instr_times_ns(prog);
-    std::map<std::string, double> family;
+    std::map<std::string, double> family, kernel;
     double wall_sum = 0;
     for (std::size_t i = 0; i < walls.size(); ++i) {
       const auto* op = emit::find_opcode(f.programs[prog].instrs[i].opcode);
       family[op ? op->family : "?"] += walls[i] / 1e6;
+      kernel[op ? op->name : "?"] += walls[i] / 1e6;
       wall_sum += walls[i] / 1e6;
     }
     const Ceilings ceil = ceiling(c);
@@ -168,6 +169,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["timestamped_ms"] = backend.last_run_ms();
     j["instr_wall_sum_ms"] = wall_sum;
     j["family_ms"] = family;
+    j["kernel_ms"] = kernel;
     out["cases"].push_back(std::move(j));
   }
   return out;
@@ -189,6 +191,14 @@ std::string campaign_markdown(const nlohmann::json& j) {
                      c["program"].get<std::string>(), c["ms"]["median"].get<double>(), c["ms"]["p10"].get<double>(),
                      c["ms"]["p90"].get<double>(), c["ceiling_ms"].get<double>(), c["ceiling_share"].get<double>(),
                      c["tokens_per_s"].get<double>(), fam);
+  }
+  s += "\nTime by kernel (instruction walls of the timestamped run, ms):\n\n| program | kernels |\n|---|---|\n";
+  for (const auto& c : j["cases"]) {
+    if (!c.contains("kernel_ms")) continue;
+    std::string ks;
+    for (const auto& [k, v] : c["kernel_ms"].items()) ks += fmt::format("{}{} {:.3f}", ks.empty() ? "" : ", ", k, v.get<double>());
+    const std::string at = c.contains("ctx") ? fmt::format(" ctx={}", c["ctx"].get<int>()) : "";
+    s += fmt::format("| `{}`{} | {} |\n", c["program"].get<std::string>(), at, ks);
   }
   return s;
 }

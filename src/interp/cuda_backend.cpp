@@ -4,7 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string_view>
 
@@ -125,7 +129,19 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   if (a.packet.target_class != "hopper")
     return fail(a.dir + " were emitted for class '" + a.packet.target_class +
                 "'; the cuda backend runs the hopper interpreter (emit for h100-sxm or h200-sxm)");
-  const InterpImage image = hopper_interp_image();
+  InterpImage image = hopper_interp_image();
+  // Development override for A/B runs of interpreter bodies (bench/interp_variants.sh): a cubin
+  // built from the same tree with other compile-time choices. The markers below still decide
+  // which instructions it may run; the shared-memory layout (smem.h) must be this met's.
+  std::vector<unsigned char> override_image;
+  if (const char* path = std::getenv("MET_INTERP_CUBIN"); path && *path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail(std::string("MET_INTERP_CUBIN: cannot read ") + path);
+    override_image.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (override_image.empty()) return fail(std::string("MET_INTERP_CUBIN: ") + path + " is empty");
+    image = {override_image.data(), override_image.size()};
+    std::fprintf(stderr, "met: cuda interpreter image from MET_INTERP_CUBIN=%s\n", path);
+  }
   if (image.size == 0)
     return fail("cuda: this met was built without nvcc, so it carries no hopper interpreter; rebuild where nvcc is on PATH");
   auto impl = std::make_unique<Impl>();

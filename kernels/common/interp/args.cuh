@@ -65,10 +65,6 @@ struct MetIsNoBody<MetNoBody> {
   template <int N = 0>                                                                              \
   __device__ MetNoBody met_##name(const MetArgs_##name&, uint32_t, unsigned char*) {                \
     return MetNoBody{};                                                                             \
-  }                                                                                                 \
-  template <int N = 0>                                                                              \
-  __device__ MetNoBody met_prefetch_##name(const MetArgs_##name&, uint32_t) {                        \
-    return MetNoBody{};                                                                             \
   }
 #include "common/ops.def"
 
@@ -77,9 +73,6 @@ struct MetIsNoBody<MetNoBody> {
 #define MET_ENTRY(name)                                                       \
   extern "C" __device__ const unsigned met_entry_##name = MET_OP_##name;      \
   __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
-// The L2 prefetch of the weight bytes a slice of op `name` will stream (one thread, while the
-// block waits on the slice's inputs); ops without one prefetch nothing.
-#define MET_PREFETCH(name) __device__ __forceinline__ void met_prefetch_##name(const MetArgs_##name& a, uint32_t slice)
 
 struct SliceRange {
   int64_t begin, end;

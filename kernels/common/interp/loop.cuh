@@ -3,8 +3,8 @@
 // the program's streams (the SM count), one block per SM. Each block walks its stream: wait on the
 // counters its entry names (acquire, by one thread), run the op body for the entry's slice with
 // the whole block, then signal the instruction's counter (release). No host round trip between
-// packets. While it waits, the block asks L2 to prefetch the weight bytes its next entry will
-// stream, so the memory system keeps working across the dependency gaps.
+// packets. (An L2 prefetch of each slice's weight rows, issued by the waiting thread, was removed:
+// it lengthened the waits more than it saved; docs/arch/interpreter.md has the measurement.)
 //
 // The dispatch is generated from the op registry: opcode MET_OP_<op> runs met_<op> when the class
 // defines that body (MET_ENTRY), and nothing otherwise; the host refuses such instructions before
@@ -26,18 +26,6 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-__device__ __forceinline__ void prefetch_entry(const MetDevInstr& in, uint32_t s) {
-  switch (in.opcode) {
-#define MET_OP(name, family, cpu)                                                                  \
-  case MET_OP_##name:                                                                              \
-    if constexpr (!MetIsNoBody<decltype(met_prefetch_##name(met_load_##name(in), s))>::value)      \
-      met_prefetch_##name(met_load_##name(in), s);                                                 \
-    break;
-#include "common/ops.def"
-    default: break;
-  }
 }
 
 __device__ void run_body(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
@@ -71,7 +59,6 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
     const MetDevEntry en = sp.entries[idx];
     const MetDevInstr& in = sp.instrs[en.instr];
     if (threadIdx.x == 0) {
-      prefetch_entry(in, en.slice);
       for (uint32_t w = 0; w < en.n_waits; ++w) {
         const MetDevWait wt = sp.waits[en.first_wait + w];
         while (load_acquire(sp.counters + wt.counter) < wt.value) __nanosleep(20);
