@@ -57,4 +57,14 @@ __device__ __forceinline__ void met_copy_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 #endif
 }
+#else
+// Declarations only: shared helpers outside the guards (gemv.cuh's fragment loops) still parse for
+// a class without mma.sync; nothing it compiles calls them, so no definition is needed.
+__device__ void met_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]);
+__device__ void met_ldmatrix_x4_trans(uint32_t r[4], const void* smem_row);
+__device__ uint32_t met_pack_bf16x2(float lo, float hi);
+__device__ void met_copy16(void* smem, const void* gmem, bool valid);
+__device__ void met_copy_commit();
+template <int N>
+__device__ void met_copy_wait();
 #endif  // MET_HAS_MMA_SYNC

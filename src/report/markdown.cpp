@@ -20,8 +20,7 @@ std::string basis_lines(const estimate::Analysis& an) {
   const auto& d = *an.device;
   if (d.measured && b.choice == estimate::BasisChoice::datasheet) {
     std::vector<std::string> m;
-    if (d.measured->read_gbs) m.push_back(fmt::format("read {} GB/s", fmt_sig(*d.measured->read_gbs, 4)));
-    if (d.measured->copy_gbs) m.push_back(fmt::format("copy {} GB/s", fmt_sig(*d.measured->copy_gbs, 4)));
+    if (d.measured->bandwidth_gbs) m.push_back(fmt::format("bandwidth {} GB/s", fmt_sig(*d.measured->bandwidth_gbs, 4)));
     for (const auto& [k, v] : d.measured->peaks) m.push_back(fmt::format("{} {} TFLOP/s", k, fmt_sig(v, 4)));
     s += fmt::format("; measured on our device ({}): {} (`--basis measured` uses them)", d.measured->cite, join(m, ", "));
   }
@@ -75,14 +74,16 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += fmt::format("\n## Fused plan ({} {})\n\n", planner::mode_name(an.options.mode), an.options.rows);
   s += md_head({"scope", "layers", "group", "nodes", "kernels", "unit", "exec", "time per layer", "share"});
   for (const auto& g : an.groups) {
-    s += md_row({g.scope, fmt_int(g.count), g.group, g.nodes, g.kernels, g.unit, g.exec, dur(g.cost.seconds), pct(g.share)});
+    s += md_row({g.scope, fmt_int(g.count), g.group, g.nodes, g.kernels, unit_name(g.unit, d.vendor), g.exec, dur(g.cost.seconds),
+                 pct(g.share)});
   }
 
   s += "\n## Gaps\n\n";
   if (an.gaps.empty()) {
     s += "None: every node of this case runs a kernel of the class.\n";
   } else {
-    s += "Costed as unfused reference ops on CUDA cores, ranked by share of the step.\n\n";
+    s += fmt::format("Costed as unfused reference ops on {}, ranked by share of the step.\n\n",
+                     unit_name("cuda_core", d.vendor, /*plural=*/true));
     s += md_head({"scope", "op", "layers", "time per step", "share", "missing", "why"});
     for (const auto& g : an.gaps) {
       s += md_row({g.scope, g.op, fmt_int(g.count), dur(g.step_seconds), pct(g.share), g.kernel.empty() ? "(none)" : g.kernel, g.why});
@@ -106,7 +107,8 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
 
   s += "\n## Tensor-core policy\n\n";
   if (an.tc_audit.empty()) {
-    s += "No finding: matmul groups at or above the class's row threshold run on tensor cores.\n";
+    s += fmt::format("No finding: matmul groups at or above the class's row threshold run on {}.\n",
+                     unit_name("tensor_core", d.vendor, /*plural=*/true));
   } else {
     s += md_head({"scope", "group", "op", "rows", "finding"});
     for (const auto& f : an.tc_audit) s += md_row({f.scope, f.group, f.op, fmt_int(f.rows), f.message});

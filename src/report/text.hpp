@@ -21,5 +21,8 @@ std::string md_head(const std::vector<std::string>& cells);
 std::string case_label(const estimate::Analysis& an);
 std::string fit_verdict(const estimate::MemoryFit& f);
 std::string md_escape(std::string s);
+// A plan unit (tensor_core, cuda_core, memory) as the device's vendor names it: AMD's matrix cores
+// and vector ALUs; the unit id itself for NVIDIA and the host. `plural` for running text.
+std::string unit_name(const std::string& unit, const std::string& vendor, bool plural = false);
 
 }  // namespace met::report

@@ -99,6 +99,29 @@ TEST_CASE("h200-sxm programs list the hopper plan's fused groups in order (wgmma
   CHECK(mma);
 }
 
+TEST_CASE("mi300x and mi355x programs list the cdna3 plan's groups, with MFMA GEMM and flash prefill and the matrix-core gemv (an AMD emit refused for a gap, or binding the mma.sync kernels, fails)") {
+  for (const std::string device : {"mi300x", "mi355x"}) {
+    testing::EmitSpec s;
+    s.device = device;
+    s.buckets = {128};
+    s.rungs = {1, 4};
+    s.max_ctx = 512;
+    check_groups_match_plan(device, s);
+    auto a = testing::emit_checkpoint(ckpt(), s);
+    REQUIRE(a.ok());
+    CHECK(a->packet.target_class == (device == "mi300x" ? "cdna3" : "cdna4"));
+    CHECK(a->packet.sm_count == (device == "mi300x" ? 304u : 256u));
+    std::map<std::string, int> ops;
+    for (const auto& p : a->packet.programs)
+      for (const auto& d : p.instrs) ++ops[emit::find_opcode(d.opcode)->name];
+    CHECK(ops["gemm_bf16_mfma"] > 0);
+    CHECK(ops["flash_prefill_mfma"] > 0);
+    CHECK(ops["gemv_rmsnorm_qkv_rope"] > 0);
+    CHECK(ops.count("gemm_bf16_mma") == 0);
+    CHECK(ops.count("flash_prefill_mma") == 0);
+  }
+}
+
 TEST_CASE("the decode digest in build.json is the one the report shows for the same device and mode") {
   auto a = testing::emit_checkpoint(ckpt(), {});
   REQUIRE(a.ok());

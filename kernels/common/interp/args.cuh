@@ -70,9 +70,23 @@ struct MetIsNoBody<MetNoBody> {
 
 // The body of op `name` for one slice, run by the whole block: `a` its arguments, `slice` the
 // slice, `smem` the block's dynamic shared memory (sized by common/interp/smem.h).
+#if defined(__HIP_PLATFORM_AMD__)
+// AMD: each body is also a kernel of its own, extern "C" met_<op>(instr), whose block runs slice
+// blockIdx.x of one instruction. Its kernel descriptor met_<op>.kd is the entry point the AMD
+// cross-check reads (tests/kernels/hip/) and the one the HIP backend will look up by name
+// (docs/arch/interpreter.md); it also gives each body its own register, LDS and MFMA counts.
+#define MET_ENTRY(name)                                                                                 \
+  __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem); \
+  extern "C" __global__ void __launch_bounds__(MET_INTERP_THREADS) met_##name(const MetDevInstr* in) {  \
+    extern __shared__ __align__(16) unsigned char met_dynamic_smem[];                                   \
+    met_##name(met_load_##name(*in), blockIdx.x, met_dynamic_smem);                                     \
+  }                                                                                                     \
+  __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
+#else
 #define MET_ENTRY(name)                                                       \
   extern "C" __device__ const unsigned met_entry_##name = MET_OP_##name;      \
   __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
+#endif
 
 struct SliceRange {
   int64_t begin, end;

@@ -20,6 +20,13 @@ __device__ __forceinline__ u16 to_bf(float f) {
   const __nv_bfloat16 b = __float2bfloat16_rn(f);
   return *reinterpret_cast<const u16*>(&b);
 }
+#if defined(__HIP_PLATFORM_AMD__)
+typedef unsigned met_u32x4 __attribute__((ext_vector_type(4)));
+__device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, streamed (nontemporal)
+  const met_u32x4 v = __builtin_nontemporal_load(static_cast<const met_u32x4*>(p));
+  return make_uint4(v.x, v.y, v.z, v.w);
+}
+#else
 __device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, streamed
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -27,6 +34,7 @@ __device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, s
                : "l"(p));
   return v;
 }
+#endif
 
 // 8 bf16 values of one 16-byte word, and back (each value rounded once, as the scalar paths do).
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {

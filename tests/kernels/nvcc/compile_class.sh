@@ -18,34 +18,17 @@ device=$2
 outdir=$3
 root=$(cd "$(dirname "$0")/../../.." && pwd)
 kernels=${4:-$root/kernels}
-met_args=()
-[[ $# -eq 4 ]] && met_args=(--kernels "$kernels")
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [[ ! -x $nvcc ]]; then
   echo "error: nvcc not found (set NVCC, or put nvcc on PATH)" >&2
   exit 2
 fi
 
-build=$("$met" "${met_args[@]}" circuit kernels --hardware "$device" --build)
-arch=""
-defines=()
-sources=()
-while IFS= read -r line; do
-  case "$line" in
-    "arch "*) arch=${line#arch } ;;
-    "define "*) defines+=("-D${line#define }") ;;
-    "source "*) sources+=("${line#source }") ;;
-    *)
-      echo "error: unexpected line in \`met circuit kernels --hardware $device --build\`: '$line'" >&2
-      exit 2 ;;
-  esac
-done <<<"$build"
+# shellcheck source=../class_build.sh
+source "$(dirname "$0")/../class_build.sh"
+read_class_build "$met" "$device" ${4:+"$kernels"} || exit 2
 if [[ $arch != sm_* ]]; then
   echo "error: device '$device' builds for '$arch', not an NVIDIA sm_ arch; nvcc cannot compile its class" >&2
-  exit 2
-fi
-if [[ ${#sources[@]} -eq 0 ]]; then
-  echo "error: device '$device': the class chain has no sources" >&2
   exit 2
 fi
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Self-test of check_avail.sh on two doctored copies of the kernel tree, so a green cross-check
-# means something: (1) a body deleted from common/embed.cuh is lost by both met and the
-# compiled interpreter, the check still agrees, the plan turns its groups into gaps and emit
-# refuses them by name; (2) a kernel nvcc emits but the interpreter cannot dispatch (a C++-mangled
-# __global__) makes the check fail and name it.
-# Usage: selftest.sh MET [DEVICE]   (DEVICE: a hopper device, default h100-sxm; env NVCC)
+# means something: (1) a body deleted from common/embed.cuh is lost by both met and the compiled
+# class, the check still agrees, the plan turns its groups into gaps and emit refuses them by
+# name; (2) a kernel the compiler builds but met cannot name (a C++-mangled __global__) makes the
+# check fail and name it. The same cases hold for nvcc (an NVIDIA device) and HIP (an AMD one).
+# Usage: selftest.sh MET [DEVICE]   (default h100-sxm; env NVCC, MET_HIP_ROOT as check_avail.sh)
 set -u
 
 if [[ $# -lt 1 || $# -gt 2 ]]; then
@@ -14,8 +14,8 @@ fi
 met=$1
 device=${2:-h100-sxm}
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/met-nvcc-selftest.XXXXXX")
+root=$(cd "$here/../.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/met-avail-selftest.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 source_file=common/embed.cuh
 victim=embed  # a body every plan runs, with no other rule to fall back on
@@ -78,14 +78,14 @@ else
 fi
 report body_removed_both_lose_it_plan_gaps_emit_refuses "${why[@]}"
 
-# (2) A mangled kernel: nvcc emits _Z..., which is no entry point name met can report.
+# (2) A mangled kernel: the compiler emits _Z..., which is no entry point name met can report.
 cp -r "$root/kernels" "$work/mangled"
 printf '\n__global__ void met_selftest_mangled(int* p) { *p = 1; }\n' >>"$work/mangled/$source_file"
 why=()
 if bash "$here/check_avail.sh" "$met" "$device" "$work/mangled" >"$work/mangled.log" 2>&1; then
-  why+=("check_avail.sh agreed although nvcc emits a kernel met does not report")
-elif ! grep -A3 "nvcc emits, met does not say available" "$work/mangled.log" | grep -q "met_selftest_mangled"; then
-  why+=("check_avail.sh failed without listing met_selftest_mangled as emitted by nvcc only: $(tr '\n' ' ' <"$work/mangled.log")")
+  why+=("check_avail.sh agreed although the compiler builds a kernel met does not report")
+elif ! grep -A3 "builds, met does not say available" "$work/mangled.log" | grep -q "met_selftest_mangled"; then
+  why+=("check_avail.sh failed without listing met_selftest_mangled as built by the compiler only: $(tr '\n' ' ' <"$work/mangled.log")")
 fi
 report mangled_kernel_is_a_difference "${why[@]}"
 
