@@ -3,6 +3,12 @@
 # Compiles the persistent interpreter for sm_90a, refuses one whose bodies spill registers or use
 # local memory (ptxas -v: stack frame, spill stores, spill loads all 0 in every function, at most
 # the call-site save in the loop kernel), and writes a C++ source that returns the cubin's bytes.
+# The device probe (kernels/hopper/probe.cu) is built the same way with -DCALL_SAVE=0 (no function
+# may hold any local memory) and -DKERNELS=<a,b,...> (every one must be in the image). An image
+# whose wgmma ptxas serializes is refused too: its tensor cores would idle between instructions.
+if(NOT DEFINED CALL_SAVE)
+  set(CALL_SAVE 16)
+endif()
 execute_process(
   COMMAND ${NVCC} -cubin -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I${INC} -Xptxas -v -o ${CUBIN} ${SRC}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -10,14 +16,23 @@ file(WRITE ${LOG} "${out}${err}")
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "nvcc failed on ${SRC} (log: ${LOG}):\n${err}")
 endif()
-string(FIND "${err}" "Function properties for ${ENTRY}" at)
-if(at EQUAL -1)
-  message(FATAL_ERROR "ptxas -v printed no properties for ${ENTRY} (log: ${LOG})")
+string(REPLACE "," ";" kernels "${ENTRY},${KERNELS}")
+foreach(k ${kernels})
+  string(FIND "${err}" "Function properties for ${k}\n" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "ptxas -v printed no properties for ${k} (log: ${LOG})")
+  endif()
+endforeach()
+# ptxas says so when it serializes wgmma (C7511, C7515) or waits on one before a register it
+# defines is used (C7517): either way the tensor cores idle between instructions.
+string(REGEX MATCH "[^\n]*(wgmma[^\n]*serialized|warpgroup.wait is injected)[^\n]*" serialized "${err}")
+if(serialized)
+  message(FATAL_ERROR "ptxas serializes wgmma in ${SRC} (log: ${LOG}):\n${serialized}")
 endif()
 # Every function ptxas compiled: out-of-line bodies must keep everything in registers and shared
-# memory; the loop kernel may hold at most kCallSave bytes, the registers it saves around the call
+# memory; the loop kernel may hold at most CALL_SAVE bytes, the registers it saves around the call
 # to an out-of-line body (the gemv family's one shared copy, kernels/common/gemv.cuh).
-set(kCallSave 16)
+set(kCallSave ${CALL_SAVE})
 string(REGEX MATCHALL "Function properties for [^\n]+\n[^\n]*bytes spill loads" blocks "${err}")
 foreach(block ${blocks})
   string(REGEX MATCH "Function properties for ([^\n]+)" _ "${block}")

@@ -24,6 +24,8 @@ void add_model_commands(CLI::App& model, std::vector<Command>& out);
 void add_packet_commands(CLI::App& circuit, std::vector<Command>& out);
 // `met circuit emit|run` (src/cli/run_cmd.cpp).
 void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out);
+// `met circuit probe` (src/cli/probe_cmd.cpp).
+void add_probe_command(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out);
 // `met serve` (src/cli/serve_cmd.cpp).
 void add_serve_command(CLI::App& app, std::vector<Command>& out);
 

@@ -12,6 +12,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/version.hpp"
+#include "core/numfmt.hpp"
 #include "core/strings.hpp"
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
@@ -163,12 +164,13 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
   if (!graph) return error(graph.error().message);
   const auto sheet = estimate::make_basis(*target->device, estimate::BasisChoice::datasheet);
   const auto measured = estimate::make_basis(*target->device, estimate::BasisChoice::measured);
-  auto ceiling = [&](const interp::CampaignCase& c) {
+  auto estimate_of = [&](const interp::CampaignCase& c, const estimate::Basis& basis) {
     const bool decode = c.kind == "decode";
     const auto mode = !decode ? planner::Mode::prefill : c.rows == 1 ? planner::Mode::decode : planner::Mode::batch;
-    const std::int64_t ctx = decode ? c.ctx : 0;
-    return interp::Ceilings{estimate::estimate_case(*lib, *target, *graph, sheet, mode, c.rows, ctx, 1).ceiling_s,
-                            estimate::estimate_case(*lib, *target, *graph, measured, mode, c.rows, ctx, 1).ceiling_s};
+    return estimate::estimate_case(*lib, *target, *graph, basis, mode, c.rows, decode ? c.ctx : 0, 1);
+  };
+  auto ceiling = [&](const interp::CampaignCase& c) {
+    return interp::Ceilings{estimate_of(c, sheet).ceiling_s, estimate_of(c, measured).ceiling_s};
   };
   interp::CampaignOptions o;
   o.warmup = a.warmup;
@@ -176,6 +178,25 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
   o.seed = a.seed ? a.seed : 1;
   auto res = interp::run_campaign(backend, assets, cases, ceiling, o);
   if (!res) return error(res.error().message);
+  // Every case against the device's measured read bandwidth (`met circuit probe`): the bytes the
+  // planner counts for it (weights, KV cache, activations) over its median step.
+  std::string read_line;
+  const auto& probed = target->device->measured;
+  if (probed && probed->read_gbs && (*res)["cases"].size() == cases.size()) {
+    (*res)["measured_read_gbs"] = *probed->read_gbs;
+    (*res)["measured_read_cite"] = probed->cite;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      auto& c = (*res)["cases"][i];
+      const auto e = estimate_of(cases[i], measured);
+      const double bytes = e.weight_bytes + e.kv_bytes + e.other_bytes, median_ms = c["ms"]["median"].get<double>();
+      c["bytes"] = bytes;
+      c["read_bw_share"] = median_ms > 0 ? bytes / (median_ms * 1e-3) / (*probed->read_gbs * 1e9) : 0.0;
+      read_line += fmt::format("{}{} {}{}: {}", read_line.empty() ? "" : ", ", cases[i].kind, cases[i].rows,
+                               cases[i].kind == "decode" ? fmt::format(" ctx {}", cases[i].ctx) : "", fmt_fixed(c["read_bw_share"].get<double>(), 3));
+    }
+    read_line = fmt::format("\nShare of the measured read bandwidth ({} GB/s, {}; bytes the planner counts / median step): {}\n",
+                            fmt_sig(*probed->read_gbs, 4), probed->cite, read_line);
+  }
   const auto build = nlohmann::json::parse(assets.build_json, nullptr, false);
   const std::string model = build.is_object() ? build.value("network", build.value("model", "model")) : "model";
   const std::time_t now = std::time(nullptr);
@@ -191,7 +212,7 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return error(dir.string() + ": " + ec.message());
-  const std::string md = interp::campaign_markdown(*res) + "\nCommand: `" + cmd + "`\n";
+  const std::string md = interp::campaign_markdown(*res) + read_line + "\nCommand: `" + cmd + "`\n";
   for (const auto& [ext, bytes] : std::map<std::string, std::string>{{".json", res->dump(2) + "\n"}, {".md", md}}) {
     const fs::path p = dir / (std::string(stamp) + ext);
     const fs::path tmp = p.string() + ".tmp";

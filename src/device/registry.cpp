@@ -144,16 +144,17 @@ Expected<std::map<std::string, double>> parse_peaks(const std::string& file, con
 Expected<Measured> parse_measured(const std::string& file, const toml::table& t, const std::string& what,
                                   const Registry& reg) {
   Fields f(file, t, what + " measured");
-  std::vector<std::string> allowed = {"bandwidth_gbs", "cite"};
+  std::vector<std::string> allowed = {"read_gbs", "copy_gbs", "cite"};
   allowed.insert(allowed.end(), peak_keys().begin(), peak_keys().end());
   for (const auto& [k, node] : t) {
     const std::string key(k.str());
     if (!contains(allowed, key)) return f.error_at(key, fmt::format("unknown key {}", known(allowed)));
   }
   Measured m;
-  if (f.has("bandwidth_gbs")) {
-    MET_TRY(double bw, positive(f, "bandwidth_gbs"));
-    m.bandwidth_gbs = bw;
+  for (auto [key, slot] : {std::pair{"read_gbs", &m.read_gbs}, std::pair{"copy_gbs", &m.copy_gbs}}) {
+    if (!f.has(key)) continue;
+    MET_TRY(double gbs, positive(f, key));
+    *slot = gbs;
   }
   for (const std::string& key : peak_keys()) {
     if (!f.has(key)) continue;
@@ -162,7 +163,7 @@ Expected<Measured> parse_measured(const std::string& file, const toml::table& t,
   MET_TRY(std::string cite, f.str("cite"));
   MET_TRY(m.cite, cited_source(f, reg, "cite", cite));
   MET_CHECK(f.done());
-  if (!m.bandwidth_gbs && m.peaks.empty()) return f.error("holds no measured figure");
+  if (!m.read_gbs && !m.copy_gbs && m.peaks.empty()) return f.error("holds no measured figure");
   return m;
 }
 

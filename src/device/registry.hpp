@@ -25,9 +25,11 @@ struct Interconnect {
   double gbs = 0;    // GB/s per direction per device
 };
 
-// Figures measured on our own device of this SKU, beside the datasheet ones.
+// Figures measured on our own device of this SKU, beside the datasheet ones (`met circuit probe`
+// measures them). The measured basis costs memory traffic at the read bandwidth.
 struct Measured {
-  std::optional<double> bandwidth_gbs;   // device-to-device copy, bytes read + written
+  std::optional<double> read_gbs;        // streaming read, GB/s
+  std::optional<double> copy_gbs;        // device-to-device copy, bytes read + written, GB/s
   std::map<std::string, double> peaks;   // peak key -> TFLOP/s ("bf16" -> 790)
   std::string cite;                      // source key
 };

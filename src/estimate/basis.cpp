@@ -29,7 +29,8 @@ Basis make_basis(const device::Device& d, BasisChoice choice) {
   for (const auto& [key, tflops] : d.peaks) b.peaks[key] = {tflops * kTera, "datasheet", cite_of(d, "peaks." + key)};
   b.interconnect = {d.interconnect.gbs * kGB, "datasheet", cite_of(d, "interconnect")};
   if (choice == BasisChoice::measured && d.measured) {
-    if (d.measured->bandwidth_gbs) b.bandwidth = {*d.measured->bandwidth_gbs * kGB, "measured", d.measured->cite};
+    // Streaming read, not copy: what a memory-bound step does is read weights and caches.
+    if (d.measured->read_gbs) b.bandwidth = {*d.measured->read_gbs * kGB, "measured", d.measured->cite};
     for (const auto& [key, tflops] : d.measured->peaks) b.peaks[key] = {tflops * kTera, "measured", d.measured->cite};
   }
   return b;

@@ -25,10 +25,12 @@ Expected<const Api*> open_api() {
   static Api a{};
   std::string missing;
   resolve(lib, a.Init, "cuInit", missing);
+  resolve(lib, a.DriverGetVersion, "cuDriverGetVersion", missing);
   resolve(lib, a.DeviceGetCount, "cuDeviceGetCount", missing);
   resolve(lib, a.DeviceGet, "cuDeviceGet", missing);
   resolve(lib, a.DeviceGetAttribute, "cuDeviceGetAttribute", missing);
   resolve(lib, a.DeviceGetName, "cuDeviceGetName", missing);
+  resolve(lib, a.DeviceTotalMem, "cuDeviceTotalMem_v2", missing);
   resolve(lib, a.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", missing);
   resolve(lib, a.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", missing);
   resolve(lib, a.CtxSetCurrent, "cuCtxSetCurrent", missing);
@@ -39,11 +41,13 @@ Expected<const Api*> open_api() {
   resolve(lib, a.FuncSetAttribute, "cuFuncSetAttribute", missing);
   resolve(lib, a.OccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", missing);
   resolve(lib, a.LaunchCooperativeKernel, "cuLaunchCooperativeKernel", missing);
+  resolve(lib, a.LaunchKernel, "cuLaunchKernel", missing);
   resolve(lib, a.MemAlloc, "cuMemAlloc_v2", missing);
   resolve(lib, a.MemFree, "cuMemFree_v2", missing);
   resolve(lib, a.MemGetInfo, "cuMemGetInfo_v2", missing);
   resolve(lib, a.MemcpyHtoD, "cuMemcpyHtoD_v2", missing);
   resolve(lib, a.MemcpyDtoH, "cuMemcpyDtoH_v2", missing);
+  resolve(lib, a.MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
   resolve(lib, a.MemsetD8, "cuMemsetD8_v2", missing);
   resolve(lib, a.MemsetD32Async, "cuMemsetD32Async", missing);
   resolve(lib, a.StreamCreate, "cuStreamCreate", missing);

@@ -1,7 +1,7 @@
 // The CUDA driver API as met uses it: libcuda.so.1 opened at run time (met links no CUDA library,
 // so the same binary runs on machines without a GPU), the handful of entry points the cuda backend
-// calls, and one checking macro that turns every failing call into a located error naming the call
-// and the driver's own error name and text.
+// and the device probe call, and one checking macro that turns every failing call into a located
+// error naming the call and the driver's own error name and text.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +23,10 @@ using Stream = struct StreamSt*;
 using Event = struct EventSt*;
 
 // CUdevice_attribute / CUfunction_attribute values used here.
+inline constexpr int kAttrClockRate = 13;            // kHz
 inline constexpr int kAttrMultiprocessorCount = 16;
+inline constexpr int kAttrMemoryClockRate = 36;      // kHz
+inline constexpr int kAttrGlobalMemoryBusWidth = 37; // bits
 inline constexpr int kAttrComputeMajor = 75;
 inline constexpr int kAttrComputeMinor = 76;
 inline constexpr int kAttrCooperativeLaunch = 95;
@@ -32,10 +35,12 @@ inline constexpr int kFuncMaxDynamicSmem = 8;
 
 struct Api {
   Result (*Init)(unsigned);
+  Result (*DriverGetVersion)(int*);
   Result (*DeviceGetCount)(int*);
   Result (*DeviceGet)(Device*, int);
   Result (*DeviceGetAttribute)(int*, int, Device);
   Result (*DeviceGetName)(char*, int, Device);
+  Result (*DeviceTotalMem)(std::size_t*, Device);
   Result (*DevicePrimaryCtxRetain)(Context*, Device);
   Result (*DevicePrimaryCtxRelease)(Device);
   Result (*CtxSetCurrent)(Context);
@@ -47,11 +52,14 @@ struct Api {
   Result (*OccupancyMaxActiveBlocksPerMultiprocessor)(int*, Function, int, std::size_t);
   Result (*LaunchCooperativeKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream,
                                     void**);
+  Result (*LaunchKernel)(Function, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, Stream, void**,
+                         void**);
   Result (*MemAlloc)(DevicePtr*, std::size_t);
   Result (*MemFree)(DevicePtr);
   Result (*MemGetInfo)(std::size_t*, std::size_t*);
   Result (*MemcpyHtoD)(DevicePtr, const void*, std::size_t);
   Result (*MemcpyDtoH)(void*, DevicePtr, std::size_t);
+  Result (*MemcpyDtoDAsync)(DevicePtr, DevicePtr, std::size_t, Stream);
   Result (*MemsetD8)(DevicePtr, unsigned char, std::size_t);
   Result (*MemsetD32Async)(DevicePtr, unsigned, std::size_t, Stream);
   Result (*StreamCreate)(Stream*, unsigned);

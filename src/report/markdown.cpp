@@ -20,7 +20,8 @@ std::string basis_lines(const estimate::Analysis& an) {
   const auto& d = *an.device;
   if (d.measured && b.choice == estimate::BasisChoice::datasheet) {
     std::vector<std::string> m;
-    if (d.measured->bandwidth_gbs) m.push_back(fmt::format("bandwidth {} GB/s", fmt_sig(*d.measured->bandwidth_gbs, 4)));
+    if (d.measured->read_gbs) m.push_back(fmt::format("read {} GB/s", fmt_sig(*d.measured->read_gbs, 4)));
+    if (d.measured->copy_gbs) m.push_back(fmt::format("copy {} GB/s", fmt_sig(*d.measured->copy_gbs, 4)));
     for (const auto& [k, v] : d.measured->peaks) m.push_back(fmt::format("{} {} TFLOP/s", k, fmt_sig(v, 4)));
     s += fmt::format("; measured on our device ({}): {} (`--basis measured` uses them)", d.measured->cite, join(m, ", "));
   }

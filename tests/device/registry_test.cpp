@@ -136,11 +136,12 @@ TEST_CASE("h200-sxm carries its datasheet and measured figures") {
   CHECK(d->arch == "sm_90a");
   CHECK(d->bandwidth_gbs == 4800.0);
   CHECK(d->instructions.count("wgmma") == 1);
+  // The measured figures are `met circuit probe`'s (they change with each probe; their values are
+  // tested where they are used).
   REQUIRE(d->measured.has_value());
-  REQUIRE(d->measured->bandwidth_gbs.has_value());
-  CHECK(*d->measured->bandwidth_gbs == 4250.0);
-  CHECK(d->measured->peaks.at("bf16") == 790.0);
-  CHECK(d->measured->cite == "met-h200-measured");
+  CHECK((d->measured->read_gbs || d->measured->copy_gbs));
+  CHECK(d->measured->peaks.count("bf16") == 1);
+  CHECK(reg->sources.count(d->measured->cite) == 1);
   CHECK(reg->sources.at("met-h200-measured").url == "perf-data/h200-sxm/");
   CHECK(d->visible_gib == 139.8);
   CHECK(d->cites.at("visible_gib") == "met-h200-measured");
@@ -362,12 +363,31 @@ TEST_CASE("a measured block with an unknown figure is refused and its keys liste
   const std::string msg = error_of(text);
   CHECK(msg.find(at_line_of(text, "bandwith_gbs")) == 0);
   CHECK(msg.find("device 'gpu-b' measured") != std::string::npos);
-  CHECK(msg.find("'bandwith_gbs': unknown key (known: bandwidth_gbs, cite, fp64,") != std::string::npos);
+  CHECK(msg.find("'bandwith_gbs': unknown key (known: read_gbs, copy_gbs, cite, fp64,") != std::string::npos);
+}
+
+TEST_CASE("a measured block with the old bandwidth_gbs is refused: copy and read bandwidth are different figures") {
+  const std::string text =
+      mutate(kBase, "bf16 = 989.4\n", "bf16 = 989.4\n\n[device.measured]\nbandwidth_gbs = 4250.0\ncite = \"paper\"\n");
+  const std::string msg = error_of(text);
+  CHECK(msg.find(at_line_of(text, "bandwidth_gbs = 4250.0")) == 0);
+  CHECK(msg.find("'bandwidth_gbs': unknown key (known: read_gbs, copy_gbs,") != std::string::npos);
+}
+
+TEST_CASE("a measured block reads read_gbs and copy_gbs apart") {
+  const std::string text = mutate(kBase, "bf16 = 989.4\n",
+                                  "bf16 = 989.4\n\n[device.measured]\nread_gbs = 4262.0\ncopy_gbs = 4105.0\nbf16 = 821.0\ncite = \"paper\"\n");
+  auto reg = load_text(text);
+  REQUIRE(reg.ok());
+  const auto& m = *reg->find("gpu-b")->measured;
+  CHECK(*m.read_gbs == 4262.0);
+  CHECK(*m.copy_gbs == 4105.0);
+  CHECK(m.peaks.at("bf16") == 821.0);
 }
 
 TEST_CASE("a measured block must cite a defined source") {
   const std::string text =
-      mutate(kBase, "bf16 = 989.4\n", "bf16 = 989.4\n\n[device.measured]\nbandwidth_gbs = 4250.0\ncite = \"ours\"\n");
+      mutate(kBase, "bf16 = 989.4\n", "bf16 = 989.4\n\n[device.measured]\nread_gbs = 4250.0\ncite = \"ours\"\n");
   const std::string msg = error_of(text);
   CHECK(msg.find(at_line_of(text, "\"ours\"")) == 0);
   CHECK(msg.find("unknown source 'ours'") != std::string::npos);

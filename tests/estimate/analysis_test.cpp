@@ -14,6 +14,7 @@ using met::testing::contains;
 using met::testing::Loaded;
 namespace estimate = met::estimate;
 namespace planner = met::planner;
+namespace device = met::device;
 
 namespace {
 
@@ -250,19 +251,40 @@ TEST_CASE("host-cpu has no interconnect: TP is not applicable and TP 2 is refuse
   CHECK(contains(an.error().message, "interconnect"));
 }
 
-TEST_CASE("the measured basis uses the h200's measured bandwidth; datasheet ignores it") {
+TEST_CASE("the measured basis uses the h200's measured read bandwidth and bf16 rate; datasheet ignores them") {
   const Loaded l;
   const auto* d = l.lib.registry.find("h200-sxm");
   REQUIRE(d);
+  REQUIRE(d->measured);
   const auto m = estimate::make_basis(*d, estimate::BasisChoice::measured);
   const auto s = estimate::make_basis(*d, estimate::BasisChoice::datasheet);
-  CHECK(m.bandwidth.value == doctest::Approx(4250e9));
-  CHECK(m.bandwidth.source == "measured");
+  if (d->measured->read_gbs) {
+    CHECK(m.bandwidth.value == doctest::Approx(*d->measured->read_gbs * 1e9));
+    CHECK(m.bandwidth.source == "measured");
+  }
   CHECK(s.bandwidth.value == doctest::Approx(4800e9));
-  CHECK(m.peak("bf16").value == doctest::Approx(790e12));
+  CHECK(m.peak("bf16").value == doctest::Approx(d->measured->peaks.at("bf16") * 1e12));
+  CHECK(m.peak("bf16").source == "measured");
   CHECK(s.peak("bf16").value == doctest::Approx(989.4e12));
   CHECK(m.peak("fp8").value == doctest::Approx(1978.9e12));  // not measured: datasheet
   CHECK(m.peak("fp8").source == "datasheet");
+}
+
+TEST_CASE("the measured basis costs bytes at the read bandwidth, never the copy one; without a read figure, the datasheet's") {
+  device::Device d;
+  d.bandwidth_gbs = 4800;
+  d.peaks = {{"fp32", 66.9}, {"bf16", 989.4}};
+  d.measured = device::Measured{};
+  d.measured->copy_gbs = 4105;
+  d.measured->cite = "probe";
+  const auto no_read = estimate::make_basis(d, estimate::BasisChoice::measured);
+  CHECK(no_read.bandwidth.value == doctest::Approx(4800e9));
+  CHECK(no_read.bandwidth.source == "datasheet");
+  d.measured->read_gbs = 4262;
+  const auto read = estimate::make_basis(d, estimate::BasisChoice::measured);
+  CHECK(read.bandwidth.value == doctest::Approx(4262e9));
+  CHECK(read.bandwidth.source == "measured");
+  CHECK(read.bandwidth.cite == "probe");
 }
 
 TEST_CASE("h100-sxm and h200-sxm: one plan digest, different ceilings on different bandwidth bases") {
@@ -291,8 +313,7 @@ TEST_CASE("h100-sxm and h200-sxm: one plan digest, different ceilings on differe
     estimate::Options measured = opt;
     measured.basis = estimate::BasisChoice::measured;
     auto h200m = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", measured);
-    CHECK(h200m->an.basis.bandwidth.value == doctest::Approx(4250e9));
-    CHECK(h200m->an.basis.bandwidth.source == "measured");
+    CHECK(h200m->an.basis.peak("bf16").source == "measured");
     CHECK(h200m->an.plan.digest == h200->an.plan.digest);
     CHECK(h200m->an.requested.ceiling_s > h200->an.requested.ceiling_s);
     CHECK(h100->an.fit.usable < h200->an.fit.usable);
