@@ -148,10 +148,20 @@ __device__ __forceinline__ double floor(double a) { return __builtin_floor(a); }
 __device__ __forceinline__ double ceil(double a) { return __builtin_ceil(a); }
 // The backend expands exp into v_exp_f32 with range reduction (no device library).
 __device__ __forceinline__ float expf(float a) { return __builtin_expf(a); }
+// exp(u) - 1 without the cancellation near 0 (a series there), so tanh keeps its relative
+// precision for small arguments (softcap divides by the cap).
+__device__ __forceinline__ float met_expm1f(float u) {
+  if (fabsf(u) >= 0.5f) return expf(u) - 1.f;
+  float term = u, sum = u;
+  for (int k = 2; k <= 9; ++k) {
+    term *= u / k;
+    sum += term;
+  }
+  return sum;
+}
 __device__ __forceinline__ float tanhf(float a) {
-  const float e = expf(-2.f * fabsf(a));
-  const float t = (1.f - e) / (1.f + e);
-  return __builtin_copysignf(t, a);
+  const float u = met_expm1f(-2.f * fabsf(a));
+  return __builtin_copysignf(-u / (u + 2.f), a);
 }
 
 // Double precision for rope's angles, where the cpu uses libm: series evaluated far past double
