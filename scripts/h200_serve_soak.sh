@@ -16,6 +16,7 @@ export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 xz -dc .device/node.xz >"$work/bin/node" && chmod +x "$work/bin/node"
 export PATH="$work/bin:$PATH"
 [ -d tests/serve/client/node_modules/openai ] || tar xJf .device/client-node_modules.tar.xz -C tests/serve/client
+[ -d .device/serve ] || tar xJf .device/serve.tar.xz -C .device
 export QWEN_TOKENIZER_DIR="$root/.device/serve"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "node $(node --version)"
