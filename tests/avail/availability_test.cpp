@@ -311,7 +311,7 @@ TEST_CASE("the checked-in kernel tree: every device's build agrees with its clas
     auto a = compute_availability(tree, *chain, d, *reg);
     REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
     CHECK_MESSAGE(!a->kernels.empty(), d.id);
-    for (const auto& [name, st] : a->kernels) CHECK_MESSAGE(st.available == st.why.empty(), name);
+    for (const auto& kernel : a->kernels) CHECK_MESSAGE(kernel.second.available == kernel.second.why.empty(), kernel.first);
   }
   // Guards from docs/arch/kernels.md: the mma.sync GEMM runs on hopper, whose wgmma GEMM has no
   // body yet (a port-list entry, never "available"); AMD lacks mma.sync.

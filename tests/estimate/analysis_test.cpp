@@ -289,8 +289,10 @@ TEST_CASE("the measured basis costs bytes at the read bandwidth, never the copy 
 
 TEST_CASE("h100-sxm and h200-sxm: one plan digest, different ceilings on different bandwidth bases") {
   const Loaded l;
-  for (auto [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
-                            std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+  for (auto mode_rows : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
+                         std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+    const planner::Mode mode = mode_rows.first;
+    const std::int64_t rows = mode_rows.second;
     CAPTURE(rows);
     estimate::Options opt;
     opt.mode = mode;

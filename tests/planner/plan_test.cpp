@@ -77,8 +77,10 @@ TEST_CASE("devices of one class share the plan digest (catches the device id in 
   const auto h100 = l.target("h100-sxm");
   const auto h200 = l.target("h200-sxm");
   std::set<std::string> digests;
-  for (auto [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
-                            std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+  for (auto mode_rows : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
+                         std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+    const planner::Mode mode = mode_rows.first;
+    const std::int64_t rows = mode_rows.second;
     CAPTURE(rows);
     const auto a = plan_of(l, h100, graph, mode, rows);
     const auto b = plan_of(l, h200, graph, mode, rows);
@@ -96,7 +98,9 @@ TEST_CASE("devices of one class share the plan digest (catches the device id in 
 TEST_CASE("two runs give byte-identical plans (catches hidden state or hash-order output)") {
   const Loaded a;
   const Loaded b;
-  for (const auto& [instance, device] : kShuffleCases) {
+  for (const auto& instance_device : kShuffleCases) {
+    const std::string& instance = instance_device.first;
+    const std::string& device = instance_device.second;
     CAPTURE(instance);
     CAPTURE(device);
     const std::string first = plans_text(a, instance, device);
@@ -112,7 +116,9 @@ TEST_CASE("shuffled [[device]], [[rule]], [[family]] and [[instance]] order give
     const Loaded shuffled(shuffled_tree(seed));
     CHECK(shuffled.lib.registry.ids() == base.lib.registry.ids());
     CHECK(shuffled.lib.instance_ids() == base.lib.instance_ids());
-    for (const auto& [instance, device] : kShuffleCases) {
+    for (const auto& instance_device : kShuffleCases) {
+      const std::string& instance = instance_device.first;
+      const std::string& device = instance_device.second;
       CAPTURE(instance);
       CAPTURE(device);
       const auto rules_a = base.target(device).rules;
@@ -269,8 +275,10 @@ TEST_CASE("fp8 weights on a device without fp8 MMA plan as emulation or no path,
   const Loaded l;
   const auto graph = l.graph("qwen3-8b-fp8");
   const auto target = l.target("a100-sxm-80g");
-  for (auto [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
-                            std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+  for (auto mode_rows : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::batch, std::int64_t{16}},
+                         std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+    const planner::Mode mode = mode_rows.first;
+    const std::int64_t rows = mode_rows.second;
     CAPTURE(rows);
     const auto plan = plan_of(l, target, graph, mode, rows);
     int fp8_nodes = 0;
@@ -304,9 +312,12 @@ TEST_CASE("every golden instance has one digest per class, whichever device of t
   for (const auto& d : l.lib.registry.devices) by_class[d.klass].push_back(d.id);
   for (const auto& id : l.lib.instance_ids()) {
     const auto graph = l.graph(id);
-    for (const auto& [klass, devices] : by_class) {
+    for (const auto& class_devices : by_class) {
+      const std::vector<std::string>& devices = class_devices.second;
       if (devices.size() < 2) continue;
-      for (auto [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+      for (auto mode_rows : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+        const planner::Mode mode = mode_rows.first;
+        const std::int64_t rows = mode_rows.second;
         const auto first = plan_of(l, l.target(devices.front()), graph, mode, rows);
         for (std::size_t i = 1; i < devices.size(); ++i) {
           CAPTURE(id);

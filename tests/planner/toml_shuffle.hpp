@@ -72,7 +72,9 @@ inline std::string shuffle_tables(const std::string& text, const std::string& na
 inline MemTree shuffled_tree(unsigned seed) {
   MemTree tree = real_tree();
   int changed = 0;
-  for (auto& [path, bytes] : tree.files()) {
+  for (auto& file : tree.files()) {
+    const std::string& path = file.first;
+    std::string& bytes = file.second;
     std::string name;
     if (path == "DEVICES.toml") name = "device";
     else if (path == "circuits/INSTANCES.toml") name = "instance";

@@ -33,7 +33,9 @@ std::string report_bytes(const Loaded& l, const std::string& instance, const std
 TEST_CASE("two runs give byte-identical json, markdown and html (catches hidden state or hash-order output)") {
   const Loaded a;
   const Loaded b;
-  for (const auto& [instance, device] : kCases) {
+  for (const auto& instance_device : kCases) {
+    const std::string& instance = instance_device.first;
+    const std::string& device = instance_device.second;
     CAPTURE(instance);
     CAPTURE(device);
     const std::string first = report_bytes(a, instance, device);
@@ -47,7 +49,9 @@ TEST_CASE("shuffled [[device]], [[rule]], [[family]] and [[instance]] tables giv
   for (unsigned seed : {3u, 4u}) {
     CAPTURE(seed);
     const Loaded shuffled(shuffled_tree(seed));
-    for (const auto& [instance, device] : kCases) {
+    for (const auto& instance_device : kCases) {
+      const std::string& instance = instance_device.first;
+      const std::string& device = instance_device.second;
       CAPTURE(instance);
       CAPTURE(device);
       const std::string want = report_bytes(base, instance, device);

@@ -44,7 +44,9 @@ const std::vector<std::pair<std::string, std::string>> kCases = {
 
 TEST_CASE("json reports parse, carry schema met-report/1 and only finite numbers (catches NaN or inf written as null)") {
   const Loaded l;
-  for (const auto& [instance, device] : kCases) {
+  for (const auto& instance_device : kCases) {
+    const std::string& instance = instance_device.first;
+    const std::string& device = instance_device.second;
     CAPTURE(instance);
     CAPTURE(device);
     auto c = analyse(l, instance, device);
@@ -160,7 +162,9 @@ TEST_CASE("compare_outputs reports a golden file no longer produced and a new fi
 
 TEST_CASE("the html page is self-contained: no scripts, no external resources, only the svg namespace") {
   const Loaded l;
-  for (const auto& [instance, device] : kCases) {
+  for (const auto& instance_device : kCases) {
+    const std::string& instance = instance_device.first;
+    const std::string& device = instance_device.second;
     CAPTURE(instance);
     CAPTURE(device);
     auto c = analyse(l, instance, device);
