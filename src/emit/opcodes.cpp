@@ -199,18 +199,26 @@ std::int64_t col_parts(const InstrDesc& instr) {
   return std::max<std::int64_t>(1, instr.ints[static_cast<std::size_t>(k)]);
 }
 
+namespace {
+// part * total / parts without overflow (a packet's sizes are untrusted until verified).
+std::int64_t share(std::int64_t part, std::int64_t total, std::int64_t parts) {
+  __extension__ using i128 = __int128;
+  return static_cast<std::int64_t>(static_cast<i128>(part) * total / parts);
+}
+}  // namespace
+
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice) {
   const std::int64_t rows = instr.ints.empty() ? 0 : instr.ints[0];
   const std::int64_t cols = col_parts(instr);
   const std::int64_t n = std::max<std::int64_t>(1, instr.slices / cols);
   const std::int64_t part = slice / cols;
-  return {std::min(rows, part * rows / n), std::min(rows, (part + 1) * rows / n)};
+  return {std::min(rows, share(part, rows, n)), std::min(rows, share(part + 1, rows, n))};
 }
 
 RowRange slice_cols(const InstrDesc& instr, std::uint32_t slice, std::int64_t n) {
   const std::int64_t cols = col_parts(instr);
   const std::int64_t part = slice % cols;
-  return {part * n / cols, (part + 1) * n / cols};
+  return {share(part, n, cols), share(part + 1, n, cols)};
 }
 
 int int_index(const OpcodeInfo& op, std::string_view name) {

@@ -3,6 +3,7 @@
 // over the scope it was defined in; namespace() objects are the one thing assignments mutate.
 #include "text/jinja.hpp"
 
+#include <limits>
 #include <map>
 
 #include "text/jinja_builtins.hpp"
@@ -92,7 +93,10 @@ struct Interpreter {
         require_defined(v);
         if (!v.is_number()) throw RenderError("bad operand type for unary " + e.name + ": '" + v.type_name() + "'");
         if (e.name == "+") return v.is_float() ? v : Value(v.as_int());
-        return v.is_float() ? Value(-v.as_double()) : Value(-v.as_int());
+        if (v.is_float()) return Value(-v.as_double());
+        if (v.as_int() == std::numeric_limits<std::int64_t>::min())
+          throw RenderError("integer overflow in unary - (met's template integers are 64-bit)");
+        return Value(-v.as_int());
       }
       case Expr::Kind::binary: return binary_op(e.name, eval(*e.args[0], scope), eval(*e.args[1], scope));
       case Expr::Kind::logical_and: {

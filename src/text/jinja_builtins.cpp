@@ -499,6 +499,19 @@ bool contains(const Value& container, const Value& item) {
   raise("argument of type '" + container.type_name() + "' is not iterable");
 }
 
+namespace {
+// Integers are 64-bit here (Python's are unbounded): a result that does not fit is an error, never
+// a wrapped value.
+// Passing r by value, checked(op, __builtin_mul_overflow(x, y, &r), r) could read r before the builtin
+// writes it (argument evaluation order is unspecified), so the result comes in by pointer.
+std::int64_t checked(const std::string& op, bool overflow, const std::int64_t* r) {
+  if (overflow) raise("integer overflow in " + op + " (met's template integers are 64-bit)");
+  return *r;
+}
+// A string or list repeated n times may hold at most this many bytes or items.
+constexpr std::int64_t kMaxRepeat = std::int64_t{1} << 26;
+}  // namespace
+
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") return Value(a.str() + b.str());
   require_defined(a);
@@ -509,7 +522,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   bool nums = a.is_number() && b.is_number();
   bool ints = nums && !a.is_float() && !b.is_float();
   if (op == "+") {
-    if (ints) return Value(a.as_int() + b.as_int());
+    if (ints) {
+      std::int64_t r = 0;
+      return Value(checked(op, __builtin_add_overflow(a.as_int(), b.as_int(), &r), &r));
+    }
     if (nums) return Value(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
@@ -521,17 +537,25 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return unsupported();
   }
   if (op == "-") {
-    if (ints) return Value(a.as_int() - b.as_int());
+    if (ints) {
+      std::int64_t r = 0;
+      return Value(checked(op, __builtin_sub_overflow(a.as_int(), b.as_int(), &r), &r));
+    }
     if (nums) return Value(a.as_double() - b.as_double());
     return unsupported();
   }
   if (op == "*") {
-    if (ints) return Value(a.as_int() * b.as_int());
+    if (ints) {
+      std::int64_t r = 0;
+      return Value(checked(op, __builtin_mul_overflow(a.as_int(), b.as_int(), &r), &r));
+    }
     if (nums) return Value(a.as_double() * b.as_double());
     const Value* seq = a.is_string() || a.is_list() ? &a : b.is_string() || b.is_list() ? &b : nullptr;
     const Value* count = seq == &a ? &b : &a;
     if (seq && (count->is_int() || count->is_bool())) {
       std::int64_t n = std::max<std::int64_t>(0, count->as_int());
+      const auto unit = static_cast<std::int64_t>(seq->is_string() ? seq->as_string().size() : seq->items().size());
+      if (unit > 0 && n > kMaxRepeat / unit) raise("repetition by " + std::to_string(n) + " is too large");
       if (seq->is_string()) {
         std::string out;
         for (std::int64_t i = 0; i < n; ++i) out += seq->as_string();
@@ -555,6 +579,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (b.as_double() == 0) raise(op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
     if (ints) {
       std::int64_t x = a.as_int(), y = b.as_int();
+      if (y == -1) {  // the one quotient that can overflow: INT64_MIN // -1
+        std::int64_t neg = 0;
+        return op == "//" ? Value(checked(op, __builtin_sub_overflow(std::int64_t{0}, x, &neg), &neg)) : Value(std::int64_t{0});
+      }
       std::int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) {
         --q;
@@ -571,7 +599,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "**") {
     if (ints && b.as_int() >= 0) {
       std::int64_t r = 1, base = a.as_int();
-      for (std::int64_t e = b.as_int(); e > 0; --e) r *= base;
+      for (std::int64_t e = b.as_int(); e > 0; e >>= 1) {  // by squaring: an exponent of 10**18 is 60 steps
+        if (e & 1) r = checked(op, __builtin_mul_overflow(r, base, &r), &r);
+        if (e > 1) base = checked(op, __builtin_mul_overflow(base, base, &base), &base);
+      }
       return Value(r);
     }
     return Value(std::pow(a.as_double(), b.as_double()));
@@ -906,7 +937,10 @@ const std::map<std::string, FilterFn>& filters() {
       {"int", [](const Value& v, Bound& b) { return to_int(v, b.get(0, "default", Value(0)), b.get(1, "base", Value(10)).as_int()); }},
       {"float", [](const Value& v, Bound& b) { return to_float(v, b.get(0, "default", Value(0.0))); }},
       {"abs", [](const Value& v, Bound&) -> Value {
-         if (v.is_int() || v.is_bool()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
+         if (v.is_int() || v.is_bool()) {
+           std::int64_t r = 0;
+           return Value(v.as_int() < 0 ? checked("abs", __builtin_sub_overflow(std::int64_t{0}, v.as_int(), &r), &r) : v.as_int());
+         }
          if (v.is_float()) return Value(std::fabs(v.as_double()));
          raise("bad operand type for abs(): '" + v.type_name() + "'");
        }},
@@ -1025,9 +1059,10 @@ std::map<std::string, Value> make_globals() {
     if (step == 0) raise("range() arg 3 must not be zero");
     constexpr std::int64_t kMaxRange = 100000;  // jinja2.sandbox.MAX_RANGE
     std::vector<Value> out;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (static_cast<std::int64_t>(out.size()) >= kMaxRange) raise("range too big");
       out.emplace_back(i);
+      if (__builtin_add_overflow(i, step, &i)) break;  // past the end either way
     }
     return Value::list(std::move(out));
   });

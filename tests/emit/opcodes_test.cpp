@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <regex>
 #include <set>
@@ -143,6 +144,12 @@ TEST_CASE("slice s of S covers rows [s*R/S, (s+1)*R/S)") {
     next = r.end;
   }
   CHECK(next == 10);
+  // sizes from an unverified packet: the products do not overflow (found by packet_fuzz)
+  d.ints = {std::numeric_limits<std::int64_t>::max()};
+  d.slices = 3;
+  CHECK(slice_rows(d, 2).end == std::numeric_limits<std::int64_t>::max());
+  CHECK(slice_rows(d, 1).begin == std::numeric_limits<std::int64_t>::max() / 3);
+  CHECK(slice_cols(d, 0, std::numeric_limits<std::int64_t>::max()).end == std::numeric_limits<std::int64_t>::max());
 }
 
 namespace {

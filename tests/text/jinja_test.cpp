@@ -220,3 +220,16 @@ TEST_CASE("a macro that calls itself without end is a located error, not a stack
   // A recursion that ends renders: 10 levels.
   CHECK(render("{% macro m(n) %}{{ n }}{% if n > 0 %}{{ m(n - 1) }}{% endif %}{% endmacro %}{{ m(9) }}") == "9876543210");
 }
+
+TEST_CASE("64-bit integer arithmetic that would overflow is an error, never a wrapped value") {
+  const char* const overflowing[] = {
+      "{{ 9223372036854775807 + 1 }}", "{{ -9223372036854775807 - 2 }}", "{{ 4052555153018976267 * 27 }}",
+      "{{ 2 ** 63 }}",                 "{{ 3 ** 1000000000000000000 }}", "{{ -(-9223372036854775807 - 1) }}",
+      "{{ (-9223372036854775807 - 1) // -1 }}", "{{ (-9223372036854775807 - 1) | abs }}",
+  };
+  for (const char* src : overflowing) CHECK_MESSAGE(error_of(src).find("integer overflow") != std::string::npos, src);
+  CHECK(render("{{ 2 ** 62 }} {{ (-2) ** 63 }} {{ 1 ** 1000000000000000000 }} {{ 7 // -1 }} {{ 7 % -1 }}") ==
+        "4611686018427387904 -9223372036854775808 1 -7 0");
+  CHECK(render("{{ range(9223372036854775806, 9223372036854775807, 1000) | list }}") == "[9223372036854775806]");
+  CHECK(error_of("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
+}
