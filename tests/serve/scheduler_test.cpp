@@ -1,11 +1,15 @@
 // The engine (src/serve/scheduler.cpp) on a tiny synth Llama with a byte-per-token tokenizer: a
 // request that would run past its slot's context ends there with "length" while the engine stays
-// healthy, and a request the session would refuse fails alone instead of faulting the model.
+// healthy, a request the session would refuse fails alone instead of faulting the model, and many
+// client threads at once (the case ThreadSanitizer runs: ctest serve_tsan) leave no request behind.
 #include <cmath>
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "interp/cpu_backend.hpp"
 #include "interp/tiny_model.hpp"
@@ -120,6 +124,96 @@ TEST_CASE("a prompt the session refuses (fills the context, id outside the vocab
   auto ok = std::make_shared<serve::RequestState>();
   REQUIRE((*e)->submit(ok, params({1, 2, 3}, 2)) == serve::Engine::Submit::accepted);
   CHECK(wait_done(*ok).finish_reason == "length");
+}
+
+// What a handler thread does around the engine (server.cpp): tokenise, submit (retrying while the
+// queue is full), read updates, and cancel when its client goes away, before admission or during
+// generation. Catches an update lost between threads (a request that never ends), a request ended
+// twice or not counted (the finished counters against the requests accepted), a running or waiting
+// gauge left above 0, and, under ThreadSanitizer, any unsynchronised access between these threads,
+// the engine thread (Session, IncrementalDecoder) and the /metrics renderer.
+TEST_CASE("clients on eight threads submit, cancel and read /metrics while the engine steps: every request ends once, gauges return to 0") {
+  constexpr int kClients = 8, kPerClient = 4;
+  constexpr std::int64_t kMaxTokens = 6;
+  auto m = served();
+  serve::Metrics metrics;
+  auto e = serve::Engine::start(*m, metrics, /*queue=*/2);
+  REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+  const std::vector<std::int32_t> ids = {1, 2, 3, 250};
+  const std::string text = m->tokenizer->decode(ids, /*skip_special_tokens=*/true);
+  const auto encoded = m->tokenizer->encode(text, /*add_special_tokens=*/false);
+
+  enum class Cancel { no, before_admission, after_first_text };
+  struct Outcome {
+    Cancel cancel = Cancel::no;
+    serve::RequestState::Update last;
+    std::string text;
+    bool tokenizer_agreed = false;
+  };
+  std::vector<std::vector<Outcome>> outcomes(kClients, std::vector<Outcome>(kPerClient));
+  std::atomic<int> clients_left{kClients};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] {
+      for (int r = 0; r < kPerClient; ++r) {
+        Outcome& o = outcomes[static_cast<std::size_t>(c)][static_cast<std::size_t>(r)];
+        o.cancel = static_cast<Cancel>((c + r) % 3);
+        o.tokenizer_agreed = m->tokenizer->decode(ids, true) == text && m->tokenizer->encode(text, false) == encoded;
+        auto state = std::make_shared<serve::RequestState>();
+        std::vector<std::int32_t> prompt = {static_cast<std::int32_t>(1 + c), static_cast<std::int32_t>(100 + r), 7};
+        while ((*e)->submit(state, params(prompt, kMaxTokens)) == serve::Engine::Submit::queue_full)
+          std::this_thread::sleep_for(1ms);
+        if (o.cancel == Cancel::before_admission) state->cancel();
+        for (int i = 0; i < 600 && !o.last.done; ++i) {
+          o.last = state->take(100ms);
+          o.text += o.last.text;
+          if (o.cancel == Cancel::after_first_text && !o.text.empty()) state->cancel();
+        }
+      }
+      clients_left.fetch_sub(1);
+    });
+  std::size_t renders = 0;
+  while (clients_left.load() > 0) {
+    CHECK(metrics.render().find("vllm:num_requests_running") != std::string::npos);
+    CHECK((*e)->fault().empty());
+    ++renders;
+    std::this_thread::sleep_for(2ms);
+  }
+  for (auto& t : clients) t.join();
+  CHECK(renders > 0);
+
+  std::uint64_t ended = 0, aborted = 0;
+  for (const auto& per : outcomes)
+    for (const auto& o : per) {
+      CHECK(o.tokenizer_agreed);
+      REQUIRE_MESSAGE(o.last.done, "a request did not finish within 60 s");
+      CHECK(o.last.error_status == 0);
+      if (o.cancel == Cancel::no) {
+        CHECK(o.last.finish_reason == "length");
+        CHECK(o.last.completion_tokens == kMaxTokens);
+      } else {
+        CHECK((o.last.finish_reason == "abort" || o.last.finish_reason == "length"));
+        aborted += o.last.finish_reason == "abort";
+      }
+      ++ended;
+    }
+  CHECK(aborted > 0);  // a cancel reached the engine before the request's six tokens were out
+  // The engine counts a request and publishes its gauges just after the request sees its end.
+  auto counted = [](const serve::ModelMetrics& mm) {
+    std::uint64_t n = 0;
+    for (const auto& [reason, k] : mm.finished) n += k;
+    return n;
+  };
+  serve::ModelMetrics after = metrics.snapshot("tiny");
+  for (int i = 0; i < 500 && (after.running != 0 || after.waiting != 0 || counted(after) != ended); ++i) {
+    std::this_thread::sleep_for(10ms);
+    after = metrics.snapshot("tiny");
+  }
+  CHECK(after.running == 0);
+  CHECK(after.waiting == 0);
+  CHECK(counted(after) == ended);
+  CHECK(after.finished["error"] == 0);
+  CHECK_MESSAGE((*e)->fault().empty(), (*e)->fault());
 }
 
 TEST_CASE("log_softmax_at: the token's log-probability and the top entries, most likely first, ties by id") {
