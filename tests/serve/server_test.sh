@@ -6,6 +6,7 @@
 #   promtool  `promtool check metrics` on /metrics after some traffic
 # Usage: server_test.sh MET client|promtool
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
+# MET_TEST_TIME_SCALE (default 1) multiplies the waits, here and in the client (sanitizer builds).
 set -euo pipefail
 met="$1"
 mode="$2"
@@ -32,8 +33,8 @@ case "$mode" in
     node "$client/openai_test.mjs"
     # The drained server exits by itself once its last request is answered; still running after
     # 15 s (the drain timeout is 30 s) means an accepted request was never counted as answered.
-    for _ in $(seq 1 150); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$server_pid" 2>/dev/null; then echo "FAIL: met serve still running 15 s after the drain began"; exit 1; fi
+    for _ in $(seq 1 "$((150 * time_scale))"); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$server_pid" 2>/dev/null; then echo "FAIL: met serve still running $((15 * time_scale)) s after the drain began"; exit 1; fi
     set +e
     wait "$server_pid"
     rc=$?

@@ -3,11 +3,14 @@
 // --queue 4) and sets MET_BASE_URL, MET_API_KEY, MET_MODEL, MET_MAX_CTX, MET_SLOTS, MET_QUEUE and
 // MET_SERVER_PID. The last cases send the server SIGTERM and watch it drain; server_test.sh then
 // checks that it exits. Each case names what it would catch; the last line is "N passed, M failed".
+// MET_TEST_TIME_SCALE (default 1; a sanitizer build sets it, tests/CMakeLists.txt) multiplies every
+// wait for the server, so a slower build gets more time, not weaker checks.
 import OpenAI from "openai";
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 
 const base = process.env.MET_BASE_URL;
 const key = process.env.MET_API_KEY;
@@ -16,7 +19,8 @@ const maxCtx = Number(process.env.MET_MAX_CTX);
 const slots = Number(process.env.MET_SLOTS);
 const queue = Number(process.env.MET_QUEUE);
 const serverPid = Number(process.env.MET_SERVER_PID);
-const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 });
+const timeScale = Number(process.env.MET_TEST_TIME_SCALE || 1);
+const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 * timeScale });
 const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
 
 let passed = 0, failed = 0;
@@ -64,20 +68,20 @@ async function metric(name, label = "") {  // label: another label the series mu
   return line === undefined ? undefined : Number(line.split(" ").pop());
 }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, cond, ms = 5000) {
+async function until(what, cond, ms = 5000 * timeScale) {
   for (const end = Date.now() + ms; Date.now() < end; await sleep(20)) if (await cond()) return;
   throw new Error(`timed out waiting for ${what}`);
 }
 async function running() { return metric("vllm:num_requests_running"); }
 async function settle() {  // waits for every slot to come free
-  for (let i = 0; i < 100; ++i) {
+  for (let i = 0; i < 100 * timeScale; ++i) {
     if ((await running()) === 0 && (await metric("vllm:num_requests_waiting")) === 0) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`requests still running: ${await running()}`);
 }
 
-for (let i = 0; i < 200; ++i) {  // the server may still be loading
+for (let i = 0; i < 200 * timeScale; ++i) {  // the server may still be loading
   try { if ((await fetch(`${base}/health`)).status === 200) break; } catch {}
   await new Promise((r) => setTimeout(r, 100));
 }
@@ -322,14 +326,18 @@ await test("tool_choice that would force a call (required, a named function) is 
 
 // The oracle for logprobs: the same prompt through `met circuit run` on the same assets (cpu
 // bodies), its logits per step written with --logits-out, and log-softmax taken here in doubles.
-function oracleLogprobs(promptIds, steps, top) {
+// Run without blocking the event loop: a run longer than the server's 5 s keep-alive (a sanitizer
+// build) closes the client's idle connection, which the client must see before it sends again.
+const execFileAsync = promisify(execFile);
+async function oracleLogprobs(promptIds, steps, top) {
   const dir = mkdtempSync(join(tmpdir(), "met-lp-"));
   try {
     const out = join(dir, "logits.json");
-    const run = spawnSync(process.env.MET_BIN, ["circuit", "run", "--assets", process.env.MET_ASSETS, "--backend", "cpu",
+    await execFileAsync(process.env.MET_BIN, ["circuit", "run", "--assets", process.env.MET_ASSETS, "--backend", "cpu",
       "--prompt-ids", promptIds.join(","), "--max-tokens", String(steps), "--logits-out", out],
-      { encoding: "utf8", stdio: ["ignore", "ignore", "pipe"], maxBuffer: 1 << 24, timeout: 120000 });
-    eq(run.status, 0, `met circuit run (${run.error || ""} ${run.signal || ""} ${run.stderr})`);
+      { encoding: "utf8", maxBuffer: 1 << 24, timeout: 120000 * timeScale }).catch((e) => {
+      throw new Error(`met circuit run failed (exit ${e.code}, signal ${e.signal}): ${e.stderr}`);
+    });
     const seq = JSON.parse(readFileSync(out, "utf8")).sequences[0];
     return seq.logits.slice(0, steps).map((row, k) => {
       const max = row.reduce((m, v) => Math.max(m, v), -Infinity);
@@ -349,7 +357,7 @@ await test("chat logprobs equal the log-softmax of met circuit run's logits on t
   const got = r.choices[0].logprobs.content;
   eq(got.length, steps, "one entry per token");
   const ids = (await post("/tokenize", { model, messages: chatMessages })).json.tokens;
-  const want = oracleLogprobs(ids, steps, top);
+  const want = await oracleLogprobs(ids, steps, top);
   const detok = async (id) => (await post("/detokenize", { model, tokens: [id] })).json.prompt;
   for (let k = 0; k < steps; k++) {
     eq(got[k].token, await detok(want[k].token), `token ${k}`);

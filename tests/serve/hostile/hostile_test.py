@@ -6,6 +6,7 @@ have grown by less than RSS_BUDGET_MB. Every socket has a short timeout and ever
 Usage: hostile_test.py PORT SERVER_PID WORK_DIR. The last line is "N passed, M failed"."""
 import http.client
 import json
+import os
 import socket
 import sys
 import time
@@ -14,7 +15,10 @@ PORT = int(sys.argv[1])
 PID = int(sys.argv[2])
 WORK = sys.argv[3]  # the server's files live here: no error may name it
 MODEL = "tiny-qwen3"
-TIMEOUT = 30.0  # a 256-token completion on the cpu backend while other tests load both cores
+# A 256-token completion on the cpu backend while other tests load both cores; a sanitizer build
+# (MET_TEST_TIME_SCALE, tests/CMakeLists.txt) takes that many times longer. The cases' own bounds
+# on the server's behaviour (read timeout, /health latency) do not scale.
+TIMEOUT = 30.0 * int(os.environ.get("MET_TEST_TIME_SCALE", "1"))
 INT64_MAX = 9223372036854775807
 RSS_BUDGET_MB = 48  # a single buffered hostile body below is 64 MiB or more
 MSGS = [{"role": "user", "content": "hi"}]
