@@ -1,9 +1,13 @@
 // Decode attention: split-KV (one row and one split per slice, every head) and the merge of the
 // split states (one (row, head) per slice, the whole block over its splits). In a split, one warp
 // owns one (row, KV head): lanes take 32 keys at a time for the scores, then the lanes own output
-// dims for P V. Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
+// dims for P V. Where the class has cp.async and the K head has at most MET_ATTN_MAX_HD dims, each
+// 32-key chunk is first staged in the warp's shared memory (attend_staged_t); otherwise the lanes
+// read the cache directly (attend_group_t). Caches are [slot][kv_heads][dim] bf16; a sequence's
+// position p lives at slot base + p.
 #pragma once
 #include "common/interp/prims.cuh"
+#include "common/mma_sync.cuh"
 
 namespace met_interp {
 
@@ -43,6 +47,49 @@ __device__ __forceinline__ void load_seg(const u16* p, float (&v)[DPL]) {
   }
 }
 
+// dot[g] += q_g . k over hd dims (q's G heads hd apart), 16-byte words, U words per unrolled step.
+template <int G, int U>
+__device__ __forceinline__ void dot_key(const u16* q, const u16* k, int hd, float (&dot)[G]) {
+#pragma unroll U
+  for (int d = 0; d < hd; d += 8) {
+    const uint4 kv = *reinterpret_cast<const uint4*>(k + d);
+    const uint32_t kk[4] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const uint4 qv = *reinterpret_cast<const uint4*>(q + g * hd + d);
+      const uint32_t qq[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        dot[g] += __uint_as_float(qq[e] << 16) * __uint_as_float(kk[e] << 16);
+        dot[g] += __uint_as_float(qq[e] & 0xffff0000u) * __uint_as_float(kk[e] & 0xffff0000u);
+      }
+    }
+  }
+}
+
+// The online softmax of one 32-key chunk (a key per lane; `live` false past the range's end):
+// scales the G states to the chunk's new max and leaves each lane's weight in p.
+template <int DPL, int G>
+__device__ __forceinline__ void fold_scores(const float (&dot)[G], bool live, float scale, float softcap, WarpAttn* st,
+                                            float (&p)[G]) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    float score = -INFINITY;
+    if (live) {
+      score = dot[g] * scale;
+      if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+    }
+    const float cmax = met_warp_reduce_max(score);
+    const float m_new = fmaxf(st[g].m, cmax);
+    const float carry = st[g].m == -INFINITY ? 0.f : expf(st[g].m - m_new);
+    p[g] = live ? expf(score - m_new) : 0.f;
+    st[g].l = st[g].l * carry + met_warp_reduce(p[g]);
+#pragma unroll
+    for (int i = 0; i < DPL; ++i) st[g].o[i] *= carry;
+    st[g].m = m_new;
+  }
+}
+
 // Folds keys [lo, hi) into the states of G query heads that share one KV head (the cpu's
 // attend_range per head, with the softmax of each 32-key chunk taken at once): lanes score one
 // key each for all G heads from one K load, then own DPL output dims for P V, loading the V rows
@@ -61,40 +108,8 @@ __device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64
       float dot[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) dot[g] = 0.f;
-      if (j < hi) {
-        const u16* k = kc + (base + j) * kw + static_cast<int64_t>(kv_head) * hd;
-#pragma unroll 2
-        for (int d = 0; d < hd; d += 8) {
-          const uint4 kv = *reinterpret_cast<const uint4*>(k + d);
-          const uint32_t kk[4] = {kv.x, kv.y, kv.z, kv.w};
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-            const uint4 qv = *reinterpret_cast<const uint4*>(q + g * hd + d);
-            const uint32_t qq[4] = {qv.x, qv.y, qv.z, qv.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              dot[g] += __uint_as_float(qq[e] << 16) * __uint_as_float(kk[e] << 16);
-              dot[g] += __uint_as_float(qq[e] & 0xffff0000u) * __uint_as_float(kk[e] & 0xffff0000u);
-            }
-          }
-        }
-      }
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float score = -INFINITY;
-        if (j < hi) {
-          score = dot[g] * scale;
-          if (softcap > 0.f) score = softcap * tanhf(score / softcap);
-        }
-        const float cmax = met_warp_reduce_max(score);
-        const float m_new = fmaxf(st[g].m, cmax);
-        const float carry = st[g].m == -INFINITY ? 0.f : expf(st[g].m - m_new);
-        p[g] = j < hi ? expf(score - m_new) : 0.f;
-        st[g].l = st[g].l * carry + met_warp_reduce(p[g]);
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) st[g].o[i] *= carry;
-        st[g].m = m_new;
-      }
+      if (j < hi) dot_key<G, 2>(q, kc + (base + j) * kw + static_cast<int64_t>(kv_head) * hd, hd, dot);
+      fold_scores<DPL, G>(dot, j < hi, scale, softcap, st, p);
     }
     const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
     const u16* v0 = vc + (base + c0) * vw + static_cast<int64_t>(kv_head) * vhd + lane * DPL;
@@ -142,6 +157,116 @@ __device__ void attend_group(const u16* q, const u16* kc, const u16* vc, int64_t
   }
 }
 
+#if MET_HAS_CP_ASYNC
+// The same fold with each 32-key chunk staged in the warp's shared memory by cp.async: the K rows
+// (padded to MET_ATTN_KSTRIDE so lanes reading different keys hit different banks; the query
+// heads with the first chunk) and the V rows
+// go out as two copy groups, so one chunk costs about one memory latency with every byte of it in
+// flight, and the next chunk's K (then V) copies go out while this chunk's P V (then the next
+// scores) are computed. Lanes read K and V from shared memory with the global path's order of
+// operations, so the sums are the same. hd <= MET_ATTN_MAX_HD.
+template <int DPL, int G>
+__device__ void attend_staged_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                                int kv_heads, int hd, float scale, float softcap, WarpAttn* st, u16* ks, u16* vs,
+                                u16* qs) {
+  const int lane = threadIdx.x % 32;
+  const int vhd = 32 * DPL;
+  const int64_t kw = static_cast<int64_t>(kv_heads) * hd, vw = static_cast<int64_t>(kv_heads) * vhd;
+  const u16* kh = kc + static_cast<int64_t>(kv_head) * hd;
+  const u16* vh = vc + static_cast<int64_t>(kv_head) * vhd;
+  const int kp = hd / 8, vp = vhd / 8;  // 16-byte pieces per key
+  // One copy group: the rows of keys [c0, c0 + 32) (at most hi) of a cache (row width w, this head's
+  // `pieces` 16-byte words from src) to dst, `stride` bf16 apart.
+  auto copy_rows = [&](u16* dst, int stride, const u16* src, int64_t w, int pieces, int64_t c0) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    for (int x = lane; x < n * pieces; x += 32) {
+      const int key = x / pieces, piece = x - key * pieces;
+      met_copy16(dst + key * stride + piece * 8, src + (base + c0 + key) * w + piece * 8, true);
+    }
+    met_copy_commit();
+  };
+  auto copy_k = [&](int64_t c0) { copy_rows(ks, MET_ATTN_KSTRIDE, kh, kw, kp, c0); };
+  auto copy_v = [&](int64_t c0) { copy_rows(vs, vhd, vh, vw, vp, c0); };
+  if (lo < hi) {
+    // The query heads join the first K group: the dots read them from shared memory too.
+    for (int x = lane; x < G * kp; x += 32) met_copy16(qs + x * 8, q + x * 8, true);
+    copy_k(lo);
+    copy_v(lo);
+  }
+  for (int64_t c0 = lo; c0 < hi; c0 += 32) {
+    const int64_t j = c0 + lane;
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const bool next = c0 + 32 < hi;
+    float p[G];
+    met_copy_wait<1>();  // this chunk's K (its V may still be in flight)
+    __syncwarp();
+    {
+      float dot[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) dot[g] = 0.f;
+      if (j < hi) dot_key<G, 4>(qs, ks + lane * MET_ATTN_KSTRIDE, hd, dot);
+      __syncwarp();  // every lane has read its K row: the stage is free for the next chunk's
+      if (next) copy_k(c0 + 32);
+      fold_scores<DPL, G>(dot, j < hi, scale, softcap, st, p);
+    }
+    if (next) {
+      met_copy_wait<1>();  // this chunk's V (the next chunk's K may still be in flight)
+    } else {
+      met_copy_wait<0>();
+    }
+    __syncwarp();
+    const u16* v0 = vs + lane * DPL;
+#pragma unroll 8
+    for (int u = 0; u < n; ++u) {
+      float v[DPL];
+      load_seg<DPL>(v0 + u * vhd, v);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const float pj = __shfl_sync(0xffffffffu, p[g], u);
+#pragma unroll
+        for (int i = 0; i < DPL; ++i) st[g].o[i] += pj * v[i];
+      }
+    }
+    __syncwarp();  // every lane has read the V rows
+    if (next) copy_v(c0 + 32);
+  }
+}
+
+template <int DPL>
+__device__ void attend_staged_dpl(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                                  int kv_heads, int hd, int group, float scale, float softcap, WarpAttn* st, u16* ks, u16* vs,
+                                  u16* qs) {
+  switch (group) {
+    case 1: attend_staged_t<DPL, 1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st, ks, vs, qs); break;
+    case 2: attend_staged_t<DPL, 2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st, ks, vs, qs); break;
+    default: attend_staged_t<DPL, 4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st, ks, vs, qs); break;
+  }
+}
+#endif  // MET_HAS_CP_ASYNC
+
+// One warp's fold of keys [lo, hi): staged through the warp's shared memory where the class has
+// cp.async and the K head fits the stage (smem is the block's; the warp takes its own part),
+// straight from global memory otherwise.
+__device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                            int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st,
+                            unsigned char* smem) {
+#if MET_HAS_CP_ASYNC
+  if (hd <= MET_ATTN_MAX_HD) {
+    u16* ks = reinterpret_cast<u16*>(smem + (threadIdx.x / 32) * MET_ATTN_WARP_SMEM);
+    u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
+    u16* qs = vs + 32 * 128;
+    switch (vhd / 32) {
+      case 1: attend_staged_dpl<1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st, ks, vs, qs); return;
+      case 2: attend_staged_dpl<2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st, ks, vs, qs); return;
+      default: attend_staged_dpl<4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st, ks, vs, qs); return;
+    }
+  }
+#else
+  (void)smem;
+#endif
+  attend_group(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vhd, group, scale, softcap, st);
+}
+
 __device__ __forceinline__ void attn_init(WarpAttn& st) {
   st.m = -INFINITY;
   st.l = 0.f;
@@ -179,8 +304,8 @@ MET_ENTRY(attn_decode_split) {
       WarpAttn st[kMaxGroup];
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
-      attend_group(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, group,
-                   a.scale, a.softcap, st);
+      attend_warp(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, group,
+                  a.scale, a.softcap, st, smem);
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) {
         if (g >= group) break;

@@ -24,7 +24,8 @@ namespace met::interp {
 namespace {
 
 // Shared memory of the bodies (kernels/common/interp/smem.h): the gemv family's fixed part plus
-// rows x K normalised activations, the GEMM's stages, the flash V tiles, the merge weights.
+// rows x K normalised activations, the GEMM's stages, the flash V tiles, the split-KV decode
+// chunks, the merge weights.
 constexpr std::uint64_t kGemvFixedSmem = MET_GEMV_FIXED_SMEM;
 constexpr std::uint64_t kGemmSmem = MET_GEMM_SMEM;
 
@@ -248,7 +249,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
 
   // Programs: device instructions with resolved operands, streams, entries, waits, counters.
   std::uint64_t rows_k = 0;
-  bool flash = false;
+  bool flash = false, decode = false;
   for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
     const auto& p = a.packet.programs[k];
     auto& prog = m.progs[k];
@@ -306,6 +307,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         flash = true;
       }
       if (op->name == "attn_decode_split") {
+        decode = decode || hd <= MET_ATTN_MAX_HD;  // staged through shared memory (attention_decode.cuh)
         const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
@@ -343,10 +345,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   }
 
   const std::uint64_t flash_smem = flash ? std::uint64_t{MET_FLASH_SMEM} : 0;
-  const std::uint64_t need = std::max<std::uint64_t>({kGemmSmem, kGemvFixedSmem + rows_k * 2, flash_smem, MET_MERGE_SMEM});
+  const std::uint64_t decode_smem = decode ? std::uint64_t{MET_ATTN_SMEM} : 0;
+  const std::uint64_t need =
+      std::max<std::uint64_t>({kGemmSmem, kGemvFixedSmem + rows_k * 2, flash_smem, decode_smem, MET_MERGE_SMEM});
   if (need > static_cast<std::uint64_t>(smem_optin))
-    return fail(at + ": the gemv bodies would stage " + std::to_string(rows_k) + " normalised activations (" + std::to_string(need) +
-                " bytes of shared memory); " + m.dev_name + " allows " + std::to_string(smem_optin));
+    return fail(at + ": the bodies would use " + std::to_string(need) + " bytes of shared memory (the gemv bodies stage " +
+                std::to_string(rows_k) + " normalised activations); " + m.dev_name + " allows " + std::to_string(smem_optin));
   m.smem = static_cast<unsigned>(need);
   MET_CU(*api, FuncSetAttribute(m.fn, cu::kFuncMaxDynamicSmem, static_cast<int>(m.smem)));
   int blocks = 0;

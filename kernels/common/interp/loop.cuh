@@ -63,15 +63,16 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
         const MetDevWait wt = sp.waits[en.first_wait + w];
         while (load_acquire(sp.counters + wt.counter) < wt.value) __nanosleep(20);
       }
-      __threadfence();  // acquire for the whole block: the bar.sync below extends it to every thread
+      // No fence: the acquire loads above, extended to every thread by the bar.sync below, order
+      // the body's reads after the producers' writes (a __threadfence here and before the signal
+      // cost 1-2% of a decode step on the H200; docs/arch/interpreter.md).
       if (sp.stamps) sp.stamps[2 * idx] = globaltimer();
     }
     __syncthreads();
     run_body(in, en.slice, smem);
     __syncthreads();
     if (threadIdx.x == 0) {
-      __threadfence();
-      signal_release(sp.counters + en.instr);
+      signal_release(sp.counters + en.instr);  // releases the block's writes, ordered before it by the bar.sync
       if (sp.stamps) sp.stamps[2 * idx + 1] = globaltimer();
       s_entry = idx + 1;
     }

@@ -23,6 +23,13 @@
 #define MET_FLASH_PAD 8
 #define MET_FLASH_WARP_SMEM (MET_FLASH_KEYS * (MET_FLASH_MAX_DV + MET_FLASH_PAD) * 2)
 #define MET_FLASH_SMEM (MET_INTERP_WARPS * MET_FLASH_WARP_SMEM)
+/* split-KV decode: per warp one 32-key chunk of K rows (head dims up to MET_ATTN_MAX_HD, rows
+ * padded to MET_ATTN_KSTRIDE bf16) and of V rows (up to 128 dims), and its (up to 4) query heads,
+ * staged by cp.async. */
+#define MET_ATTN_MAX_HD 128
+#define MET_ATTN_KSTRIDE (MET_ATTN_MAX_HD + 8)
+#define MET_ATTN_WARP_SMEM ((32 * (MET_ATTN_KSTRIDE + 128) + 4 * MET_ATTN_MAX_HD) * 2)
+#define MET_ATTN_SMEM (MET_INTERP_WARPS * MET_ATTN_WARP_SMEM)
 /* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
 #define MET_MERGE_SMEM (MET_MERGE_MAX_SPLITS * 4 + MET_INTERP_THREADS * 4 * 4 + 64 * 4)
