@@ -49,6 +49,8 @@ def main():
         if not camp:
             continue
         c = json.load(open(camp))
+        if c.get("schema") != "met-campaign/1":  # a folder of other records (the probe's, a session's logs)
+            continue
         peers_file = newest(os.path.join(root, m, "*-peers.json"))
         peers = json.load(open(peers_file)) if peers_file else {}
         for case in c["cases"]:
