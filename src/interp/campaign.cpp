@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <random>
 
@@ -104,6 +105,9 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
                               program_list(f, MET_PROGRAM_PREFILL)));
   backend.set_fetch_logits(false);
   if (seqs > 0) {
+    // Said before it starts: many long sequences through small buckets take minutes.
+    fmt::print(stderr, "run: prefilling {} sequence{} of {} random tokens (prefill buckets {}) before the decode cases\n", seqs,
+               seqs == 1 ? "" : "s", ctx - 1, program_list(f, MET_PROGRAM_PREFILL));
     MET_TRY(Session session, Session::create(backend, f, a.build));
     for (std::int64_t s = 0; s < seqs; ++s) {
       std::vector<std::int32_t> prompt(static_cast<std::size_t>(ctx - 1));
