@@ -67,15 +67,27 @@ std::string old_h200_table(const std::string& text) {
   return text.substr(at, end + 1 - at);
 }
 
+// The probe's source block as the file has it ("\n[source.met-h200-sxm-probe]\n" through its url
+// line), or "" while the file carries no probe of the H200 yet.
+std::string old_probe_source(const std::string& text) {
+  const auto at = text.find("\n[source.met-h200-sxm-probe]\n");
+  if (at == std::string::npos) return "";
+  const auto url = text.find("\nurl = ", at + 1);
+  REQUIRE(url != std::string::npos);
+  return text.substr(at, text.find('\n', url + 1) + 1 - at);
+}
+
 }  // namespace
 
-TEST_CASE("h200-sxm's measured table becomes the probe's and its source follows the last source; no other byte changes") {
+TEST_CASE("h200-sxm's measured table becomes the probe's and its source follows the last source (or replaces the probe's); no other byte changes") {
   const std::string text = real_text();
   auto out = update_measured(text, kFile, h200());
   REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
   std::string want = replaced(text, old_h200_table(text), kH200Table);
+  // A file that already carries a probe of the H200 has its source replaced where it stands.
   const std::string last_source = "[source.met-h200-measured]\ntitle = \"measured on our own H200 (met device machine)\"\nurl = \"perf-data/h200-sxm/\"\n";
-  want = replaced(want, last_source, last_source + kH200Source);
+  const std::string old_source = old_probe_source(text);
+  want = old_source.empty() ? replaced(want, last_source, last_source + kH200Source) : replaced(want, old_source, kH200Source);
   CHECK(*out == want);
   // And it loads with those figures (the measured basis reads them).
   met::MemTree tree({{"DEVICES.toml", *out}});
@@ -130,7 +142,11 @@ TEST_CASE("a device without a measured table gets one after its last table, befo
   auto reg = met::device::load_registry(tree);
   REQUIRE(reg.ok());
   CHECK(reg->find("gh200")->measured->cite == "met-gh200-probe");
-  CHECK(reg->find("h200-sxm")->measured->cite == "met-h200-measured");  // the other device untouched
+  // the other device untouched
+  met::MemTree before({{"DEVICES.toml", text}});
+  auto reg0 = met::device::load_registry(before);
+  REQUIRE(reg0.ok());
+  CHECK(reg->find("h200-sxm")->measured->cite == reg0->find("h200-sxm")->measured->cite);
 }
 
 TEST_CASE("figures of another GPU are refused: SM count, compute capability, memory") {
@@ -174,8 +190,12 @@ TEST_CASE("figures of another GPU are refused: SM count, compute capability, mem
 }
 
 TEST_CASE("a measured table with a figure the probe does not measure is refused at that line: its cite would change") {
-  const std::string text = replaced(real_text(), "bf16 = 790.0                          # bf16 matrix product on random data\n",
-                                    "bf16 = 790.0\nfp8 = 1500.0\n");
+  // fp8 added after the bf16 line of h200-sxm's measured table, whatever its figures are now
+  const std::string real = real_text();
+  const std::string table = old_h200_table(real);
+  std::string with_fp8 = table;
+  with_fp8.insert(table.find('\n', table.find("\nbf16 = ") + 1) + 1, "fp8 = 1500.0\n");
+  const std::string text = replaced(real, table, with_fp8);
   auto out = update_measured(text, kFile, h200());
   REQUIRE_FALSE(out.ok());
   const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(text.find("fp8 = 1500.0")), '\n');
