@@ -217,7 +217,8 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   ce.flops = sum.flops;
   ce.gap_s = sum.gap;
   ce.memory_bound_share = sum.ceiling > 0 ? sum.memory_bound / sum.ceiling : 0;
-  ce.tokens_per_s = ce.prediction_s > 0 ? static_cast<double>(rows) / ce.prediction_s : 0;
+  ce.tokens_per_s = ce.ceiling_s > 0 ? static_cast<double>(rows) / ce.ceiling_s : 0;
+  ce.predicted_tokens_per_s = ce.prediction_s > 0 ? static_cast<double>(rows) / ce.prediction_s : 0;
   if (groups) {
     const double total = ce.prediction_s > 0 ? ce.prediction_s : 1;
     for (auto& g : *groups) g.share = g.step_seconds / total;

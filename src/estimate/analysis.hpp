@@ -54,7 +54,8 @@ struct CaseEstimate {
   double flops = 0;
   double allreduce_s = 0;
   double gap_s = 0;
-  double tokens_per_s = 0;    // decode: C / step; prefill: T / time
+  double tokens_per_s = 0;            // at the ceiling: decode C / step, prefill T / time
+  double predicted_tokens_per_s = 0;  // the same at the prediction
   double memory_bound_share = 0;
   int gaps = 0;
   std::string digest;

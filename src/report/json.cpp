@@ -27,6 +27,7 @@ json case_json(const estimate::CaseEstimate& c) {
           {"allreduce_s", c.allreduce_s},
           {"gap_s", c.gap_s},
           {"tokens_per_s", c.tokens_per_s},
+          {"predicted_tokens_per_s", c.predicted_tokens_per_s},
           {"memory_bound_share", c.memory_bound_share},
           {"gap_groups", c.gaps},
           {"plan_digest", c.digest}};

@@ -37,7 +37,9 @@ std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool pr
   }
   for (const auto& c : cases) {
     s += md_row({fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
-                 c.prediction_basis == "unmeasured" ? "= ceiling (unmeasured)" : ms(c.prediction_s) + " (" + c.prediction_basis + ")",
+                 c.prediction_basis == "unmeasured"
+                     ? "= ceiling (unmeasured)"
+                     : fmt::format("{}, {} tokens/s ({})", ms(c.prediction_s), rate(c.predicted_tokens_per_s), c.prediction_basis),
                  fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share),
                  fmt_int(c.gaps)});
   }
@@ -60,7 +62,9 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += md_row({"plan digest", an.plan.digest});
   s += md_row({"ceiling", fmt::format("{} per step, {} tokens/s", ms(an.requested.ceiling_s), rate(an.requested.tokens_per_s))});
   s += md_row({"prediction", an.requested.prediction_basis == "unmeasured" ? "same as the ceiling (unmeasured: no campaign evidence for this class yet)"
-                                                                           : ms(an.requested.prediction_s) + " (" + an.requested.prediction_basis + ")"});
+                                                                           : fmt::format("{} per step, {} tokens/s ({})", ms(an.requested.prediction_s),
+                                                                                         rate(an.requested.predicted_tokens_per_s),
+                                                                                         an.requested.prediction_basis)});
   s += md_row({"gaps", fmt::format("{} groups, {} of the step", an.plan.gap_groups,
                                    pct(an.requested.prediction_s > 0 ? an.requested.gap_s / an.requested.prediction_s : 0))});
   s += md_row({"memory", fit_verdict(an.fit)});
