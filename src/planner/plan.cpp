@@ -24,11 +24,14 @@ std::string node_text(const model::Node& n) {
 }
 
 std::string canonical_text(const Plan& p, const model::ModelGraph& m) {
-  std::string out = "met-plan 1\n";
-  out += fmt::format("model {} circuit {} arch {}\n", m.id, m.circuit, m.architecture);
+  // What the program is, not what it was called: the model's id (which follows how it was named,
+  // --model or --checkpoint) and how its formats were found (recipe, declared, config) stay out, so
+  // one program has one digest; the formats themselves are in the nodes and the next lines.
+  std::string out = "met-plan 2\n";
+  out += fmt::format("circuit {} arch {}\n", m.circuit, m.architecture);
   out += fmt::format("class {} chain {}\n", p.klass, join(p.chain, ">"));
   out += fmt::format("mode {} rows {}\n", mode_name(p.mode), p.rows);
-  out += fmt::format("activation {} kv {} formats {}\n", format_name(m.activation), format_name(m.kv), m.formats_basis);
+  out += fmt::format("activation {} kv {}\n", format_name(m.activation), format_name(m.kv));
   for (const auto& s : p.scopes) {
     out += fmt::format("scope {} count {} mode {} rows {}\n", s.name, s.count, mode_name(s.mode), s.rows);
     for (std::size_t i = 0; i < s.nodes.size(); ++i) out += fmt::format("  node {} {}\n", i, node_text(s.nodes[i]));
