@@ -73,15 +73,21 @@ struct ScopeSum {
   std::set<std::string> evidence;
 };
 
+// fit_basis: the basis a family's measured efficiency is a share of (bench/family_efficiency.py
+// divides the datasheet-basis ceiling by the measured time). A prediction divides that same
+// ceiling, whichever basis the report's ceiling uses: dividing a measured-basis ceiling by it would
+// count the device's shortfall twice.
 void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Scope& scope, const StepShape& shape, const Basis& basis,
-                    const planner::RuleSet& rules, const avail::ClassInfo& cls, std::vector<GroupRow>* rows) {
+                    const Basis& fit_basis, const planner::RuleSet& rules, const avail::ClassInfo& cls,
+                    std::vector<GroupRow>* rows) {
   for (const auto& g : scope.groups) {
     const GroupCost c = group_cost(g, scope, shape, basis);
     double pred = c.seconds;
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
       if (fam != rules.families.end() && fam->second.efficiency) {
-        pred = c.seconds / *fam->second.efficiency;
+        const double fit_seconds = basis.choice == fit_basis.choice ? c.seconds : group_cost(g, scope, shape, fit_basis).seconds;
+        pred = fit_seconds / *fam->second.efficiency;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
       }
@@ -160,6 +166,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   ce.context = context;
   ce.tp = tp;
   ScopeSum sum;
+  const Basis fit_basis = make_basis(*target.device, BasisChoice::datasheet);
   StepShape shape;
   shape.tp = tp;
   shape.act = model.activation;
@@ -169,7 +176,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     shape.rows = rows;
     shape.seqs = rows;
     shape.context = context;
-    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, target.rules, target.chain.leaf(), groups);
+    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, fit_basis, target.rules, target.chain.leaf(), groups);
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
@@ -197,7 +204,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
           sh.prefill = true;
           sh.prior = prior;
         }
-        add_scope_cost(sum, plan, s, sh, basis, target.rules, target.chain.leaf(), i == 0 ? groups : nullptr);
+        add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), i == 0 ? groups : nullptr);
       }
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
       prior += chunks[i];

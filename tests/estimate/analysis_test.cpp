@@ -100,6 +100,23 @@ TEST_CASE("a decode step at C = 1 takes at least its bytes over the datasheet ba
   }
 }
 
+TEST_CASE("--basis measured changes the ceiling, not the prediction: efficiencies are shares of the datasheet ceiling") {
+  const Loaded l;
+  const auto graph = l.graph("llama-3.1-8b-instruct");
+  const auto target = l.target("h200-sxm");
+  const auto sheet = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  const auto measured = estimate::make_basis(*target.device, estimate::BasisChoice::measured);
+  for (const auto& [mode, rows] : {std::pair{planner::Mode::decode, std::int64_t{1}}, std::pair{planner::Mode::decode, std::int64_t{16}},
+                                   std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
+    const auto a = estimate::estimate_case(l.lib, target, graph, sheet, mode, rows, 4096, 1);
+    const auto b = estimate::estimate_case(l.lib, target, graph, measured, mode, rows, 4096, 1);
+    CAPTURE(rows);
+    REQUIRE(a.prediction_basis.rfind("measured: ", 0) == 0);
+    CHECK(b.ceiling_s > a.ceiling_s);  // the measured device is slower than its datasheet
+    CHECK(b.prediction_s == doctest::Approx(a.prediction_s).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("prefill of 32768 tokens on h200 runs 8 chunks of 4096: the layer weights are read 8 times, the head once") {
   using L = Llama8B;
   const Loaded l;
