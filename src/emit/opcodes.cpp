@@ -98,6 +98,29 @@ const std::vector<OpcodeInfo>& build_table() {
   return t;
 }
 
+// Extent arithmetic over the ints of a packet, which a damaged or hostile file can set to anything:
+// every value is a 128-bit integer held within +-2^62 (far past any tensor), so no operation
+// overflows, and an extent that leaves [0, 2^64) comes back as one that runs past every tensor,
+// which the verifier refuses.
+__extension__ using Wide = __int128;
+constexpr Wide kWideLimit = Wide{1} << 62;
+Wide held(Wide v) { return std::clamp(v, -kWideLimit, kWideLimit); }
+Wide add(Wide a, Wide b) { return held(held(a) + held(b)); }
+Wide mul(Wide a, Wide b) { return held(held(a) * held(b)); }
+constexpr Extent kPastEveryTensor{0, ~std::uint64_t{0}};
+bool fits(Wide v) { return v >= 0 && v < kWideLimit; }
+
+Extent contiguous(Wide begin, Wide end) {
+  if (!fits(begin) || !fits(end)) return kPastEveryTensor;
+  return {static_cast<std::uint64_t>(begin), static_cast<std::uint64_t>(end)};
+}
+Extent strided(Wide begin, Wide len, Wide stride, Wide count) {
+  if (!fits(begin) || !fits(len) || !fits(stride) || !fits(count)) return kPastEveryTensor;
+  if (len > 0 && count > 0 && !fits(add(add(begin, mul(count - 1, stride)), len))) return kPastEveryTensor;
+  return strided_extent(static_cast<std::uint64_t>(begin), static_cast<std::uint64_t>(len), static_cast<std::uint64_t>(stride),
+                        static_cast<std::uint64_t>(count));
+}
+
 Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, std::uint32_t slice) {
   const OpcodeInfo* op = find_opcode(d.opcode);
   if (!op || operand >= d.tensors.size() || d.tensors[operand] == MET_NO_TENSOR) return {};
@@ -108,63 +131,65 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   if (span == Span::whole || span == Span::by_slot || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
   const RowRange rr = slice_rows(d, slice);
   if (rr.begin >= rr.end) return {};
-  const auto U = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  const Wide r0 = rr.begin, r1 = rr.end, nrows = add(r1, -r0);
+  const Wide row_bytes = t.bytes / t.shape[0];
   if (span == Span::q_heads || span == Span::k_heads || span == Span::v_heads) {
-    const std::int64_t heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), hd = named_int(*op, d, "head_dim");
-    const RowRange units = slice_cols(d, slice, heads + 2 * kvh);
-    const std::int64_t lo = span == Span::q_heads ? 0 : span == Span::k_heads ? heads : heads + kvh;
-    const std::int64_t n = span == Span::q_heads ? heads : kvh;
-    const std::int64_t h0 = std::clamp(units.begin - lo, std::int64_t{0}, n), h1 = std::clamp(units.end - lo, std::int64_t{0}, n);
+    const Wide heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), hd = named_int(*op, d, "head_dim");
+    const Wide units_n = add(heads, mul(2, kvh));
+    if (units_n <= 0 || units_n > INT64_MAX) return kPastEveryTensor;
+    const RowRange units = slice_cols(d, slice, static_cast<std::int64_t>(units_n));
+    const Wide lo = span == Span::q_heads ? 0 : span == Span::k_heads ? heads : add(heads, kvh);
+    const Wide n = span == Span::q_heads ? heads : kvh;
+    const Wide h0 = std::clamp(add(units.begin, -lo), Wide{0}, std::max(n, Wide{0}));
+    const Wide h1 = std::clamp(add(units.end, -lo), Wide{0}, std::max(n, Wide{0}));
     if (h0 >= h1) return {};
-    const std::uint64_t head_bytes = U(hd) * dtype_bytes(t.dtype);
+    const Wide head_bytes = mul(hd, dtype_bytes(t.dtype));
     if (span == Span::q_heads)
-      return strided_extent(U(rr.begin) * U(heads) * head_bytes + U(h0) * head_bytes, U(h1 - h0) * head_bytes,
-                            U(heads) * head_bytes, U(rr.end - rr.begin));
-    const std::int64_t per_seq = named_int(*op, d, "seq_slots");
-    const std::uint64_t slot_bytes = t.bytes / t.shape[0];
+      return strided(add(mul(mul(r0, heads), head_bytes), mul(h0, head_bytes)), mul(h1 - h0, head_bytes), mul(heads, head_bytes),
+                     nrows);
+    const Wide per_seq = named_int(*op, d, "seq_slots");
     if (per_seq <= 0) return {0, t.bytes};
-    return strided_extent(U(rr.begin * per_seq) * slot_bytes + U(h0) * head_bytes, U(h1 - h0) * head_bytes, slot_bytes,
-                          U((rr.end - rr.begin) * per_seq));
+    return strided(add(mul(mul(r0, per_seq), row_bytes), mul(h0, head_bytes)), mul(h1 - h0, head_bytes), row_bytes,
+                   mul(nrows, per_seq));
   }
   if (span == Span::out_heads && t.shape.size() == 2) {
-    const std::int64_t heads = named_int(*op, d, "heads");
-    const RowRange hr = slice_cols(d, slice, heads);
-    if (hr.begin >= hr.end || heads <= 0) return {};
-    const std::uint64_t row_bytes = t.bytes / t.shape[0], head_bytes = row_bytes / U(heads);
-    return strided_extent(U(rr.begin) * row_bytes + U(hr.begin) * head_bytes, U(hr.end - hr.begin) * head_bytes, row_bytes,
-                          U(rr.end - rr.begin));
+    const Wide heads = named_int(*op, d, "heads");
+    if (heads <= 0) return {};
+    const RowRange hr = slice_cols(d, slice, static_cast<std::int64_t>(heads));
+    if (hr.begin >= hr.end) return {};
+    const Wide head_bytes = row_bytes / heads;
+    return strided(add(mul(r0, row_bytes), mul(hr.begin, head_bytes)), mul(add(hr.end, -Wide{hr.begin}), head_bytes), row_bytes,
+                   nrows);
   }
   if (span == Span::splits && t.shape.size() == 4) {
-    const std::uint64_t n = t.shape[2], x = t.shape[3] * dtype_bytes(t.dtype);
+    const Wide n = t.shape[2], x = mul(t.shape[3], dtype_bytes(t.dtype));
     const RowRange sp = slice_cols(d, slice, static_cast<std::int64_t>(n));
     if (sp.begin >= sp.end) return {};
-    return strided_extent(U(rr.begin) * t.shape[1] * n * x + U(sp.begin) * x, U(sp.end - sp.begin) * x, n * x,
-                          U(rr.end - rr.begin) * t.shape[1]);
+    return strided(add(mul(mul(mul(r0, t.shape[1]), n), x), mul(sp.begin, x)), mul(add(sp.end, -Wide{sp.begin}), x), mul(n, x),
+                   mul(nrows, t.shape[1]));
   }
   if (span == Span::seq_slots) {
     const int k = int_index(*op, "seq_slots");
-    const std::int64_t per_seq = k >= 0 ? iv(d, static_cast<std::size_t>(k)) : 0;
+    const Wide per_seq = k >= 0 ? iv(d, static_cast<std::size_t>(k)) : 0;
     if (per_seq <= 0) return {0, t.bytes};
-    const std::uint64_t slot_bytes = t.bytes / t.shape[0];
-    return {static_cast<std::uint64_t>(rr.begin * per_seq) * slot_bytes,
-            std::min<std::uint64_t>(t.bytes, static_cast<std::uint64_t>(rr.end * per_seq) * slot_bytes)};
+    const Extent e = contiguous(mul(mul(r0, per_seq), row_bytes), mul(mul(r1, per_seq), row_bytes));
+    return {e.begin, std::min<std::uint64_t>(t.bytes, e.end)};
   }
-  const std::uint64_t row_bytes = t.bytes / t.shape[0];
-  std::int64_t row0 = 0;
+  Wide row0 = 0;
   if (operand == 0) {
     const int k = int_index(*op, "in_row0");
     if (k >= 0) row0 = iv(d, static_cast<std::size_t>(k));
   }
-  const auto first = static_cast<std::uint64_t>(row0 + rr.begin), last = static_cast<std::uint64_t>(row0 + rr.end);
+  const Wide first = add(row0, r0), last = add(row0, r1);
   if (span == Span::cols && t.shape.size() >= 2 && t.shape[1] > 0) {
     // The column range in each of the slice's rows.
-    const std::uint64_t col_bytes = row_bytes / t.shape[1];
+    const Wide col_bytes = row_bytes / t.shape[1];
     const RowRange cr = slice_cols(d, slice, static_cast<std::int64_t>(t.shape[1]));
     if (cr.begin >= cr.end) return {};
-    return strided_extent(first * row_bytes + U(cr.begin) * col_bytes, U(cr.end - cr.begin) * col_bytes, row_bytes,
-                          last - first);
+    return strided(add(mul(first, row_bytes), mul(cr.begin, col_bytes)), mul(add(cr.end, -Wide{cr.begin}), col_bytes), row_bytes,
+                   add(last, -first));
   }
-  return {first * row_bytes, last * row_bytes};
+  return contiguous(mul(first, row_bytes), mul(last, row_bytes));
 }
 
 }  // namespace

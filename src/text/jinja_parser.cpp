@@ -2,9 +2,28 @@
 // restricted to what chat templates use: if/for/set/macro/filter/break/continue).
 #include "text/jinja_parser.hpp"
 
+#include <algorithm>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace met::jinja {
+
+Expr::~Expr() {
+  std::vector<ExprPtr> todo;
+  auto take = [&todo](Expr& e) {
+    for (auto& a : e.args)
+      if (a) todo.push_back(std::move(a));
+    for (auto& kw : e.kwargs)
+      if (kw.second) todo.push_back(std::move(kw.second));
+  };
+  take(*this);
+  while (!todo.empty()) {
+    ExprPtr x = std::move(todo.back());
+    todo.pop_back();
+    take(*x);  // x is destroyed childless at the end of this iteration
+  }
+}
 
 namespace {
 
@@ -12,6 +31,28 @@ struct ParseError {
   std::string message;
   long offset;
 };
+
+// How deep a template may nest: expressions in expressions (parentheses, unary operators, chains
+// of operators, filters, attributes and calls) and statements in statements. The parser and the
+// renderer recurse once per level, so an unbounded depth would overflow the stack instead of being
+// an error (jinja2 stops at Python's recursion limit, a few hundred levels of its own frames).
+constexpr int kMaxNesting = 200;
+
+// The depth of a tree, without recursion.
+int tree_depth(const Expr& root) {
+  int deepest = 0;
+  std::vector<std::pair<const Expr*, int>> todo{{&root, 1}};
+  while (!todo.empty()) {
+    const auto [e, d] = todo.back();
+    todo.pop_back();
+    deepest = std::max(deepest, d);
+    for (const auto& a : e->args)
+      if (a) todo.emplace_back(a.get(), d + 1);
+    for (const auto& kw : e->kwargs)
+      if (kw.second) todo.emplace_back(kw.second.get(), d + 1);
+  }
+  return deepest;
+}
 
 // Placeholder name a filter block's body is bound to while its filters run.
 constexpr const char* kBodyName = "\x01body";
@@ -49,6 +90,24 @@ struct Parser {
     ++i;
   }
 
+  // Levels of the rules that recurse (expression, not, unary, statement bodies), and of
+  // expression() alone: its outermost call checks the whole tree, whose operator chains the rules
+  // build in loops rather than by recursing.
+  int nest = 0, expr_nest = 0;
+  [[noreturn]] void too_deep(long offset) {
+    error("the template nests deeper than " + std::to_string(kMaxNesting) + " levels", offset);
+  }
+  struct Level {
+    Parser& p;
+    int& n;
+    Level(Parser& parser, int& counter) : p(parser), n(counter) {
+      if (++n > kMaxNesting) p.too_deep(p.cur().offset);
+    }
+    ~Level() { --n; }
+    Level(const Level&) = delete;
+    Level& operator=(const Level&) = delete;
+  };
+
   static ExprPtr make(Expr::Kind k, long offset) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -58,6 +117,18 @@ struct Parser {
 
   // ---- expressions ----
   ExprPtr expression(bool with_cond = true) {
+    const long off = cur().offset;
+    ExprPtr e;
+    {
+      const Level level(*this, nest);
+      const Level outer(*this, expr_nest);
+      e = conditional(with_cond);
+      if (expr_nest > 1) return e;
+    }
+    if (tree_depth(*e) > kMaxNesting) too_deep(off);
+    return e;
+  }
+  ExprPtr conditional(bool with_cond) {
     long off = cur().offset;
     ExprPtr e = or_expr();
     if (!with_cond) return e;
@@ -102,6 +173,7 @@ struct Parser {
   }
   ExprPtr not_expr() {
     if (is_name("not")) {
+      const Level level(*this, nest);
       auto n = make(Expr::Kind::logical_not, cur().offset);
       ++i;
       n->args.push_back(not_expr());
@@ -186,6 +258,7 @@ struct Parser {
   ExprPtr unary(bool with_filter) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      const Level level(*this, nest);
       auto u = make(Expr::Kind::unary, cur().offset);
       u->name = cur().text;
       ++i;
@@ -412,6 +485,7 @@ struct Parser {
   // ---- statements ----
   // Parses until a block tag whose name is in `ends`; leaves i at that name token.
   Body subparse(const std::set<std::string>& ends) {
+    const Level level(*this, nest);
     Body body;
     while (true) {
       const Token& t = cur();

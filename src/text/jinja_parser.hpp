@@ -29,6 +29,11 @@ struct Expr {
   std::vector<std::string> ops;  // compare: operators between args
   bool negated = false;       // test: `is not`
   bool has_else = false;      // cond: args = [then, cond, else?]
+
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  ~Expr();  // frees the subtree without recursing once per level: operator chains can be long
 };
 
 struct Stmt;

@@ -132,6 +132,36 @@ TEST_CASE("extents of every slice lie inside their tensors and row slices tile t
   CHECK(last.end == 8 * 64 * 2);
 }
 
+TEST_CASE("extents from hostile ints run past the tensor instead of overflowing or wrapping back inside it (found by packet_fuzz)") {
+  PacketFile f;
+  auto tensor = [&](std::vector<std::uint64_t> shape) {
+    TensorDesc t;
+    t.dtype = MET_DTYPE_BF16;
+    t.bytes = 2;
+    for (auto d : shape) t.bytes *= d;
+    t.shape = std::move(shape);
+    f.tensors.push_back(t);
+    return static_cast<std::uint32_t>(f.tensors.size() - 1);
+  };
+  const auto x = tensor({8, 64}), w = tensor({96, 64}), y = tensor({8, 96});
+  InstrDesc d;
+  d.opcode = find_opcode("gemv")->number;
+  d.slices = 1;
+  d.tensors = {x, w, y};
+  const auto* op = find_opcode(d.opcode);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  // in_row0 near the top of int64 (the fuzzer's 7883942983910973812 + 8030481085555015681), or
+  // one whose byte offset wraps 2^64 back to a small number: both must lie past the tensor's end.
+  for (const std::int64_t row0 : std::initializer_list<std::int64_t>{kMax - 3, 7883942983910973812, std::int64_t{1} << 57, -5}) {
+    d.ints = {8, row0};
+    const Extent e = op->extent(d, f, 0, 0);
+    CAPTURE(row0);
+    CHECK((e.end > f.tensors[x].bytes || e.begin > e.end));
+  }
+  d.ints = {kMax, 0};  // more rows than any tensor holds
+  CHECK(op->extent(d, f, 2, 0).end > f.tensors[y].bytes);
+}
+
 TEST_CASE("slice s of S covers rows [s*R/S, (s+1)*R/S)") {
   InstrDesc d;
   d.ints = {10};

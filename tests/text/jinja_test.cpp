@@ -233,3 +233,31 @@ TEST_CASE("64-bit integer arithmetic that would overflow is an error, never a wr
   CHECK(render("{{ range(9223372036854775806, 9223372036854775807, 1000) | list }}") == "[9223372036854775806]");
   CHECK(error_of("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
 }
+
+TEST_CASE("a template nested past the bound is a located parse error, not a stack overflow (found by jinja_fuzz)") {
+  auto repeat = [](const std::string& s, int n) {
+    std::string out;
+    for (int k = 0; k < n; ++k) out += s;
+    return out;
+  };
+  const std::string want = "the template nests deeper than 200 levels";
+  const std::string deep[] = {
+      "{{ " + repeat("-", 2700) + "1 }}",                                 // the fuzzer's input: unary minus on unary minus
+      "{{ " + repeat("(", 300) + "1" + repeat(")", 300) + " }}",          // parentheses
+      "{{ 1" + repeat(" + 1", 100000) + " }}",                             // a chain the parser builds in a loop
+      "{{ x" + repeat(" | string", 5000) + " }}",                          // filters
+      "{{ x" + repeat(".a", 5000) + " }}",                                 // attributes
+      repeat("{% if true %}", 300) + "x" + repeat("{% endif %}", 300),     // statements
+  };
+  for (const auto& src : deep) {
+    const std::string e = error_of(src);
+    CHECK_MESSAGE(e.find(want) != std::string::npos, src.substr(0, 40) << ": " << e);
+  }
+  // A long chain that then fails to parse is freed without recursing once per level.
+  CHECK(error_of("{{ 1" + repeat(" + 1", 200000) + " + }}").find("unexpected") != std::string::npos);
+  // Nesting within the bound renders as jinja2 does.
+  CHECK(render("{{ " + repeat("(", 150) + "2" + repeat(")", 150) + " }}") == "2");
+  CHECK(render("{{ 0" + repeat(" + 1", 150) + " }}") == "150");
+  CHECK(render("{{ " + repeat("-", 150) + "1 }}") == "1");
+  CHECK(render(repeat("{% if true %}", 150) + "x" + repeat("{% endif %}", 150)) == "x");
+}
