@@ -766,9 +766,18 @@ Value py_round(const Value& v, std::int64_t precision, const std::string& method
   return Value(r / scale);
 }
 
+// int(d) as python computes it for |int: NaN is a ValueError (the filter's default), and a value
+// outside 64 bits, infinity included, an overflow (python's ints are unbounded, met's are not).
+Value float_to_int(double d, const Value& def) {
+  if (std::isnan(d)) return def;
+  if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+    raise("integer overflow in int (met's template integers are 64-bit)");
+  return Value(static_cast<std::int64_t>(d));
+}
+
 Value to_int(const Value& v, const Value& def, std::int64_t base) {
   if (v.is_int() || v.is_bool()) return Value(v.as_int());
-  if (v.is_float()) return Value(static_cast<std::int64_t>(v.as_double()));
+  if (v.is_float()) return float_to_int(v.as_double(), def);
   if (v.is_string()) {
     std::string s = py_strip(v.as_string(), None{}, true, true);
     try {
@@ -780,12 +789,14 @@ Value to_int(const Value& v, const Value& def, std::int64_t base) {
       if (used == t.size()) return Value(static_cast<std::int64_t>(r));
     } catch (const std::exception&) {
     }
+    std::size_t used = 0;
+    double d = 0;
     try {
-      std::size_t used = 0;
-      double d = std::stod(s, &used);
-      if (used == s.size() && std::isfinite(d)) return Value(static_cast<std::int64_t>(d));
+      d = std::stod(s, &used);
     } catch (const std::exception&) {
+      used = 0;
     }
+    if (used > 0 && used == s.size()) return float_to_int(d, def);  // outside the try: an overflow is an error
   }
   return def;
 }

@@ -261,3 +261,11 @@ TEST_CASE("a template nested past the bound is a located parse error, not a stac
   CHECK(render("{{ " + repeat("-", 150) + "1 }}") == "1");
   CHECK(render(repeat("{% if true %}", 150) + "x" + repeat("{% endif %}", 150)) == "x");
 }
+
+TEST_CASE("|int of a float or numeric string outside 64 bits is an overflow error, NaN the default, as python's int (found by jinja_fuzz)") {
+  for (const char* src : {"{{ '11111111111111111111111111111111111111111111111111111111111111111111111112'|int }}",
+                          "{{ 1e300|int }}", "{{ '-1e19'|int }}", "{{ 'inf'|int }}", "{{ 9223372036854775808.0|int }}"})
+    CHECK_MESSAGE(error_of(src).find("integer overflow in int") != std::string::npos, src);
+  CHECK(render("{{ 'nan'|int(7) }} {{ 3.9|int }} {{ -3.9|int }} {{ '42.7'|int }} {{ 9223372036854774784.0|int }}") ==
+        "7 3 -3 42 9223372036854774784");
+}
