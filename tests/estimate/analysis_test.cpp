@@ -110,7 +110,8 @@ TEST_CASE("--basis measured changes the ceiling, not the prediction: efficiencie
                                    std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
     const auto a = estimate::estimate_case(l.lib, target, graph, sheet, mode, rows, 4096, 1);
     const auto b = estimate::estimate_case(l.lib, target, graph, measured, mode, rows, 4096, 1);
-    CAPTURE(rows);
+    const std::int64_t n = rows;  // a structured binding cannot be named inside CAPTURE (CONTRIBUTING.md)
+    CAPTURE(n);
     REQUIRE(a.prediction_basis.rfind("measured: ", 0) == 0);
     CHECK(b.ceiling_s > a.ceiling_s);  // the measured device is slower than its datasheet
     CHECK(b.prediction_s == doctest::Approx(a.prediction_s).epsilon(1e-12));
@@ -313,7 +314,8 @@ TEST_CASE("h100-sxm and h200-sxm: one plan digest, different ceilings on differe
                          std::pair{planner::Mode::prefill, std::int64_t{4096}}}) {
     const planner::Mode mode = mode_rows.first;
     const std::int64_t rows = mode_rows.second;
-    CAPTURE(rows);
+    const std::int64_t n = rows;  // a structured binding cannot be named inside CAPTURE (CONTRIBUTING.md)
+    CAPTURE(n);
     estimate::Options opt;
     opt.mode = mode;
     opt.rows = rows;
