@@ -1,6 +1,8 @@
 #include "serve/connections.hpp"
 
 #include <malloc.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -72,6 +74,13 @@ bool Connections::peer_finished() {
   if (!tl_conn) return false;
   char byte = 0;
   return ::recv(tl_conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+bool Connections::peer_reset() {
+  if (!tl_conn) return false;
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  return ::getsockopt(tl_conn->fd, IPPROTO_TCP, TCP_INFO, &info, &len) == 0 && info.tcpi_state == TCP_CLOSE;
 }
 
 // Only while the descriptor is still the socket that was registered (under mu_, so the worker has

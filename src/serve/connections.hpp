@@ -40,6 +40,10 @@ class Connections {
   // True when the calling thread's client has sent FIN: it half-closed, or closed, which only the
   // next write can tell apart (a closed peer resets it).
   static bool peer_finished();
+  // True when the calling thread's connection is over at the TCP level: the client reset it (a
+  // write to a client that closed does that). Some kernels report that reset to the next
+  // recv(MSG_PEEK) as an end of stream, not as ECONNRESET, so the socket's TCP state is asked.
+  static bool peer_reset();
 
   struct Conn;  // one registered connection (connections.cpp)
   // Shuts down every connection (a blocked read or write returns); their threads close them.

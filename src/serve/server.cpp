@@ -187,8 +187,11 @@ ApiError http_error(int status) {
 // False once the client has reset the connection. A server DataSink's is_writable() is its
 // SocketStream's is_peer_alive(), which met.patch makes a zero-timeout recv(MSG_PEEK) that fails on
 // a reset or error only: a client that half-closed after its request still gets its answer. One
-// that closed is told from it by a write (its stack resets), which is what probe() is for.
-bool client_connected(httplib::DataSink& sink) { return !sink.is_writable || sink.is_writable(); }
+// that closed is told from it by a write (its stack resets), which is what the probe is for. Linux
+// 6.18 reports that reset to recv(MSG_PEEK) as an end of stream, so the TCP state is asked too.
+bool client_connected(httplib::DataSink& sink) {
+  return (!sink.is_writable || sink.is_writable()) && !Connections::peer_reset();
+}
 
 // One thread per accepted connection, started at accept. (httplib's ThreadPool starts a thread only
 // when it counts no idle one, and its count lags a burst of accepts, so a burst queued behind
