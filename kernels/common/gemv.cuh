@@ -231,8 +231,23 @@ MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
                                a.tokens, a.cap, smem);
 }
 
-// rmsnorm -> qkv over head units [u0, u1) -> [q/k norm] -> rope -> q out, K/V to the cache slot.
-// qn / kn (the q and k norm weights) are null for the plain rope op.
+// Arrival counters of the fused qkv ops: one per (row part, head), counting the unit_rows-row
+// units of the head that slices have written. They only grow (64 bits never wrap): the slice whose
+// arrival brings a head's count to a multiple of its units finishes that head. Instructions that
+// share them are ordered by their data (each layer's qkv waits on the previous layer's).
+__device__ unsigned long long met_qkv_arrivals[MET_QKV_MAX_COUNTERS];
+
+__device__ __forceinline__ unsigned long long atom_add_acq_rel(unsigned long long* p, unsigned long long v) {
+  unsigned long long old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+
+// rmsnorm -> qkv over output rows [u0, u1) * unit_rows -> [q/k norm] -> rope -> q out, K/V to the
+// cache slot. qn / kn (the q and k norm weights) are null for the plain rope op.
+// Each slice writes its rows (bf16, before norm and rope) where they belong; a q or k head is then
+// normalised and rotated in place by the slice that completes it (its arrival counter), reading the
+// other slices' rows through L2. v rows are final as written.
 template <class A>
 __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* kn, uint32_t s, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
@@ -241,43 +256,66 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   const int64_t K = a.geom.w_cols;
   const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
   const int hd = static_cast<int>(a.head_dim), rot = static_cast<int>(a.rotary_dim);
-  const SliceRange u = slice_cols(a, s, heads + 2 * kvh);
+  const int64_t ur = a.unit_rows, per_head = hd / ur;  // the host holds unit_rows | head_dim
+  const SliceRange u = slice_cols(a, s, (heads + 2 * kvh) * per_head);
   if (R <= 0 || u.begin >= u.end) return;
+  const int64_t n0 = u.begin * ur, n1 = u.end * ur;  // output rows of the fused weight
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
   rmsnorm_rows_to_smem(x, a.norm_w, K, R, a.eps, sm);
-  const u16* W = a.w_qkv;
   const int* pos = a.positions;
   const int64_t* slots = a.slots;
-  u16* q_out = a.q_out;
-  u16* kc = a.k_cache;
-  u16* vc = a.v_cache;
-  const float* table = a.inv_freq;
-  const int per_chunk = kChunk / hd;  // whole heads per chunk
   const int64_t kw = static_cast<int64_t>(kvh) * hd;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  u16* hbuf = sm.head + warp * 256;
-  for (int64_t h0 = u.begin; h0 < u.end; h0 += per_chunk) {
-    const int nh = static_cast<int>(min(static_cast<int64_t>(per_chunk), u.end - h0));
-    gemv_chunk(W, K, h0 * hd, nh * hd, sm.xn, K, R, sm);
-    for (int item = warp; item < R * nh; item += MET_INTERP_WARPS) {
-      const int r = item / nh, j = item % nh;
-      const int64_t unit = h0 + j, row = rr.begin + r;
-      for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(sm.res[r * kChunk + j * hd + i]);
+  // Where element i of head unit h lands for row `row`.
+  auto dst = [&](int64_t h, int64_t row) -> u16* {
+    return h < heads ? a.q_out + row * heads * hd + h * hd
+           : h < heads + kvh ? a.k_cache + slots[row] * kw + (h - heads) * hd
+                             : a.v_cache + slots[row] * kw + (h - heads - kvh) * hd;
+  };
+  for (int64_t c0 = n0; c0 < n1; c0 += kChunk) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), n1 - c0));
+    gemv_chunk(a.w_qkv, K, c0, n, sm.xn, K, R, sm);
+    for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
+      const int r = i / n, j = i % n;
+      const int64_t m = c0 + j;
+      dst(m / hd, rr.begin + r)[m % hd] = to_bf(sm.res[r * kChunk + j]);
+    }
+    __syncthreads();
+  }
+  // Arrivals for the q and k heads the slice touched, 64 at a time; then finish the completed ones.
+  const int64_t h_first = n0 / hd, h_end = min(static_cast<int64_t>(heads + kvh), (n1 - 1) / hd + 1);
+  const int64_t counter0 = static_cast<int64_t>(s / a.geom.col_parts) * (heads + kvh);  // the host bounds it
+  int* done = reinterpret_cast<int*>(sm.red);
+  for (int64_t hb = h_first; hb < h_end; hb += 64) {
+    const int nb = static_cast<int>(min(static_cast<int64_t>(64), h_end - hb));
+    if (threadIdx.x < nb) {
+      const int64_t h = hb + threadIdx.x;
+      const int64_t mine = (min(n1, (h + 1) * hd) - max(n0, h * hd)) / ur;
+      bool complete = mine == per_head;
+      if (!complete) {
+        const unsigned long long old = atom_add_acq_rel(met_qkv_arrivals + counter0 + h, static_cast<unsigned long long>(mine));
+        complete = (old + mine) % per_head == 0;
+      }
+      done[threadIdx.x] = complete ? 1 : 0;
+    }
+    __syncthreads();
+    u16* hbuf = sm.head + warp * 256;
+    for (int item = warp; item < nb * R; item += MET_INTERP_WARPS) {
+      const int j = item / R, r = item % R;
+      if (!done[j]) continue;
+      const int64_t h = hb + j, row = rr.begin + r;
+      u16* d = dst(h, row);
+      for (int i = lane; i < hd; i += 32) hbuf[i] = __ldcg(d + i);
       __syncwarp();
-      if (unit < heads + kvh) {
-        const u16* nw = unit < heads ? qn : kn;
-        if (nw) {
-          const float inv = inv_rms_warp(hbuf, hd, a.eps);
-          for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(bf(hbuf[i]) * inv * bf(nw[i]));
-          __syncwarp();
-        }
-        rope_head_warp(hbuf, hd, rot, a.theta, table, pos[row]);
+      const u16* nw = h < heads ? qn : kn;
+      if (nw) {
+        const float inv = inv_rms_warp(hbuf, hd, a.eps);
+        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(bf(hbuf[i]) * inv * bf(nw[i]));
         __syncwarp();
       }
-      u16* dst = unit < heads ? q_out + row * heads * hd + unit * hd
-                 : unit < heads + kvh ? kc + slots[row] * kw + (unit - heads) * hd
-                                      : vc + slots[row] * kw + (unit - heads - kvh) * hd;
-      for (int i = lane; i < hd; i += 32) dst[i] = hbuf[i];
+      rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, pos[row]);
+      __syncwarp();
+      for (int i = lane; i < hd; i += 32) d[i] = hbuf[i];
       __syncwarp();
     }
     __syncthreads();

@@ -35,7 +35,8 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   const std::int64_t rotary = param(*rope, "rotary_dim");
   t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
                      inv_freq_table(*b.sh, b.cfg.rope, rotary)});
-  MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1},
+  MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
+                      /*unit_rows=*/hd},
                      {b.cfg.eps, b.cfg.theta}));
   b.q_src = q;
   b.q_stride = heads * hd;

@@ -134,23 +134,27 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   const Wide r0 = rr.begin, r1 = rr.end, nrows = add(r1, -r0);
   const Wide row_bytes = t.bytes / t.shape[0];
   if (span == Span::q_heads || span == Span::k_heads || span == Span::v_heads) {
+    // The slice's units are rows [u0 * unit_rows, u1 * unit_rows) of the fused output (q heads, then
+    // k heads, then v heads; unit_rows divides head_dim). A head split over several slices is
+    // finished in place by the last of them to arrive, ordered after the others' writes by its
+    // arrival counter, so each slice's bytes are its own rows of the output.
     const Wide heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), hd = named_int(*op, d, "head_dim");
-    const Wide units_n = add(heads, mul(2, kvh));
+    const Wide ur = named_int(*op, d, "unit_rows");
+    if (hd <= 0 || ur <= 0 || hd % ur != 0) return kPastEveryTensor;
+    const Wide units_n = mul(add(heads, mul(2, kvh)), hd / ur);
     if (units_n <= 0 || units_n > INT64_MAX) return kPastEveryTensor;
     const RowRange units = slice_cols(d, slice, static_cast<std::int64_t>(units_n));
-    const Wide lo = span == Span::q_heads ? 0 : span == Span::k_heads ? heads : add(heads, kvh);
-    const Wide n = span == Span::q_heads ? heads : kvh;
-    const Wide h0 = std::clamp(add(units.begin, -lo), Wide{0}, std::max(n, Wide{0}));
-    const Wide h1 = std::clamp(add(units.end, -lo), Wide{0}, std::max(n, Wide{0}));
-    if (h0 >= h1) return {};
-    const Wide head_bytes = mul(hd, dtype_bytes(t.dtype));
+    const Wide lo = mul(span == Span::q_heads ? 0 : span == Span::k_heads ? heads : add(heads, kvh), hd);
+    const Wide n = mul(span == Span::q_heads ? heads : kvh, hd);
+    const Wide c0 = std::clamp(add(mul(units.begin, ur), -lo), Wide{0}, std::max(n, Wide{0}));
+    const Wide c1 = std::clamp(add(mul(units.end, ur), -lo), Wide{0}, std::max(n, Wide{0}));
+    if (c0 >= c1) return {};
+    const Wide eb = dtype_bytes(t.dtype);
     if (span == Span::q_heads)
-      return strided(add(mul(mul(r0, heads), head_bytes), mul(h0, head_bytes)), mul(h1 - h0, head_bytes), mul(heads, head_bytes),
-                     nrows);
+      return strided(add(mul(mul(r0, n), eb), mul(c0, eb)), mul(c1 - c0, eb), mul(n, eb), nrows);
     const Wide per_seq = named_int(*op, d, "seq_slots");
     if (per_seq <= 0) return {0, t.bytes};
-    return strided(add(mul(mul(r0, per_seq), row_bytes), mul(h0, head_bytes)), mul(h1 - h0, head_bytes), row_bytes,
-                   mul(nrows, per_seq));
+    return strided(add(mul(mul(r0, per_seq), row_bytes), mul(c0, eb)), mul(c1 - c0, eb), row_bytes, mul(nrows, per_seq));
   }
   if (span == Span::out_heads && t.shape.size() == 2) {
     const Wide heads = named_int(*op, d, "heads");

@@ -18,6 +18,7 @@ namespace {
 // Both are the GPU bodies' limits (kernels/common/interp: abi.h, smem.h).
 constexpr std::int64_t kGpuGemvRows = MET_DEV_MAX_ROWS;
 constexpr std::int64_t kGemmTile = MET_GEMM_TILE;
+constexpr std::int64_t kQkvUnitRows = MET_QKV_UNIT_ROWS;
 
 // Slices of one instruction are unordered: they may only write disjoint bytes. A by-slot write
 // (kv_append's slots in prefill) claims its whole tensor; its slices' rows are disjoint, and the
@@ -52,9 +53,30 @@ std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const Packet
     const auto& t = f.tensors[h];
     return t.shape.size() >= 2 ? static_cast<std::int64_t>(t.shape[1]) : 1;
   }
-  if (int_index(op, "seq_slots") >= 0) return d.ints[2] + 2 * d.ints[3];  // heads + 2 * kv_heads units
+  if (const int ur = int_index(op, "unit_rows"); ur >= 0) {  // the fused qkv output rows, unit_rows at a time
+    const std::int64_t rows_per = d.ints[static_cast<std::size_t>(ur)];
+    return rows_per > 0 ? (d.ints[2] + 2 * d.ints[3]) * d.ints[4] / rows_per : 0;
+  }
   if (const int k = int_index(op, "splits"); k >= 0) return d.ints[static_cast<std::size_t>(k)];
   return 0;
+}
+
+// Rows per column unit of a fused qkv op on a GPU. With whole heads as units, a model with fewer
+// heads than streams leaves streams idle while the others read a head's weights each; units of
+// fewer rows (a multiple of the mma tile that divides head_dim) spread those reads, and the last
+// slice to finish a head finishes it (norm, rope). The choice is the unit that makes the largest
+// slice smallest (every slice reads its rows' weights over the whole hidden size), and of equals the
+// largest unit, which splits the fewest heads.
+std::int64_t qkv_unit_rows(std::int64_t head_units, std::int64_t head_dim, std::uint32_t sm) {
+  std::int64_t best = head_dim, best_rows = 0;
+  if (head_units <= 0 || head_dim <= 0 || sm == 0) return head_dim;
+  for (std::int64_t ur = head_dim; ur >= kQkvUnitRows; --ur) {
+    if (head_dim % ur != 0 || ur % kQkvUnitRows != 0) continue;
+    const std::int64_t units = head_units * (head_dim / ur);
+    const std::int64_t rows = (units + sm - 1) / sm * ur;  // the most rows one slice carries
+    if (best_rows == 0 || rows < best_rows) best = ur, best_rows = rows;
+  }
+  return best;
 }
 
 }  // namespace
@@ -67,6 +89,8 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
     const std::int64_t rows = d.ints.empty() ? 1 : d.ints[0];
     const auto row_slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(rows, 1, sm));
     const int ck = int_index(*op, "col_slices");
+    if (const int ur = int_index(*op, "unit_rows"); gpu && ur >= 0)
+      d.ints[static_cast<std::size_t>(ur)] = qkv_unit_rows(d.ints[2] + 2 * d.ints[3], d.ints[4], sm);
     const std::int64_t n = ck >= 0 ? column_count(d, *op, f) : 0;
     std::int64_t parts = 1, row_parts = row_slices;
     if (n > 0 && rows >= 1) {

@@ -74,6 +74,16 @@ MetAttnShape attn_shape(const A& a) {
   return MetAttnShape{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.window), a.softcap, a.scale};
 }
 
+// The heads a slice of a fused qkv op computes. Its units are rows [u0, u1) * unit_rows of the
+// fused output; the CPU computes whole heads, each in the slice that holds its last row (the GPU
+// splits a head over slices and lets the last to arrive finish it: the same values).
+template <class A>
+RowRange qkv_heads(const A& a, const InstrDesc& d, std::uint32_t s) {
+  const std::int64_t per_head = a.head_dim / a.unit_rows;  // the verifier holds unit_rows | head_dim
+  const RowRange u = emit::slice_cols(d, s, (a.heads + 2 * a.kv_heads) * per_head);
+  return {u.begin / per_head, u.end / per_head};
+}
+
 // ---- bodies: one slice of one instruction ----
 void body_embed(const MetArgs_embed& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
@@ -84,7 +94,7 @@ void body_gemv_rmsnorm_qkv_rope(const MetArgs_gemv_rmsnorm_qkv_rope& a, const In
   const RowRange r = emit::slice_rows(d, s);
   const MetRopeShape sh = rope_shape(a, a.theta);
   const std::int64_t qw = a.heads * a.head_dim;
-  const RowRange u = emit::slice_cols(d, s, a.heads + 2 * a.kv_heads);
+  const RowRange u = qkv_heads(a, d, s);
   met_gemv_rmsnorm_qkv_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.positions + r.begin,
                             a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq, a.q_out + r.begin * qw, a.k_cache,
                             a.v_cache, u.begin, u.end);
@@ -94,7 +104,7 @@ void body_gemv_rmsnorm_qkv_qknorm_rope(const MetArgs_gemv_rmsnorm_qkv_qknorm_rop
   const RowRange r = emit::slice_rows(d, s);
   const MetRopeShape sh = rope_shape(a, a.theta);
   const std::int64_t qw = a.heads * a.head_dim;
-  const RowRange u = emit::slice_cols(d, s, a.heads + 2 * a.kv_heads);
+  const RowRange u = qkv_heads(a, d, s);
   met_gemv_rmsnorm_qkv_qknorm_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.q_norm_w,
                                    a.k_norm_w, a.positions + r.begin, a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq,
                                    a.q_out + r.begin * qw, a.k_cache, a.v_cache, u.begin, u.end);

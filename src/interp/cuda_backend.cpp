@@ -300,6 +300,14 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
                       ": the bodies take multiples of 8 up to 256");
       }
+      if (qkv) {
+        const std::int64_t ur = named(*op, d, "unit_rows"), units = named(*op, d, "heads") + named(*op, d, "kv_heads");
+        if (hd <= 0 || ur <= 0 || hd % ur != 0)
+          return fail(where + ": " + op->name + " unit_rows " + std::to_string(ur) + " does not divide head_dim " + std::to_string(hd));
+        if (units < 0 || row_parts > MET_QKV_MAX_COUNTERS / std::max<std::int64_t>(1, units))
+          return fail(where + ": " + op->name + " needs " + std::to_string(row_parts) + " x " + std::to_string(units) +
+                      " arrival counters; the body has " + std::to_string(MET_QKV_MAX_COUNTERS));
+      }
       if (op->family == "attention_prefill") {
         if (hd != vhd || (hd != 32 && hd != 64 && hd != 128))
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
@@ -351,6 +359,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   if (need > static_cast<std::uint64_t>(smem_optin))
     return fail(at + ": the bodies would use " + std::to_string(need) + " bytes of shared memory (the gemv bodies stage " +
                 std::to_string(rows_k) + " normalised activations); " + m.dev_name + " allows " + std::to_string(smem_optin));
+  // Exactly the largest body's need, never more: L1 is what shared memory leaves, and it holds the
+  // gemv bodies' loads in flight (with the whole 227 KB taken every gemv op of the H200 ran 30-50%
+  // slower; docs/arch/interpreter.md).
   m.smem = static_cast<unsigned>(need);
   MET_CU(*api, FuncSetAttribute(m.fn, cu::kFuncMaxDynamicSmem, static_cast<int>(m.smem)));
   int blocks = 0;

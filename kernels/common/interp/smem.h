@@ -7,6 +7,12 @@
 /* gemv family: 64 reduction floats, results [rows][256] floats, k-split partials [warps][256]
  * floats, one bf16 head per warp; then rows x K bf16 normalised activations. */
 #define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
+/* fused qkv: a GPU slice covers a range of units of the qkv output of unit_rows rows each, a
+ * multiple of MET_QKV_UNIT_ROWS (one mma tile) that divides head_dim (src/emit/slice.cpp); a head
+ * split over slices is finished by the last of them (kernels/common/gemv.cuh), which counts
+ * arrivals in one of MET_QKV_MAX_COUNTERS (row part, head) counters. */
+#define MET_QKV_UNIT_ROWS 16
+#define MET_QKV_MAX_COUNTERS 65536
 /* GEMM: MET_GEMM_STAGES stages of an A and a B tile of [128][32 + 8] bf16. */
 #define MET_GEMM_TILE 128
 #define MET_GEMM_BK 64
