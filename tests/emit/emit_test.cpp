@@ -352,6 +352,55 @@ TEST_CASE("decode_1 on 4 threads splits the weight-bound ops by output columns i
     }
 }
 
+// The decode qkv op of each emit, with its unit_rows and slices.
+struct QkvSplit {
+  std::int64_t unit_rows = 0;
+  std::uint32_t slices = 0;
+};
+QkvSplit decode1_qkv(const std::filesystem::path& ck, const std::string& device) {
+  testing::EmitSpec s;
+  s.device = device;
+  s.rungs = {1};
+  s.buckets = {128};
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(ck, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      const int ur = emit::int_index(*op, "unit_rows");
+      if (p.name == "decode_1" && ur >= 0) return {d.ints[static_cast<std::size_t>(ur)], d.slices};
+    }
+  FAIL("no qkv op in decode_1");
+  return {};
+}
+
+TEST_CASE("a GPU cuts the fused qkv into units of 16-row multiples that make the largest slice smallest; the cpu keeps heads") {
+  // {heads, kv heads, head_dim}: 48 heads of 128 rows on 132 SMs: 16-row units (3 per slice, 48 rows
+  // against 128 for whole heads); 48 heads of 64: 32-row units (1 per slice, as few as 16-row units
+  // give, 2 of them, with half the heads split); 8 heads of 32: 16-row units.
+  struct Shape {
+    int heads, kv, hd;
+    std::int64_t unit_rows;
+    std::uint32_t slices;
+  };
+  for (const Shape sh : {Shape{32, 8, 128, 16, 132}, Shape{32, 8, 64, 32, 96}, Shape{4, 2, 32, 16, 16}}) {
+    const std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 128,
+      "num_attention_heads": )" + std::to_string(sh.heads) + R"(, "num_hidden_layers": 1, "num_key_value_heads": )" +
+                            std::to_string(sh.kv) + R"(, "head_dim": )" + std::to_string(sh.hd) + R"(,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256,
+      "max_position_embeddings": 2048, "torch_dtype": "bfloat16"})";
+    const auto ck = testing::tiny_checkpoint("qkv-units-" + std::to_string(sh.heads) + "-" + std::to_string(sh.hd), cfg);
+    const QkvSplit gpu = decode1_qkv(ck, "h200-sxm");
+    CAPTURE(sh.heads);
+    CAPTURE(sh.hd);
+    CHECK(gpu.unit_rows == sh.unit_rows);
+    CHECK(gpu.slices == sh.slices);
+    CHECK(decode1_qkv(ck, "host-cpu").unit_rows == sh.hd);
+  }
+}
+
 TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes) and verify still orders the cache's readers after it") {
   for (const std::string device : {"host-cpu", "h200-sxm"}) {
     INFO(device);
