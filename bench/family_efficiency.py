@@ -30,14 +30,20 @@ def family_of_kernel(root):
     return out
 
 
-def plan(met, hardware, model_dir, case):
-    args = [met, "circuit", "plan", "--hardware", hardware, "--checkpoint", model_dir, "--format", "json"]
+def plan_args(met, hardware, model_dir, case):
+    """`met circuit plan` for a campaign case: its device, mode, rows and context."""
+    args = [met, "circuit", "plan", "--hardware", hardware, "--checkpoint", model_dir]
     if case["kind"] == "decode":
         args += ["--mode", "decode" if case["rows"] == 1 else "batch", "--context", str(case["ctx"])]
         if case["rows"] > 1:
             args += ["--rows", str(case["rows"])]
     else:
         args += ["--mode", "prefill", "--rows", str(case["rows"])]
+    return args
+
+
+def plan(met, hardware, model_dir, case):
+    args = plan_args(met, hardware, model_dir, case) + ["--format", "json"]
     return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
 
 

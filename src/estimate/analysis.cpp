@@ -85,9 +85,10 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
     double pred = c.seconds;
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
-      if (fam != rules.families.end() && fam->second.efficiency) {
+      const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(shape.prefill, shape.rows) : std::nullopt;
+      if (eff) {
         const double fit_seconds = basis.choice == fit_basis.choice ? c.seconds : group_cost(g, scope, shape, fit_basis).seconds;
-        pred = fit_seconds / *fam->second.efficiency;
+        pred = fit_seconds / *eff;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
       }

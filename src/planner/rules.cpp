@@ -1,6 +1,8 @@
 #include "planner/rules.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -121,9 +123,39 @@ Expected<Family> parse_family(const std::string& file, const toml::table& t, con
   if (fam.efficiency && (*fam.efficiency <= 0.0 || *fam.efficiency > 1.0)) {
     return f.error_at("efficiency", "must be in (0, 1]");
   }
-  if (fam.efficiency && fam.evidence == "unmeasured") return f.error_at("evidence", "an efficiency needs the evidence it came from");
+  MET_TRY(const toml::table* by_rows, f.table("efficiency_by_rows"));
+  if (by_rows) {
+    Fields b(file, *by_rows, fmt::format("family '{}' efficiency_by_rows", fam.id));
+    for (const auto& [mode, points] : {std::pair{"decode", &fam.efficiency_decode}, std::pair{"prefill", &fam.efficiency_prefill}}) {
+      MET_TRY(const toml::array* list, b.array(mode));
+      if (!list) continue;
+      for (const auto& item : *list) {
+        const auto* pair = item.as_array();
+        const auto rows = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
+        const auto share = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
+        if (!rows || !share || *rows < 1 || *share <= 0.0 || *share > 1.0)
+          return b.error_at(mode, "each point is [rows >= 1, efficiency in (0, 1]]");
+        if (!points->empty() && *rows <= points->back().first) return b.error_at(mode, "rows must ascend");
+        points->emplace_back(*rows, *share);
+      }
+    }
+    MET_CHECK(b.done());
+  }
+  const bool measured = fam.efficiency || !fam.efficiency_decode.empty() || !fam.efficiency_prefill.empty();
+  if (measured && fam.evidence == "unmeasured") return f.error_at("evidence", "an efficiency needs the evidence it came from");
   MET_CHECK(f.done());
   return fam;
+}
+
+double interpolate_log_rows(const std::vector<std::pair<double, double>>& points, double rows) {
+  if (rows <= points.front().first) return points.front().second;
+  if (rows >= points.back().first) return points.back().second;
+  std::size_t k = 1;
+  while (points[k].first < rows) ++k;
+  const auto& [r0, e0] = points[k - 1];
+  const auto& [r1, e1] = points[k];
+  const double t = (std::log(rows) - std::log(r0)) / (std::log(r1) - std::log(r0));
+  return e0 + t * (e1 - e0);
 }
 
 bool rule_order(const Rule& a, const Rule& b) {
@@ -209,6 +241,12 @@ Expected<RuleSet> load_rules(const KernelTree& tree, const avail::ClassChain& ch
   }
   std::stable_sort(set.rules.begin(), set.rules.end(), rule_order);
   return set;
+}
+
+std::optional<double> Family::efficiency_at(bool prefill, std::int64_t rows) const {
+  const auto& points = prefill ? efficiency_prefill : efficiency_decode;
+  if (points.empty()) return efficiency;
+  return interpolate_log_rows(points, static_cast<double>(std::max<std::int64_t>(1, rows)));
 }
 
 }  // namespace met::planner

@@ -53,7 +53,14 @@ struct Family {
   int rows_per_launch = 1;
   std::vector<std::string> kernels;
   std::optional<double> efficiency;  // measured share of the ceiling, when evidence exists
+  // Measured shares by step rows (decode/batch: sequences; prefill: tokens per chunk), each
+  // ascending in rows; a step between two points takes the share interpolated in log(rows), one
+  // outside takes the nearest point's. A mode without points falls back to `efficiency`.
+  std::vector<std::pair<double, double>> efficiency_decode, efficiency_prefill;
   std::string evidence;              // "unmeasured" or where the efficiency came from
+
+  // The family's measured share of the ceiling for a step of `rows` rows, if it has one.
+  std::optional<double> efficiency_at(bool prefill, std::int64_t rows) const;
   std::string klass;
   std::string location;
 };

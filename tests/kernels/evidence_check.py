@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The measured figures a class carries (KERNEL_FAMILIES.toml efficiencies, HARDWARE.toml
 packet_overhead_us) must be what bench/family_efficiency.py computes from the campaign file their
-evidence names: decode families from decode C=1, prefill families from the largest prefill case,
-the overhead per plan group from decode C=1. A typed number that drifts from its source fails.
+evidence names: each `efficiency_by_rows` point from the campaign case of that mode and rows
+(decode C=rows at context 4096, prefill T=rows), a plain `efficiency` from one of the campaign's
+cases of that family (the check names which), the overhead per plan group from decode C=1. A typed
+number that drifts from its source fails.
 
     evidence_check.py MET CLASS CONFIG.json
 """
@@ -12,14 +14,15 @@ import subprocess
 import sys
 import tomllib
 
-DECODE_FAMILIES = {"gemv", "attention_decode"}
+def close(a, b):
+    return abs(a - b) <= max(5e-5, 0.01 * b)
 
 
 def main():
     met, klass, config = sys.argv[1:4]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "kernels", klass, "KERNEL_FAMILIES.toml"), "rb") as f:
-        families = {fam["id"]: fam for fam in tomllib.load(f)["family"] if "efficiency" in fam}
+        families = {fam["id"]: fam for fam in tomllib.load(f)["family"] if "efficiency" in fam or "efficiency_by_rows" in fam}
     with open(os.path.join(root, "kernels", klass, "HARDWARE.toml"), "rb") as f:
         hw = tomllib.load(f)
     sources = {fam["evidence"] for fam in families.values()} | {hw.get("packet_overhead_evidence")} - {None}
@@ -29,19 +32,22 @@ def main():
     table = subprocess.run([sys.executable, os.path.join(root, "bench", "family_efficiency.py"), campaign, config, met],
                            check=True, capture_output=True, text=True).stdout
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]
-    prefills = sorted({int(r[0].split("=")[1]) for r in rows if r[0].startswith("prefill")})
-    decode_case, prefill_case = "decode C=1 ctx=4096", f"prefill T={prefills[-1]}"
+    decode_case = "decode C=1 ctx=4096"
     failures = 0
     for fid, fam in sorted(families.items()):
-        case = decode_case if fid in DECODE_FAMILIES else prefill_case
-        got = [float(r[4]) for r in rows if r[0] == case and r[1] == fid]
-        if not got:
-            print(f"FAIL {fid}: no row for {case}")
-            failures += 1
-            continue
-        ok = abs(got[0] - fam["efficiency"]) <= max(5e-5, 0.01 * got[0])
-        print(f"{'ok  ' if ok else 'FAIL'} {fid}: efficiency {fam['efficiency']} carried, {got[0]} computed ({case})")
-        failures += not ok
+        for mode, points in sorted(fam.get("efficiency_by_rows", {}).items()):
+            for n, carried in points:
+                case = f"decode C={n} ctx=4096" if mode == "decode" else f"prefill T={n}"
+                got = [float(r[4]) for r in rows if r[0] == case and r[1] == fid]
+                ok = bool(got) and close(carried, got[0])
+                print(f"{'ok  ' if ok else 'FAIL'} {fid}: {mode} rows {n}: {carried} carried, "
+                      f"{got[0] if got else 'no row'} computed ({case})")
+                failures += not ok
+        if "efficiency" in fam:
+            match = [r[0] for r in rows if r[1] == fid and close(fam["efficiency"], float(r[4]))]
+            print(f"{'ok  ' if match else 'FAIL'} {fid}: efficiency {fam['efficiency']} carried, "
+                  f"{'computed for ' + match[0] if match else 'no case of the campaign computes it'}")
+            failures += not match
     if "packet_overhead_us" in hw:
         over = [r for r in rows if r[0] == decode_case and r[1] == "(packet overhead)"]
         m = re.search(r"([0-9.]+) us per plan group", over[0][4]) if over else None

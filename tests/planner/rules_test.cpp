@@ -133,3 +133,47 @@ TEST_CASE("an unknown key in a rule is rejected, never ignored") {
   REQUIRE_FALSE(rs.ok());
   CHECK(rs.error().message.find("prio") != std::string::npos);
 }
+
+namespace {
+
+met::Expected<RuleSet> load_family(const std::string& extra) {
+  const Chain c;
+  MemTree t = tree("");
+  t.files()["child/KERNEL_FAMILIES.toml"] =
+      "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\nkernels = [\"k_gemv_fast\"]\n" + extra;
+  return load_rules(t, c.chain);
+}
+
+}  // namespace
+
+TEST_CASE("efficiency_by_rows: shares interpolated in log(rows) per mode, the nearest point outside, `efficiency` for a mode without points") {
+  auto rs = load_family("efficiency = 0.7\nefficiency_by_rows = { decode = [[1, 0.2], [16, 0.5]] }\nevidence = \"c.json\"\n");
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  const auto& fam = rs->families.at("fam");
+  CHECK(*fam.efficiency_at(false, 1) == doctest::Approx(0.2));
+  CHECK(*fam.efficiency_at(false, 4) == doctest::Approx(0.35));  // halfway in log(rows)
+  CHECK(*fam.efficiency_at(false, 16) == doctest::Approx(0.5));
+  CHECK(*fam.efficiency_at(false, 64) == doctest::Approx(0.5));
+  CHECK(*fam.efficiency_at(true, 4096) == doctest::Approx(0.7));
+  auto bare = load_family("efficiency_by_rows = { prefill = [[128, 0.1]] }\nevidence = \"c.json\"\n");
+  REQUIRE(bare.ok());
+  CHECK_FALSE(bare->families.at("fam").efficiency_at(false, 1).has_value());
+}
+
+TEST_CASE("efficiency_by_rows refuses descending rows, shares outside (0, 1], unknown modes and points without evidence") {
+  const std::pair<const char*, const char*> cases[] = {
+      {"efficiency_by_rows = { decode = [[16, 0.5], [1, 0.2]] }\nevidence = \"c.json\"\n", "rows must ascend"},
+      {"efficiency_by_rows = { decode = [[1, 1.5]] }\nevidence = \"c.json\"\n", "efficiency in (0, 1]"},
+      {"efficiency_by_rows = { decode = [[0, 0.5]] }\nevidence = \"c.json\"\n", "rows >= 1"},
+      {"efficiency_by_rows = { batch = [[1, 0.5]] }\nevidence = \"c.json\"\n", "batch"},
+      {"efficiency_by_rows = { decode = [[1, 0.5]] }\nevidence = \"unmeasured\"\n", "needs the evidence"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string expected = want;
+    CAPTURE(expected);
+    auto rs = load_family(text);
+    REQUIRE_FALSE(rs.ok());
+    CHECK(rs.error().message.find(expected) != std::string::npos);
+    CHECK(rs.error().message.find("kernels/child/KERNEL_FAMILIES.toml:") == 0);
+  }
+}

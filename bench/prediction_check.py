@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The planner's prediction for every case of a campaign beside what the campaign measured: the
+check of a calibration on shapes it was not fitted on (kernels/<class>/KERNEL_FAMILIES.toml names
+the campaign each efficiency came from; any other campaign of the same binary is held out).
+
+    python3 bench/prediction_check.py CAMPAIGN.json CONFIG.json [--max-gmean X] [--max-worst Y] [MET]
+
+Prints a Markdown table (case, measured ms, predicted ms, predicted / measured) and the geometric
+mean of max(r, 1/r) over the cases. With --max-gmean / --max-worst it exits 1 when the geometric
+mean or the worst case is off by more than that factor. MET defaults to build/src/cli/met; the
+prediction is the report of `met circuit plan` for the campaign's device, mode, rows and context."""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_efficiency import plan_args  # noqa: E402
+
+
+def predicted_ms(met, hardware, model_dir, case):
+    """The report's prediction line for the case (the JSON lists only the standard rungs and sizes)."""
+    args = plan_args(met, hardware, model_dir, case)
+    text = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^\| prediction \| ([0-9.]+) (s|ms|µs) per step", text, re.M)
+    if not m:
+        sys.exit(f"prediction_check.py: no prediction line in `{' '.join(args)}`")
+    return float(m.group(1)) * {"s": 1e3, "ms": 1.0, "µs": 1e-3}[m.group(2)]
+
+
+def main():
+    args, limits = [], {}
+    argv = sys.argv[1:]
+    while argv:
+        a = argv.pop(0)
+        if a in ("--max-gmean", "--max-worst"):
+            limits[a] = float(argv.pop(0))
+        else:
+            args.append(a)
+    if len(args) not in (2, 3):
+        sys.exit(__doc__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    campaign = json.load(open(args[0]))
+    met = args[2] if len(args) == 3 else os.path.join(root, "build", "src", "cli", "met")
+    off = []
+    with tempfile.TemporaryDirectory() as model_dir:
+        with open(args[1]) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
+            dst.write(src.read())
+        print(f"# Predictions against {os.path.basename(args[0])}: {campaign['model']} on {campaign['device']}\n")
+        print("| case | measured ms | predicted ms | predicted / measured |")
+        print("|---|---:|---:|---:|")
+        for case in campaign["cases"]:
+            measured = case["ms"]["median"]
+            pred = predicted_ms(met, campaign["hardware"], model_dir, case)
+            name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
+            ratio = pred / measured
+            off.append(max(ratio, 1 / ratio))
+            print(f"| {name} | {measured:.3f} | {pred:.3f} | {ratio:.3f} |")
+    gmean = math.exp(sum(math.log(x) for x in off) / len(off))
+    print(f"\ngeometric-mean error x{gmean:.3f}, worst x{max(off):.3f}, {sum(x <= 1.2 for x in off)} of {len(off)} within 20%")
+    bad = (gmean > limits.get("--max-gmean", math.inf)) or (max(off) > limits.get("--max-worst", math.inf))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
