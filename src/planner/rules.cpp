@@ -1,11 +1,10 @@
 #include "planner/rules.hpp"
 
 #include <fmt/format.h>
-
-#include <cmath>
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/strings.hpp"

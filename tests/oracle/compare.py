@@ -25,6 +25,13 @@ def require(cond, message):
         sys.exit(f"compare.py: {message}")
 
 
+def top_gap(row):
+    """The top-1/top-2 gap of a logit row over its largest magnitude (infinite with one logit)."""
+    scale = max(abs(v) for v in row) or 1.0
+    top = sorted(row, reverse=True)[:2]
+    return (top[0] - top[1]) / scale if len(top) == 2 else float("inf")
+
+
 def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     forced = "--forced" in sys.argv[1:]
@@ -52,10 +59,7 @@ def main():
         last = steps  # steps compared in this case
         if not forced and got_tokens != want_tokens:
             first = next(i for i, (a, b) in enumerate(zip(got_tokens + [None] * steps, want_tokens)) if a != b)
-            row = case["logits"][first]
-            scale = max(abs(v) for v in row) or 1.0
-            top = sorted(row, reverse=True)[:2]
-            gap = (top[0] - top[1]) / scale if len(top) == 2 else float("inf")
+            gap = top_gap(case["logits"][first])
             if gap <= 2 * tol:
                 print(f"case {k}: tokens part at step {first}, a near tie in transformers' logits (gap {gap:.4g}): "
                       f"compared up to it")
@@ -77,12 +81,12 @@ def main():
                 failures += 1
                 break
             if forced:
-                top = sorted(want, reverse=True)[:2]
-                if (top[0] - top[1]) / scale > 2 * tol:
+                gap = top_gap(want)
+                if gap > 2 * tol:
                     judged += 1
                     if got_tokens[step] != want_tokens[step]:
                         print(f"case {k} step {step}: met argmax {got_tokens[step]}, transformers {want_tokens[step]} "
-                              f"(gap {(top[0] - top[1]) / scale:.4g})")
+                              f"(gap {gap:.4g})")
                         failures += 1
                 else:
                     ties += 1
