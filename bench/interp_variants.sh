@@ -64,6 +64,10 @@ for f in glob.glob(d + "/**/*.json", recursive=True):
     for c in json.load(open(f))["cases"]:
         ks = " ".join(f"{k}={v:.3f}" for k, v in sorted(c.get("kernel_ms", {}).items()))
         print(f"{m} {name} r{r} C={c['rows']:<2} {c['ms']['median']:8.3f} ms  idle {c['timestamped_ms'] - c['instr_wall_sum_ms']:.3f}  {ks}")
+        sl = c.get("kernel_slice_mean_ms", {})
+        sp = c.get("kernel_start_spread_ms", {})
+        if sl:
+            print("    mean slice / start spread: " + " ".join(f"{k}={sl[k]:.3f}/{sp.get(k, 0):.3f}" for k in sorted(sl)))
 EOF
     done
   done

@@ -147,12 +147,18 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     MET_CHECK(backend.run(prog));
     backend.set_timestamps(false);
     const auto walls = backend.instr_times_ns(prog);
-    std::map<std::string, double> family, kernel;
+    const auto slices = backend.slice_times_ns(prog);
+    std::map<std::string, double> family, kernel, kernel_slice, kernel_spread;
     double wall_sum = 0;
     for (std::size_t i = 0; i < walls.size(); ++i) {
       const auto* op = emit::find_opcode(f.programs[prog].instrs[i].opcode);
+      const std::string name = op ? op->name : "?";
       family[op ? op->family : "?"] += walls[i] / 1e6;
-      kernel[op ? op->name : "?"] += walls[i] / 1e6;
+      kernel[name] += walls[i] / 1e6;
+      if (i < slices.size()) {
+        kernel_slice[name] += slices[i].mean_ns / 1e6;
+        kernel_spread[name] += slices[i].start_spread_ns / 1e6;
+      }
       wall_sum += walls[i] / 1e6;
     }
     const Ceilings ceil = ceiling(c);
@@ -174,6 +180,8 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["instr_wall_sum_ms"] = wall_sum;
     j["family_ms"] = family;
     j["kernel_ms"] = kernel;
+    j["kernel_slice_mean_ms"] = kernel_slice;
+    j["kernel_start_spread_ms"] = kernel_spread;
     out["cases"].push_back(std::move(j));
   }
   return out;
@@ -203,6 +211,15 @@ std::string campaign_markdown(const nlohmann::json& j) {
     for (const auto& [k, v] : c["kernel_ms"].items()) ks += fmt::format("{}{} {:.3f}", ks.empty() ? "" : ", ", k, v.get<double>());
     const std::string at = c.contains("ctx") ? fmt::format(" ctx={}", c["ctx"].get<int>()) : "";
     s += fmt::format("| `{}`{} | {} |\n", c["program"].get<std::string>(), at, ks);
+  }
+  s += "\nThe same walls split (ms): wall = mean slice time + the rest (slices that started late or ran long); "
+       "start spread = last slice start - first slice start, summed over the kernel's instructions.\n\n"
+       "| program | kernel | wall | mean slice | start spread |\n|---|---|---:|---:|---:|\n";
+  for (const auto& c : j["cases"]) {
+    if (!c.contains("kernel_slice_mean_ms") || !c.contains("kernel_start_spread_ms")) continue;
+    for (const auto& [k, v] : c["kernel_ms"].items())
+      s += fmt::format("| `{}` | {} | {:.3f} | {:.3f} | {:.3f} |\n", c["program"].get<std::string>(), k, v.get<double>(),
+                       c["kernel_slice_mean_ms"].value(k, 0.0), c["kernel_start_spread_ms"].value(k, 0.0));
   }
   return s;
 }

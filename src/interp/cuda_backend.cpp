@@ -434,6 +434,26 @@ std::vector<double> CudaBackend::instr_times_ns(std::size_t program) const {
   return out;
 }
 
+std::vector<CudaBackend::SliceTimes> CudaBackend::slice_times_ns(std::size_t program) const {
+  const auto& p = impl_->progs.at(program);
+  std::vector<unsigned long long> first(p.n_instrs, ~0ull), last(p.n_instrs, 0);
+  std::vector<double> sum(p.n_instrs, 0.0);
+  std::vector<std::size_t> n(p.n_instrs, 0);
+  for (std::size_t e = 0; e < p.entry_instr.size() && 2 * e + 1 < p.stamps_host.size(); ++e) {
+    const auto i = p.entry_instr[e];
+    const auto t0 = p.stamps_host[2 * e], t1 = p.stamps_host[2 * e + 1];
+    if (t1 < t0) continue;
+    first[i] = std::min(first[i], t0);
+    last[i] = std::max(last[i], t0);
+    sum[i] += static_cast<double>(t1 - t0);
+    ++n[i];
+  }
+  std::vector<SliceTimes> out(p.n_instrs);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (n[i] > 0) out[i] = {sum[i] / static_cast<double>(n[i]), static_cast<double>(last[i] - first[i])};
+  return out;
+}
+
 namespace {
 Expected<cu::DevicePtr> harness_tensor(const emit::PacketFile& f, const std::vector<cu::DevicePtr>& dev, std::size_t h,
                                        std::uint64_t bytes) {

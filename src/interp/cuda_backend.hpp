@@ -47,6 +47,13 @@ class CudaBackend final : public Backend {
   // Per instruction of the last run with timestamps: wall time from its first slice's start to
   // its last slice's end, nanoseconds.
   std::vector<double> instr_times_ns(std::size_t program) const;
+  // Per instruction of the last run with timestamps: the mean time its slices take (start after
+  // the waits to end after the signal) and the spread of their starts (last start - first start),
+  // nanoseconds. A wall well over the mean slice is skew: slices that started late or ran long.
+  struct SliceTimes {
+    double mean_ns = 0, start_spread_ns = 0;
+  };
+  std::vector<SliceTimes> slice_times_ns(std::size_t program) const;
   std::string device_name() const;
   // Bytes of device memory the backend holds.
   std::uint64_t device_bytes() const;
