@@ -9,7 +9,9 @@
 #   bash bench/interp_variants.sh MET 'NAME|KERNELS_DIR|DEFINES' ...
 #   e.g. bench/interp_variants.sh .device/met 'head|.device/kernels-head|' 'pipe4|kernels|-DMET_GEMV_PIPE=4'
 # Env: MODELS (default llama-3.2-1b,llama-3.1-8b), WORK (default /tmp/metvar), NVCC (default nvcc).
-# The variants must keep this met's shared-memory layout (kernels/common/interp/smem.h).
+# The variants must keep this met's shared-memory layout (kernels/common/interp/smem.h); the bodies'
+# own switches are what a variant may set (e.g. -DMET_ATTN_STAGED=0: decode attention reads the
+# cache directly instead of staging chunks in shared memory).
 set -uo pipefail
 (($# >= 2)) || { echo "usage: $0 MET 'NAME|KERNELS_DIR|DEFINES' ..." >&2; exit 2; }
 met="$(realpath "$1")"

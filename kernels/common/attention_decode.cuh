@@ -9,6 +9,12 @@
 #include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
 
+// A/B switch (bench/interp_variants.sh '-DMET_ATTN_STAGED=0'): every split reads the cache directly.
+// The launch's shared memory (smem.h, sized by the host) stays the staged path's.
+#ifndef MET_ATTN_STAGED
+#define MET_ATTN_STAGED 1
+#endif
+
 namespace met_interp {
 
 constexpr int kMaxVDims = 4;  // v_head_dim / 32 per lane: v head dims up to 128
@@ -251,7 +257,7 @@ __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t 
                             int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st,
                             unsigned char* smem) {
 #if MET_HAS_CP_ASYNC
-  if (hd <= MET_ATTN_MAX_HD) {
+  if (MET_ATTN_STAGED && hd <= MET_ATTN_MAX_HD) {
     u16* ks = reinterpret_cast<u16*>(smem + (threadIdx.x / 32) * MET_ATTN_WARP_SMEM);
     u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
     u16* qs = vs + 32 * 128;
