@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/files.hpp"
@@ -11,6 +15,7 @@
 #include "core/strings.hpp"
 #include "core/suggest.hpp"
 #include "estimate/analysis.hpp"
+#include "estimate/measured.hpp"
 #include "model/instantiate.hpp"
 #include "planner/model_toml.hpp"
 #include "report/matrix.hpp"
@@ -32,6 +37,65 @@ Expected<estimate::BasisChoice> parse_basis(const std::string& b) {
   return fail(fmt::format("--basis: unknown basis '{}': {}", b, suggest(b, {"datasheet", "measured"})));
 }
 
+// The cases of one campaign record (met-campaign/1) that carry a plan digest; `path` as named.
+Expected<std::vector<estimate::MeasuredCase>> campaign_cases(const std::string& path, const nlohmann::json& j) {
+  std::vector<estimate::MeasuredCase> out;
+  try {
+    const std::string hardware = j.at("hardware").get<std::string>();
+    const std::string stamp = j.value("stamp", "");
+    for (const auto& c : j.at("cases")) {
+      if (!c.contains("plan_digest")) continue;  // campaigns before the digest was recorded
+      estimate::MeasuredCase m;
+      m.hardware = hardware;
+      m.plan_digest = c.at("plan_digest").get<std::string>();
+      m.kind = c.at("kind").get<std::string>();
+      m.rows = c.at("rows").get<std::int64_t>();
+      if (m.kind == "decode") m.context = c.at("ctx").get<std::int64_t>();
+      m.median_s = c.at("ms").at("median").get<double>() / 1e3;
+      m.stamp = stamp;
+      m.source = path;
+      out.push_back(std::move(m));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return fail(fmt::format("--measured {}: not a usable campaign record: {}", path, e.what()));
+  }
+  return out;
+}
+
+// Every campaign case under the --measured paths: a file must be a campaign record; a directory
+// is searched recursively (sorted) for *.json files with schema met-campaign/1, others skipped.
+Expected<std::vector<estimate::MeasuredCase>> load_measured(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<estimate::MeasuredCase> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    const bool dir = fs::is_directory(p, ec);
+    if (dir) {
+      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file() && it->path().extension() == ".json") files.push_back(it->path().string());
+      if (ec) return fail(fmt::format("--measured {}: {}", p, ec.message()));
+      std::sort(files.begin(), files.end());
+    } else if (fs::is_regular_file(p, ec)) {
+      files.push_back(p);
+    } else {
+      return fail(fmt::format("--measured {}: no such file or directory", p));
+    }
+    for (const auto& f : files) {
+      MET_TRY(auto text, read_file(f));
+      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      const bool campaign = !j.is_discarded() && j.is_object() && j.value("schema", "") == "met-campaign/1";
+      if (!campaign) {
+        if (dir) continue;
+        return fail(fmt::format("--measured {}: not a campaign record (schema met-campaign/1, from met circuit run --campaign)", f));
+      }
+      MET_TRY(auto cases, campaign_cases(f, j));
+      out.insert(out.end(), cases.begin(), cases.end());
+    }
+  }
+  return out;
+}
+
 // The command that regenerates an output: every choice that differs from the defaults.
 std::string command_line(const PlanArgs& a, std::int64_t rows) {
   std::string s = fmt::format("met circuit plan --hardware {}", a.hardware);
@@ -44,6 +108,7 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
   if (a.tp != 1) s += fmt::format(" --tp {}", a.tp);
   if (a.basis != "datasheet") s += fmt::format(" --basis {}", a.basis);
   if (a.format != "report") s += fmt::format(" --format {}", a.format);
+  for (const auto& m : a.measured) s += fmt::format(" --measured {}", m);
   return s;
 }
 
@@ -100,6 +165,10 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
   opt.tp = a.tp;
   MET_TRY(auto model_target, planner::target_for_model(lib, target, graph));
   MET_TRY(auto an, estimate::analyze(lib, model_target, graph, opt));
+  if (!a.measured.empty()) {
+    MET_TRY(auto measured, load_measured(a.measured));
+    estimate::attach_measured(an, measured);
+  }
   const report::Provenance prov{command_line(canonical, rows)};
   if (a.format == "json") return report::render_json(an, prov);
   if (a.format == "html") return report::render_html(an, prov);

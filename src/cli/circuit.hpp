@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "planner/library.hpp"
 
@@ -25,6 +26,7 @@ struct PlanArgs {
   std::string format = "report";  // report | plan | json | html
   std::string out;
   bool check = false;
+  std::vector<std::string> measured;  // --measured: campaign files or directories of them
 };
 
 inline constexpr const char* kDefaultModel = "llama-3.1-8b-instruct";

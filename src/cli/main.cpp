@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   plan->add_option("--tp", args.tp, "tensor-parallel degree: 1, 2, 4, 8")->capture_default_str();
   plan->add_option("--basis", args.basis, "datasheet | measured (figures measured on our own device where the registry has them)")->capture_default_str();
   plan->add_option("--format", args.format, "report | plan | json | html")->capture_default_str();
+  plan->add_option("--measured", args.measured,
+                   "campaign record (met circuit run --campaign) or directory of them: cases that measured this plan's "
+                   "programs are printed beside the ceiling and the prediction (repeatable)");
   plan->add_option("--out", args.out, "write to FILE (atomically) instead of stdout");
   plan->add_flag("--check", args.check, "compare with --out FILE (or the --matrix DIR) instead of writing");
   plan->add_option("--matrix", matrix, "render every golden instance x golden device into DIR");

@@ -71,6 +71,15 @@ Expected<BuildInfo> parse_build_json(const std::string& text, const std::string&
   } catch (const nlohmann::json::exception& e) {
     return fail(display + ": " + e.what());
   }
+  if (j.contains("programs")) {
+    const auto& ps = j["programs"];
+    if (!ps.is_array()) return fail(display + ": programs: not an array");
+    for (const auto& p : ps) {
+      if (!p.is_object() || !p.contains("name") || !p["name"].is_string() || !p.contains("digest") || !p["digest"].is_string())
+        return fail(display + ": programs: each entry needs a string name and digest");
+      b.program_digests[p["name"].get<std::string>()] = p["digest"].get<std::string>();
+    }
+  }
   // "rope" is written by every emit that can carry a generated table; without it the rope is plain.
   if (j.contains("rope")) {
     nlohmann::json cfg = nlohmann::json::object();

@@ -112,6 +112,7 @@ struct BuildInfo {
   std::uint32_t abi_hash = 0;
   std::string checkpoint;
   RopeConfig rope;  // build.json "rope"
+  std::map<std::string, std::string> program_digests;  // program name -> its plan digest (build.json "programs")
 };
 Expected<BuildInfo> parse_build_json(const std::string& text, const std::string& display);
 

@@ -59,6 +59,8 @@ struct CaseEstimate {
   double memory_bound_share = 0;
   int gaps = 0;
   std::string digest;
+  double measured_s = 0;        // > 0: a campaign measured this exact case (attach_measured)
+  std::string measured_source;  // that campaign: "FILE, STAMP"
 };
 
 struct MemoryFit {
@@ -131,6 +133,7 @@ struct Analysis {
   MemoryFit fit;
   KeyFigures key;
   std::vector<std::string> notes;
+  bool measured_asked = false;  // --measured was given: reports say where nothing matched
 };
 
 Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,

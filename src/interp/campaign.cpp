@@ -168,6 +168,9 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["rows"] = c.rows;
     if (decode) j["ctx"] = c.ctx;
     j["program"] = f.programs[prog].name;
+    // The program's plan digest (build.json): what `met circuit plan --measured` matches a case by.
+    if (const auto d = a.build.program_digests.find(f.programs[prog].name); d != a.build.program_digests.end())
+      j["plan_digest"] = d->second;
     j["instructions"] = f.programs[prog].instrs.size();
     j["ms"] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}, {"min", st.min}};
     j["samples_ms"] = ms;

@@ -82,6 +82,9 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
                         {"ceiling", fmt::format("{} per step, {} tokens/s", ms(an.requested.ceiling_s), rate(an.requested.tokens_per_s))},
                         {"plan digest", an.plan.digest},
                         {"memory", fit_verdict(an.fit)}});
+  if (an.measured_asked)
+    s += table({"", ""}, {{"prediction", fmt::format("{} per step ({})", ms(an.requested.prediction_s), an.requested.prediction_basis)},
+                          {"measured", measured_line(an, an.requested)}});
 
   s += "<h2>Step time by group</h2>\n";
   // Groups under half a percent of the step are drawn as one bar, so the chart shows what matters.
@@ -128,15 +131,32 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
   s += bar_chart(mb);
 
   s += "<h2>Decode</h2>\n";
-  std::vector<std::vector<std::string>> rows;
-  for (const auto& c : an.decode) rows.push_back({fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s), fmt_int(c.gaps)});
-  s += table({"C", "step", "tokens/s", "gaps"}, rows);
+  // With campaigns that measured a case (--measured): the prediction and the measurement beside the ceiling.
+  auto ladder = [&](const std::vector<estimate::CaseEstimate>& cases, const char* axis, const char* time) {
+    const bool measured = any_measured(cases);
+    std::vector<std::vector<std::string>> out;
+    for (const auto& c : cases) {
+      std::vector<std::string> r = {fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s)};
+      if (measured) {
+        r.push_back(ms(c.prediction_s));
+        r.push_back(c.measured_s > 0 ? ms(c.measured_s) : "-");
+      }
+      r.push_back(fmt_int(c.gaps));
+      out.push_back(r);
+    }
+    std::vector<std::string> head = {axis, time, "tokens/s"};
+    if (measured) {
+      head.push_back("prediction");
+      head.push_back("measured");
+    }
+    head.push_back("gaps");
+    return table(head, out);
+  };
+  s += ladder(an.decode, "C", "step");
   s += "<h2>Prefill</h2>\n";
-  rows.clear();
-  for (const auto& c : an.prefill) rows.push_back({fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s), fmt_int(c.gaps)});
-  s += table({"T", "time", "tokens/s", "gaps"}, rows);
+  s += ladder(an.prefill, "T", "time");
+  std::vector<std::vector<std::string>> rows;
   s += "<h2>Port list</h2>\n";
-  rows.clear();
   for (const auto& p : an.ports) rows.push_back({p.item.kernel, p.item.op, join(p.modes, ", "), p.item.why});
   s += rows.empty() ? "<p>Nothing to port.</p>\n" : table({"kernel", "covers", "cases", "why"}, rows);
   s += "</body></html>\n";

@@ -13,7 +13,7 @@ using nlohmann::json;
 json figure(const estimate::Figure& f) { return {{"value", f.value}, {"source", f.source}, {"cite", f.cite}}; }
 
 json case_json(const estimate::CaseEstimate& c) {
-  return {{"mode", c.mode},
+  json j = {{"mode", c.mode},
           {"rows", c.rows},
           {"context", c.context},
           {"tp", c.tp},
@@ -31,6 +31,11 @@ json case_json(const estimate::CaseEstimate& c) {
           {"memory_bound_share", c.memory_bound_share},
           {"gap_groups", c.gaps},
           {"plan_digest", c.digest}};
+  if (c.measured_s > 0) {  // a campaign measured this case (--measured)
+    j["measured_s"] = c.measured_s;
+    j["measured_source"] = c.measured_source;
+  }
+  return j;
 }
 
 }  // namespace

@@ -30,18 +30,20 @@ std::string basis_lines(const estimate::Analysis& an) {
 
 std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool prefill) {
   std::string s;
-  if (prefill) {
-    s += md_head({"T", "time", "tokens/s", "prediction", "weights read", "KV read", "FLOP", "memory-bound share", "gaps"});
-  } else {
-    s += md_head({"C", "step", "tokens/s", "prediction", "weights read", "KV read", "FLOP", "memory-bound share", "gaps"});
-  }
+  const bool measured = any_measured(cases);  // a column only when a campaign measured a case
+  std::vector<std::string> head = {prefill ? "T" : "C", prefill ? "time" : "step", "tokens/s", "prediction"};
+  if (measured) head.push_back("measured");
+  for (const char* h : {"weights read", "KV read", "FLOP", "memory-bound share", "gaps"}) head.push_back(h);
+  s += md_head(head);
   for (const auto& c : cases) {
-    s += md_row({fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
-                 c.prediction_basis == "unmeasured"
-                     ? "= ceiling (unmeasured)"
-                     : fmt::format("{}, {} tokens/s ({})", ms(c.prediction_s), rate(c.predicted_tokens_per_s), c.prediction_basis),
-                 fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share),
-                 fmt_int(c.gaps)});
+    std::vector<std::string> row = {fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
+                                    c.prediction_basis == "unmeasured" ? "= ceiling (unmeasured)"
+                                                                       : fmt::format("{}, {} tokens/s ({})", ms(c.prediction_s),
+                                                                                     rate(c.predicted_tokens_per_s), c.prediction_basis)};
+    if (measured) row.push_back(c.measured_s > 0 ? fmt::format("{} ({})", ms(c.measured_s), c.measured_source) : "-");
+    for (auto cell : {fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share), fmt_int(c.gaps)})
+      row.push_back(cell);
+    s += md_row(row);
   }
   return s;
 }
@@ -65,6 +67,7 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
                                                                            : fmt::format("{} per step, {} tokens/s ({})", ms(an.requested.prediction_s),
                                                                                          rate(an.requested.predicted_tokens_per_s),
                                                                                          an.requested.prediction_basis)});
+  if (an.measured_asked) s += md_row({"measured", measured_line(an, an.requested)});
   s += md_row({"gaps", fmt::format("{} groups, {} of the step", an.plan.gap_groups,
                                    pct(an.requested.prediction_s > 0 ? an.requested.gap_s / an.requested.prediction_s : 0))});
   s += md_row({"memory", fit_verdict(an.fit)});

@@ -84,4 +84,19 @@ std::string fit_verdict(const estimate::MemoryFit& f) {
   return s;
 }
 
+std::string measured_line(const estimate::Analysis& an, const estimate::CaseEstimate& c) {
+  if (c.measured_s <= 0)
+    return fmt::format("no campaign under --measured ran this program (plan digest {}) on {}{}", c.digest.substr(0, 12), an.device->id,
+                       c.mode == "prefill" ? "" : fmt::format(" at context {}", c.context));
+  return fmt::format("{} per step, {} tokens/s; predicted / measured x{:.3f}, ceiling / measured {} ({})", ms(c.measured_s),
+                     rate(static_cast<double>(c.rows) / c.measured_s), c.prediction_s / c.measured_s, pct(c.ceiling_s / c.measured_s),
+                     c.measured_source);
+}
+
+bool any_measured(const std::vector<estimate::CaseEstimate>& cases) {
+  for (const auto& c : cases)
+    if (c.measured_s > 0) return true;
+  return false;
+}
+
 }  // namespace met::report

@@ -24,5 +24,11 @@ std::string md_escape(std::string s);
 // A plan unit (tensor_core, cuda_core, memory) as the device's vendor names it: AMD's matrix cores
 // and vector ALUs; the unit id itself for NVIDIA and the host. `plural` for running text.
 std::string unit_name(const std::string& unit, const std::string& vendor, bool plural = false);
+// What a campaign measured for the case, beside the prediction and the ceiling: "5.692 ms per
+// step, 175.7 tokens/s; predicted / measured x1.003, ceiling / measured 56.9% (FILE, STAMP)", or
+// what was not found when nothing matched. Only for an analysis given --measured.
+std::string measured_line(const estimate::Analysis& an, const estimate::CaseEstimate& c);
+// Any case of the ladder measured (reports add a column only then).
+bool any_measured(const std::vector<estimate::CaseEstimate>& cases);
 
 }  // namespace met::report

@@ -56,6 +56,10 @@ void check_groups_match_plan(const std::string& device, const testing::EmitSpec&
     CHECK(a->programs[i].groups == want);
     CHECK(build["programs"][i]["groups"].get<std::vector<std::string>>() == want);
     CHECK(build["programs"][i]["digest"] == plan.digest);
+    // ... and parse_build_json hands it back by program name (what a campaign records per case)
+    const auto parsed = emit::parse_build_json(a->build_json, "build.json");
+    REQUIRE(parsed.ok());
+    CHECK(parsed->program_digests.at(p.name) == plan.digest);
     // the instructions themselves, collapsed into groups, list the same rules
     std::vector<std::string> got;
     std::uint32_t group = UINT32_MAX;
@@ -475,4 +479,18 @@ TEST_CASE("Gemma-3's embedding scale binds as a scale op over the residual strea
       CHECK(scales == 1);
     }
   }
+}
+
+TEST_CASE("build.json programs without a name or digest are refused, with the file named") {
+  auto a = testing::emit_checkpoint(ckpt(), {});
+  REQUIRE(a.ok());
+  auto j = nlohmann::json::parse(a->build_json);
+  j["programs"][0].erase("digest");
+  const auto bad = emit::parse_build_json(j.dump(), "x/build.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "x/build.json: programs: each entry needs a string name and digest");
+  j["programs"] = "decode_1";
+  const auto bad2 = emit::parse_build_json(j.dump(), "x/build.json");
+  REQUIRE_FALSE(bad2.ok());
+  CHECK(bad2.error().message == "x/build.json: programs: not an array");
 }
