@@ -1,8 +1,10 @@
 // The HTML report: one self-contained page (inline CSS and SVG, no scripts, no external
-// resources) with the step-time shares, the gaps and the memory fit drawn as bar charts.
+// resources) with the step-time shares, the gaps and the memory fit drawn as bar charts, and the
+// decode and prefill ladders as step time against C and T (ceiling, prediction, measurements).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
@@ -50,6 +52,67 @@ std::string bar_chart(const std::vector<Bar>& bars) {
                      kRowHeight - 4, b.color);
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\">{}</text>\n", fmt_fixed(kLabelWidth + w + 6, 1), y + 13, esc(b.text));
   }
+  return s + "</svg>\n";
+}
+
+// Step time against rows (C or T) on log-log axes: the ceiling and the prediction as lines, the
+// campaign measurements (--measured) as points, so a reader sees where the program stands against
+// what the plan promises. One curve point per ladder case; empty when the ladder is.
+std::string step_chart(const std::vector<estimate::CaseEstimate>& cases, const char* axis) {
+  if (cases.empty()) return "";
+  constexpr int kW = 640, kH = 300, kL = 70, kR = 150, kT = 14, kB = 40;
+  double lo_x = 1e300, hi_x = 0, lo_y = 1e300, hi_y = 0;
+  for (const auto& c : cases) {
+    lo_x = std::min(lo_x, static_cast<double>(c.rows));
+    hi_x = std::max(hi_x, static_cast<double>(c.rows));
+    for (double v : {c.ceiling_s, c.prediction_s, c.measured_s})
+      if (v > 0) {
+        lo_y = std::min(lo_y, v);
+        hi_y = std::max(hi_y, v);
+      }
+  }
+  if (hi_y <= 0) return "";
+  // Decades that hold every value; one decade at least on each axis.
+  const double y0 = std::pow(10.0, std::floor(std::log10(lo_y))), y1 = std::pow(10.0, std::max(std::ceil(std::log10(hi_y)), std::log10(y0) + 1));
+  const double x0 = std::max(1.0, lo_x), x1 = std::max(hi_x, 2 * x0);
+  auto px = [&](double x) { return kL + (std::log(x / x0) / std::log(x1 / x0)) * (kW - kL - kR); };
+  auto py = [&](double y) { return kH - kB - (std::log(y / y0) / std::log(y1 / y0)) * (kH - kT - kB); };
+  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"step-chart\">\n", kW, kH);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", kL, kT, kW - kL - kR, kH - kT - kB);
+  for (double y = y0; y <= y1 * 1.0001; y *= 10) {
+    const std::string yy = fmt_fixed(py(y), 1);
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", kL, yy, kW - kR, yy);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", kL - 4, yy, esc(dur(y)));
+  }
+  for (const auto& c : cases) {
+    const std::string xx = fmt_fixed(px(static_cast<double>(c.rows)), 1);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", xx, kH - kB + 14, c.rows);
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", (kL + kW - kR) / 2, kH - 6, esc(axis));
+  auto line = [&](double estimate::CaseEstimate::*field, const char* color, const char* dash) {
+    std::string pts;
+    for (const auto& c : cases)
+      if (c.*field > 0) pts += fmt::format("{}{},{}", pts.empty() ? "" : " ", fmt_fixed(px(static_cast<double>(c.rows)), 1), fmt_fixed(py(c.*field), 1));
+    return fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", pts, color,
+                       *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : std::string());
+  };
+  s += line(&estimate::CaseEstimate::ceiling_s, "#2e7d32", "");
+  s += line(&estimate::CaseEstimate::prediction_s, "#1f5fa8", "6 3");
+  int measured = 0;
+  for (const auto& c : cases)
+    if (c.measured_s > 0) {
+      ++measured;
+      s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#d9534f\"/>", fmt_fixed(px(static_cast<double>(c.rows)), 1),
+                       fmt_fixed(py(c.measured_s), 1));
+    }
+  const int lx = kW - kR + 12;
+  s += fmt::format("<line x1=\"{}\" y1=\"20\" x2=\"{}\" y2=\"20\" stroke=\"#2e7d32\" stroke-width=\"2\"/>"
+                   "<text x=\"{}\" y=\"24\" font-size=\"12\">ceiling</text>\n", lx, lx + 20, lx + 26);
+  s += fmt::format("<line x1=\"{}\" y1=\"40\" x2=\"{}\" y2=\"40\" stroke=\"#1f5fa8\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>"
+                   "<text x=\"{}\" y=\"44\" font-size=\"12\">prediction</text>\n", lx, lx + 20, lx + 26);
+  if (measured > 0)
+    s += fmt::format("<circle cx=\"{}\" cy=\"60\" r=\"4\" fill=\"#d9534f\"/><text x=\"{}\" y=\"64\" font-size=\"12\">measured</text>\n",
+                     lx + 10, lx + 26);
   return s + "</svg>\n";
 }
 
@@ -152,8 +215,10 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
     head.push_back("gaps");
     return table(head, out);
   };
+  s += step_chart(an.decode, "sequences C (step time per decode step)");
   s += ladder(an.decode, "C", "step");
   s += "<h2>Prefill</h2>\n";
+  s += step_chart(an.prefill, "prompt tokens T (time per prompt)");
   s += ladder(an.prefill, "T", "time");
   std::vector<std::vector<std::string>> rows;
   s += "<h2>Port list</h2>\n";

@@ -3,6 +3,7 @@
 // self-contained.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -182,6 +183,34 @@ TEST_CASE("the html page is self-contained: no scripts, no external resources, o
     CHECK_FALSE(contains(html, "https://"));
     CHECK_FALSE(contains(html, "//cdn"));
   }
+}
+
+TEST_CASE("the html draws step time against C and T: ceiling and prediction with a point per case, measurements as points") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  auto count = [](const std::string& h, const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = h.find(what); p != std::string::npos; p = h.find(what, p + 1)) ++n;
+    return n;
+  };
+  const std::string plain = report::render_html(c->an, {"met circuit plan --format html"});
+  CHECK(count(plain, "class=\"step-chart\"") == 2);
+  CHECK(count(plain, "<polyline") == 4);  // ceiling and prediction, decode and prefill
+  CHECK(count(plain, "<circle") == 0);    // nothing measured, no measured legend either
+  // the decode ceiling line has one point per case of the ladder
+  const std::string key = "<polyline points=\"";
+  const auto at = plain.find(key);
+  REQUIRE(at != std::string::npos);
+  const auto from = at + key.size();
+  const auto pts = plain.substr(from, plain.find('"', from) - from);
+  CHECK(static_cast<std::size_t>(std::count(pts.begin(), pts.end(), ',')) == c->an.decode.size());
+  // a measured decode case adds its point, the legend's, and the ladder's prediction and measured columns
+  c->an.decode[0].measured_s = 2 * c->an.decode[0].prediction_s;
+  c->an.decode[0].measured_source = "campaign.json, 20261201T000000Z";
+  const std::string measured = report::render_html(c->an, {"met circuit plan --format html"});
+  CHECK(count(measured, "<circle") == 2);
+  CHECK(contains(measured, "<th>prediction</th><th>measured</th>"));
+  CHECK_FALSE(contains(plain, "<th>measured</th>"));
 }
 
 TEST_CASE("markdown names the basis, the digest and the generating command") {
