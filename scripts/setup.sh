@@ -30,6 +30,8 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${opts[@]}" "${missing[@]}" >/dev/null
 }
 install_missing -- "${packages[@]}"
+# Headless chromium loads the HTML report in ctest report_html_chromium (tests/report/html_chromium.sh).
+install_missing --no-install-recommends -- chromium
 
 # The AMD classes' compilers (tests/kernels/hip/compile_class.sh): Debian 12's clang-19 builds
 # gfx942 (cdna3); gfx950 (cdna4) needs LLVM 20 or newer, so clang-21 of Debian 13's
