@@ -361,8 +361,11 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
         if (!grp.blocked.empty()) {
           r.why = grp.blocked.front().why;
           r.kernel = join(grp.blocked.front().kernels, "+");
+          const bool format_only = std::all_of(grp.blocked.begin(), grp.blocked.end(), [](const planner::Blocked& b) { return b.format; });
+          r.klass = format_only ? "no format path" : "no kernel";
         } else {
           r.why = "no rule covers this op";
+          r.klass = "no rule";
         }
       }
     }

@@ -97,6 +97,10 @@ struct GapRow {
   double share = 0;
   std::string why;
   std::string kernel;
+  // What is missing: "no kernel" (a rule matches but its kernels are not on the class or the device
+  // lacks an instruction they need), "no format path" (every candidate rule lacks the format pair)
+  // or "no rule" (no rule of the class chain covers the op at all).
+  std::string klass;
 };
 
 struct FormatRow {

@@ -177,8 +177,8 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
     for (const auto& g : an.gaps) gb.push_back({fmt::format("{} {}", g.scope, g.op), g.share, pct(g.share), "#d9534f"});
     s += bar_chart(gb);
     std::vector<std::vector<std::string>> rows;
-    for (const auto& g : an.gaps) rows.push_back({g.scope, g.op, g.kernel.empty() ? "(none)" : g.kernel, g.why});
-    s += table({"scope", "op", "missing", "why"}, rows);
+    for (const auto& g : an.gaps) rows.push_back({g.scope, g.op, pct(g.share), g.klass, g.kernel.empty() ? "(none)" : g.kernel, g.why});
+    s += table({"scope", "op", "share", "class", "missing", "why"}, rows);
   }
 
   s += "<h2>Memory fit</h2>\n";

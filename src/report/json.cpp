@@ -88,7 +88,7 @@ std::string render_json(const estimate::Analysis& an, const Provenance& prov) {
   json gaps = json::array();
   for (const auto& g : an.gaps) {
     gaps.push_back({{"scope", g.scope}, {"op", g.op}, {"layers", g.count}, {"step_seconds", g.step_seconds}, {"share", g.share},
-                    {"why", g.why}, {"kernel", g.kernel}});
+                    {"class", g.klass}, {"why", g.why}, {"kernel", g.kernel}});
   }
   j["gaps"] = gaps;
   json ports = json::array();

@@ -92,9 +92,10 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   } else {
     s += fmt::format("Costed as unfused reference ops on {}, ranked by share of the step.\n\n",
                      unit_name("cuda_core", d.vendor, /*plural=*/true));
-    s += md_head({"scope", "op", "layers", "time per step", "share", "missing", "why"});
+    s += md_head({"scope", "op", "layers", "time per step", "share", "class", "missing", "why"});
     for (const auto& g : an.gaps) {
-      s += md_row({g.scope, g.op, fmt_int(g.count), dur(g.step_seconds), pct(g.share), g.kernel.empty() ? "(none)" : g.kernel, g.why});
+      s += md_row({g.scope, g.op, fmt_int(g.count), dur(g.step_seconds), pct(g.share), g.klass, g.kernel.empty() ? "(none)" : g.kernel,
+                   g.why});
     }
   }
 

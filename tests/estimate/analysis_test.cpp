@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "planner/real_tree.hpp"
 
@@ -502,4 +503,23 @@ TEST_CASE("a family's measured efficiency divides its groups' ceilings into the 
   double shares = 0;
   for (const auto& g : an.groups) shares += g.share;
   CHECK(shares == doctest::Approx(1.0).epsilon(1e-9));
+}
+
+TEST_CASE("each gap says what is missing: no kernel, no format path or no rule (gemma-4-26b-a4b on h200-sxm has two kinds)") {
+  const Loaded l;
+  auto c = analyse(l, "gemma-4-26b-a4b", "h200-sxm", datasheet());
+  REQUIRE(c);
+  REQUIRE_FALSE(c->an.gaps.empty());
+  std::set<std::string> seen;
+  for (const auto& g : c->an.gaps) {
+    CAPTURE(g.op);
+    CAPTURE(g.why);
+    CHECK((g.klass == "no kernel" || g.klass == "no format path" || g.klass == "no rule"));
+    // "no rule" exactly where no rule of the chain matched the op; a named kernel otherwise
+    CHECK((g.klass == "no rule") == (g.why == "no rule covers this op"));
+    CHECK((g.klass == "no rule") == g.kernel.empty());
+    seen.insert(g.klass);
+  }
+  CHECK(seen.count("no kernel") == 1);  // moe_down: met_moe_down is not defined by the class
+  CHECK(seen.count("no rule") == 1);    // moe_gate_up: no rule covers it
 }
