@@ -40,6 +40,8 @@ MatrixSpec default_matrix(const planner::Library& lib) {
   return spec;
 }
 
+constexpr std::int64_t kCoverageRows = 16;  // the batch the matrix's coverage table is taken at
+
 Expected<std::map<std::string, std::string>> build_matrix(const planner::Library& lib, const MatrixSpec& spec) {
   std::map<std::string, std::string> files;
   std::map<std::string, planner::Target> targets;
@@ -54,8 +56,8 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
     MET_TRY(auto g, model::instantiate_instance(*lib.tree, lib.circuits, *inst, /*declared=*/false));
     models.emplace(id, std::move(g));
   }
-  // summary[instance][device]
-  std::map<std::string, std::map<std::string, std::string>> summary;
+  // summary[instance][device], coverage[instance][device]
+  std::map<std::string, std::map<std::string, std::string>> summary, coverage;
   std::map<std::string, std::map<std::string, PortUse>> ports;  // device -> kernel|op -> use
   for (const auto& id : spec.instances) {
     for (const auto& d : spec.devices) {
@@ -71,6 +73,22 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
       if (an.plan.gap_groups) cell += fmt::format(", {} gaps", an.plan.gap_groups);
       cell += an.fit.fits ? "" : (an.fit.smallest_tp ? fmt::format(", TP {}", *an.fit.smallest_tp) : ", does not fit");
       summary[id][d] = cell;
+      // Coverage at C = 16: the share of the step the class's kernels run (the rest is gaps, costed
+      // as reference ops), and the largest gaps by op (summed over scopes).
+      std::vector<estimate::GroupRow> groups;
+      estimate::estimate_case(lib, target, models.at(id), an.basis, planner::Mode::batch, kCoverageRows, an.context, 1, &groups);
+      double gap_share = 0;
+      std::map<std::string, double> by_op;
+      for (const auto& g : groups)
+        if (g.group == "gap") {
+          gap_share += g.share;
+          by_op[g.nodes] += g.share;
+        }
+      std::vector<std::pair<std::string, double>> top(by_op.begin(), by_op.end());
+      std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      std::string cov = pct(1.0 - gap_share);
+      for (std::size_t i = 0; i < top.size() && i < 2; ++i) cov += fmt::format("{}{} {}", i == 0 ? "; " : ", ", top[i].first, pct(top[i].second));
+      coverage[id][d] = cov;
       for (const auto& p : an.ports) {
         auto& use = ports[d][p.item.kernel + " | " + p.item.op];
         use.why = p.item.why;
@@ -88,6 +106,15 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
   for (const auto& id : spec.instances) {
     std::vector<std::string> row = {id};
     for (const auto& d : spec.devices) row.push_back(summary[id][d]);
+    md += md_row(row);
+  }
+  md += fmt::format("\n## Coverage at C = {}\n\nShare of the decode step at C = {} (same context, TP 1) that runs on the class's "
+                    "kernels; the rest is gaps, costed as reference ops. After it, the largest gaps by op with their share.\n\n",
+                    kCoverageRows, kCoverageRows);
+  md += md_head(head);
+  for (const auto& id : spec.instances) {
+    std::vector<std::string> row = {id};
+    for (const auto& d : spec.devices) row.push_back(coverage[id][d]);
     md += md_row(row);
   }
   md += "\n## Port lists\n";

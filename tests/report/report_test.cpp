@@ -287,3 +287,25 @@ TEST_CASE("an AMD plan names its units matrix core and vector ALU, an NVIDIA pla
   auto nv = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
   CHECK(contains(report::render_markdown(nv->an, {"test"}), "| cuda_core |"));
 }
+
+TEST_CASE("MATRIX.md has a coverage table at C = 16: 100% where no op is a gap, the gap ops by share where some are") {
+  const Loaded l;
+  report::MatrixSpec spec;
+  spec.devices = {"h200-sxm"};
+  spec.instances = {"llama-3.1-8b-instruct", "qwen3-30b-a3b"};
+  auto files = report::build_matrix(l.lib, spec);
+  REQUIRE_MESSAGE(files.ok(), (files.ok() ? "" : files.error().message));
+  const std::string& md = files->at("MATRIX.md");
+  const auto at = md.find("## Coverage at C = 16");
+  REQUIRE(at != std::string::npos);
+  const std::string table = md.substr(at, md.find("## Port lists") - at);
+  CHECK(contains(table, "| llama-3.1-8b-instruct | 100.0% |"));
+  // qwen3-30b-a3b's experts have no hopper kernel: its coverage is below 100% and names moe_gate_up first
+  const auto row = table.find("| qwen3-30b-a3b | ");
+  REQUIRE(row != std::string::npos);
+  const std::string cell = table.substr(row, table.find('\n', row) - row);
+  CAPTURE(cell);
+  CHECK_FALSE(contains(cell, "100.0%"));
+  CHECK(contains(cell, "%; moe_gate_up "));
+  CHECK(cell.find("moe_gate_up") < cell.find("moe_down"));
+}
