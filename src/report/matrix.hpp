@@ -1,6 +1,6 @@
 // The device x golden-instance matrix: every cell's Markdown and JSON report plus MATRIX.md with
 // the summary, the coverage at C = 16 (share of the step on the class's kernels, the largest gaps)
-// and the port list of each device (kernels some model needs that the device's class
+// and the port list of each device, and MATRIX.html drawing it as a heat map (kernels some model needs that the device's class
 // cannot run, why, and how many models it blocks). Returned as file name -> bytes; the CLI writes
 // them or compares them (`--check`).
 #pragma once

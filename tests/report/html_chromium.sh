@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The HTML report in a real browser: Debian's chromium, headless, loads the page a user would open
 # (Llama-3.1-8B-Instruct on the h200-sxm, with a campaign measured beside it, so every chart kind is
-# drawn) and must log nothing to the console; the DOM it built must hold the step-time charts with
+# drawn) and the matrix's heat map (MATRIX.html), and each must log nothing to the console; the DOM it built must hold the step-time charts with
 # their lines and the measured points, and every SVG of the page must parse as XML. The check is
 # proven to fail: a page with a console error is refused by the same test.
 # Usage: html_chromium.sh MET
@@ -45,6 +45,19 @@ assert sum(c.count("<polyline") for c in charts) == 4, "lines"
 assert charts[0].count("<circle") == 3, f"{charts[0].count('<circle')} circles in the decode chart (2 points and the legend's)"
 for s in re.findall(r"<svg .*?</svg>", page, re.S):
     ET.fromstring(s)
+PY
+
+# The matrix heat map (MATRIX.html of --matrix): one cell per golden model x device.
+"$met" circuit plan --matrix "$w/matrix" >/dev/null 2>"$w/err" || { bad "plan --matrix" "$(cat "$w/err")"; finish html_chromium; exit 1; }
+if load "$w/matrix/MATRIX.html" >"$w/matrix-dom.html"; then ok "chromium loads MATRIX.html"; else bad "chromium loads MATRIX.html" "$(tail -5 "$w/matrix/MATRIX.html.log")"; fi
+[[ ! -s $w/matrix/MATRIX.html.console ]] && ok "MATRIX.html: no console messages" || bad "MATRIX.html: no console messages" "$(cat "$w/matrix/MATRIX.html.console")"
+cells=$(($(ls "$w/matrix"/*--*.md | wc -l)))
+python3 - "$w/matrix-dom.html" "$cells" <<'PY' && ok "the heat map has one coloured cell per report ($cells)" || bad "the heat map's cells" "see above"
+import re, sys
+dom, cells = open(sys.argv[1]).read(), int(sys.argv[2])
+maps = re.findall(r'<svg[^>]*class="heat-map".*?</svg>', dom, re.S)
+assert len(maps) == 1, f"{len(maps)} heat maps"
+assert maps[0].count("<rect") == cells, f"{maps[0].count('<rect')} cells, {cells} reports"
 PY
 
 # The same check refuses a page that logs to the console.

@@ -288,7 +288,7 @@ TEST_CASE("an AMD plan names its units matrix core and vector ALU, an NVIDIA pla
   CHECK(contains(report::render_markdown(nv->an, {"test"}), "| cuda_core |"));
 }
 
-TEST_CASE("MATRIX.md has a coverage table at C = 16: 100% where no op is a gap, the gap ops by share where some are") {
+TEST_CASE("MATRIX.md has a coverage table at C = 16 (100% where no op is a gap, the gap ops by share where some are), MATRIX.html a heat map") {
   const Loaded l;
   report::MatrixSpec spec;
   spec.devices = {"h200-sxm"};
@@ -308,4 +308,11 @@ TEST_CASE("MATRIX.md has a coverage table at C = 16: 100% where no op is a gap, 
   CHECK_FALSE(contains(cell, "100.0%"));
   CHECK(contains(cell, "%; moe_gate_up "));
   CHECK(cell.find("moe_gate_up") < cell.find("moe_down"));
+  // MATRIX.html draws the same matrix as a heat map: one cell per model x device
+  const std::string& html = files->at("MATRIX.html");
+  CHECK(contains(html, "class=\"heat-map\""));
+  std::size_t rects = 0;
+  for (auto p = html.find("<rect"); p != std::string::npos; p = html.find("<rect", p + 1)) ++rects;
+  CHECK(rects == 2);
+  CHECK_FALSE(contains(html, "<script"));
 }
