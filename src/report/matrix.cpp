@@ -51,20 +51,6 @@ struct HeatCell {
   std::string top_gap;   // the largest gap op at C = kCoverageRows
 };
 
-std::string xml_escape(const std::string& t) {
-  std::string out;
-  for (char c : t) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // MATRIX.html: the matrix as a heat map, one self-contained page (inline SVG, no scripts). Each
 // cell is coloured by its coverage at C = 16 (red where gaps take the step, green where the class's
 // kernels run all of it) and names the C = 1 ceiling, the coverage and the largest gap.
@@ -81,11 +67,11 @@ std::string heat_map(const MatrixSpec& spec, const std::map<std::string, std::ma
   s += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"heat-map\">\n", w, h);
   for (std::size_t j = 0; j < spec.devices.size(); ++j)
     s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\">{}</text>\n",
-                     kLabel + kCellW * static_cast<int>(j) + kCellW / 2, kHead - 10, xml_escape(spec.devices[j]));
+                     kLabel + kCellW * static_cast<int>(j) + kCellW / 2, kHead - 10, html_escape(spec.devices[j]));
   for (std::size_t i = 0; i < spec.instances.size(); ++i) {
     const std::string& id = spec.instances[i];
     const int y = kHead + kCellH * static_cast<int>(i);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", kLabel - 8, y + kCellH / 2 + 4, xml_escape(id));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n", kLabel - 8, y + kCellH / 2 + 4, html_escape(id));
     for (std::size_t j = 0; j < spec.devices.size(); ++j) {
       const HeatCell& c = heat.at(id).at(spec.devices[j]);
       const int x = kLabel + kCellW * static_cast<int>(j);
@@ -94,10 +80,10 @@ std::string heat_map(const MatrixSpec& spec, const std::map<std::string, std::ma
       s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"rgb({},{},90)\" stroke=\"{}\" stroke-width=\"{}\"/>", x + 1,
                        y + 1, kCellW - 2, kCellH - 2, red, green, c.fits ? "#ffffff" : "#555555", c.fits ? 1 : 3);
       s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#ffffff\" text-anchor=\"middle\">{} | {}</text>", x + kCellW / 2,
-                       y + 18, xml_escape(ms(c.ceiling_s)), xml_escape(pct(c.coverage)));
+                       y + 18, html_escape(ms(c.ceiling_s)), html_escape(pct(c.coverage)));
       if (!c.top_gap.empty())
         s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#ffffff\" text-anchor=\"middle\">{}</text>", x + kCellW / 2, y + 33,
-                         xml_escape(c.top_gap));
+                         html_escape(c.top_gap));
       s += "\n";
     }
   }

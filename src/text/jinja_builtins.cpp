@@ -7,6 +7,8 @@
 #include <ctime>
 #include <set>
 
+#include "core/strings.hpp"
+
 namespace met::jinja {
 
 namespace {
@@ -718,21 +720,6 @@ Value select_like(const Value& seq, Args& a, bool by_attr, bool keep) {
     if (ok == keep) out.push_back(item);
   }
   return Value::list(std::move(out));
-}
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::vector<std::string> py_splitlines(const std::string& s) {
