@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
@@ -104,6 +105,77 @@ std::string step_chart(const std::vector<estimate::CaseEstimate>& cases, const c
   return s + "</svg>\n";
 }
 
+// The roofline of the requested case on log-log axes: arithmetic intensity (FLOP per byte moved)
+// against FLOP/s, under the basis' memory roof and the compute peaks the groups use. Each group
+// with both FLOPs and bytes is a hollow point at its ceiling and a filled one at its prediction;
+// with --measured, the whole step's measured rate is a red point at the step's intensity.
+std::string roofline(const estimate::Analysis& an) {
+  struct Pt {
+    double ai, ceil, pred;
+  };
+  std::vector<Pt> pts;
+  std::map<std::string, double> peaks;  // peak key -> FLOP/s, the roofs drawn
+  double flops = 0, bytes = 0;
+  for (const auto& g : an.groups) {
+    const double f = g.cost.flops * g.count, b = g.cost.bytes() * g.count;
+    flops += f;
+    bytes += b;
+    if (f <= 0 || b <= 0 || g.cost.seconds <= 0 || g.step_seconds <= 0) continue;
+    pts.push_back({f / b, g.cost.flops / g.cost.seconds, f / g.step_seconds});
+    if (!g.cost.peak_key.empty()) peaks[g.cost.peak_key] = an.basis.peak(g.cost.peak_key).value;
+  }
+  const double bw = an.basis.bandwidth.value;
+  if (pts.empty() || bw <= 0) return "";
+  const double measured = an.requested.measured_s > 0 && bytes > 0 ? flops / an.requested.measured_s : 0;
+  double x0 = 1e300, x1 = 0, y0 = 1e300, y1 = 0;
+  auto grow = [&](double x, double y) {
+    x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+  };
+  for (const auto& p : pts) grow(p.ai, std::min(p.ceil, p.pred)), grow(p.ai, std::max(p.ceil, p.pred));
+  for (const auto& [k, v] : peaks) grow(v / bw, v);
+  if (measured > 0) grow(flops / bytes, measured);
+  x0 = std::pow(10.0, std::floor(std::log10(x0))), x1 = std::pow(10.0, std::ceil(std::log10(x1 * 1.0001)));
+  y0 = std::pow(10.0, std::floor(std::log10(y0))), y1 = std::pow(10.0, std::ceil(std::log10(y1 * 1.0001)));
+  if (x1 <= x0) x1 = x0 * 10;
+  if (y1 <= y0) y1 = y0 * 10;
+  constexpr int kW = 640, kH = 320, kL = 80, kR = 150, kT = 14, kB = 40;
+  auto px = [&](double x) { return kL + std::log(x / x0) / std::log(x1 / x0) * (kW - kL - kR); };
+  auto py = [&](double y) { return kH - kB - std::log(y / y0) / std::log(y1 / y0) * (kH - kT - kB); };
+  auto P = [&](double x, double y) { return fmt::format("{},{}", fmt_fixed(px(x), 1), fmt_fixed(py(y), 1)); };
+  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"roofline\">\n", kW, kH);
+  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", kL, kT, kW - kL - kR, kH - kT - kB);
+  for (double y = y0; y <= y1 * 1.0001; y *= 10)
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>", kL - 4, fmt_fixed(py(y) + 4, 1),
+                     html_escape(fmt_sig(y / 1e12, 3) + " TFLOP/s"));
+  for (double x = x0; x <= x1 * 1.0001; x *= 10)
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", fmt_fixed(px(x), 1), kH - kB + 14, fmt_sig(x, 3));
+  s += fmt::format("\n<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">FLOP per byte</text>\n", (kL + kW - kR) / 2, kH - 6);
+  // The roofs: memory up to each peak's ridge, then the peak (one polyline per peak).
+  for (const auto& [k, v] : peaks) {
+    const double ridge = v / bw, left = std::max(x0, y0 / bw);
+    s += fmt::format("<polyline class=\"roof\" points=\"{} {} {}\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>", P(left, left * bw),
+                     P(ridge, v), P(x1, v));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", fmt_fixed(px(x1) + 4, 1), fmt_fixed(py(v) + 4, 1), html_escape(k));
+  }
+  for (const auto& p : pts) {
+    s += fmt::format("<circle class=\"ceiling\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"none\" stroke=\"#2e7d32\"/>", fmt_fixed(px(p.ai), 1),
+                     fmt_fixed(py(p.ceil), 1));
+    s += fmt::format("<circle class=\"prediction\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1f5fa8\"/>\n", fmt_fixed(px(p.ai), 1),
+                     fmt_fixed(py(p.pred), 1));
+  }
+  if (measured > 0)
+    s += fmt::format("<circle class=\"measured\" cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"#d9534f\"/>\n", fmt_fixed(px(flops / bytes), 1),
+                     fmt_fixed(py(measured), 1));
+  const int lx = kW - kR + 45;
+  s += fmt::format("<circle cx=\"{}\" cy=\"24\" r=\"4\" fill=\"none\" stroke=\"#2e7d32\"/><text x=\"{}\" y=\"28\" font-size=\"12\">ceiling</text>"
+                   "<circle cx=\"{}\" cy=\"42\" r=\"3\" fill=\"#1f5fa8\"/><text x=\"{}\" y=\"46\" font-size=\"12\">prediction</text>\n",
+                   lx, lx + 10, lx, lx + 10);
+  if (measured > 0)
+    s += fmt::format("<circle cx=\"{}\" cy=\"60\" r=\"5\" fill=\"#d9534f\"/><text x=\"{}\" y=\"64\" font-size=\"12\">measured</text>\n", lx,
+                     lx + 10);
+  return s + "</svg>\n";
+}
+
 std::string table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
   std::string s = "<table><tr>";
   for (const auto& h : head) s += "<th>" + esc(h) + "</th>";
@@ -156,6 +228,12 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
   if (rest) bars.push_back({fmt::format("{} small groups", rest), rest_share, pct(rest_share) + " " + dur(rest_seconds), "#bbbbbb"});
   s += bar_chart(bars);
   s += "<p>Green: CUDA-core or memory kernels; blue: tensor-core kernels; red: gaps (unfused reference ops).</p>\n";
+  if (const std::string r = roofline(an); !r.empty()) {
+    s += "<h2>Roofline</h2>\n" + r;
+    s += "<p>Groups of this case with FLOPs and bytes: hollow at the ceiling, filled at the prediction, under the memory roof "
+         "and the compute peaks they use (the basis above)";
+    s += an.requested.measured_s > 0 ? "; red: the whole step as measured.</p>\n" : ".</p>\n";
+  }
 
   s += "<h2>Gaps</h2>\n";
   if (an.gaps.empty()) {

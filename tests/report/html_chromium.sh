@@ -36,13 +36,15 @@ PY
 
 if load "$w/report.html" >"$w/dom.html"; then ok "chromium loads the report"; else bad "chromium loads the report" "$(tail -5 "$w/report.html.log")"; fi
 [[ ! -s $w/report.html.console ]] && ok "no console messages" || bad "no console messages" "$(cat "$w/report.html.console")"
-python3 - "$w/dom.html" "$w/report.html" <<'PY' && ok "the DOM holds both step charts, their four lines and the two measured points (and legend); every svg is XML" || bad "the charts in the DOM" "see above"
+python3 - "$w/dom.html" "$w/report.html" <<'PY' && ok "the DOM holds both step charts (four lines, the two measured points and legend) and the roofline; every svg is XML" || bad "the charts in the DOM" "see above"
 import re, sys, xml.etree.ElementTree as ET
 dom, page = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 charts = re.findall(r'<svg[^>]*class="step-chart".*?</svg>', dom, re.S)
 assert len(charts) == 2, f"{len(charts)} step charts"
 assert sum(c.count("<polyline") for c in charts) == 4, "lines"
 assert charts[0].count("<circle") == 3, f"{charts[0].count('<circle')} circles in the decode chart (2 points and the legend's)"
+roof = re.findall(r'<svg[^>]*class="roofline".*?</svg>', dom, re.S)
+assert len(roof) == 1 and 'class="roof"' in roof[0] and 'class="prediction"' in roof[0], "the roofline"
 for s in re.findall(r"<svg .*?</svg>", page, re.S):
     ET.fromstring(s)
 PY

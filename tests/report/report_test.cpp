@@ -193,7 +193,15 @@ TEST_CASE("the html draws step time against C and T: ceiling and prediction with
     for (auto p = h.find(what); p != std::string::npos; p = h.find(what, p + 1)) ++n;
     return n;
   };
-  const std::string plain = report::render_html(c->an, {"met circuit plan --format html"});
+  // The step charts only (the roofline has its own points and lines).
+  auto step_charts = [](const std::string& h) {
+    std::string out;
+    for (auto p = h.find("class=\"step-chart\""); p != std::string::npos; p = h.find("class=\"step-chart\"", p + 1))
+      out += h.substr(p, h.find("</svg>", p) - p);
+    return out;
+  };
+  const std::string page = report::render_html(c->an, {"met circuit plan --format html"});
+  const std::string plain = step_charts(page);
   CHECK(count(plain, "class=\"step-chart\"") == 2);
   CHECK(count(plain, "<polyline") == 4);  // ceiling and prediction, decode and prefill
   CHECK(count(plain, "<circle") == 0);    // nothing measured, no measured legend either
@@ -207,10 +215,31 @@ TEST_CASE("the html draws step time against C and T: ceiling and prediction with
   // a measured decode case adds its point, the legend's, and the ladder's prediction and measured columns
   c->an.decode[0].measured_s = 2 * c->an.decode[0].prediction_s;
   c->an.decode[0].measured_source = "campaign.json, 20261201T000000Z";
-  const std::string measured = report::render_html(c->an, {"met circuit plan --format html"});
-  CHECK(count(measured, "<circle") == 2);
-  CHECK(contains(measured, "<th>prediction</th><th>measured</th>"));
-  CHECK_FALSE(contains(plain, "<th>measured</th>"));
+  const std::string measured_page = report::render_html(c->an, {"met circuit plan --format html"});
+  CHECK(count(step_charts(measured_page), "<circle") == 2);
+  CHECK(contains(measured_page, "<th>prediction</th><th>measured</th>"));
+  CHECK_FALSE(contains(page, "<th>measured</th>"));
+}
+
+TEST_CASE("the html roofline: a point at the ceiling and one at the prediction per group with FLOPs and bytes, under the roofs") {
+  const Loaded l;
+  auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm");
+  std::size_t groups = 0;
+  for (const auto& g : c->an.groups) groups += g.cost.flops > 0 && g.cost.bytes() > 0 && g.cost.seconds > 0 ? 1 : 0;
+  REQUIRE(groups > 0);
+  auto count = [](const std::string& h, const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = h.find(what); p != std::string::npos; p = h.find(what, p + 1)) ++n;
+    return n;
+  };
+  const std::string html = report::render_html(c->an, {"met circuit plan --format html"});
+  CHECK(count(html, "class=\"roofline\"") == 1);
+  CHECK(count(html, "class=\"roof\"") >= 1);
+  CHECK(count(html, "<circle class=\"ceiling\"") == groups);
+  CHECK(count(html, "<circle class=\"prediction\"") == groups);
+  CHECK(count(html, "<circle class=\"measured\"") == 0);
+  c->an.requested.measured_s = 2 * c->an.requested.prediction_s;
+  CHECK(count(report::render_html(c->an, {"met circuit plan --format html"}), "<circle class=\"measured\"") == 1);
 }
 
 TEST_CASE("markdown names the basis, the digest and the generating command") {
