@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
@@ -14,8 +15,6 @@
 
 namespace met::report {
 namespace {
-
-std::string esc(const std::string& s) { return html_escape(s); }
 
 struct Bar {
   std::string label;
@@ -36,20 +35,40 @@ std::string bar_chart(const std::vector<Bar>& bars) {
     const auto& b = bars[i];
     const int y = static_cast<int>(i) * kRowHeight + 5;
     const double w = std::max(1.0, b.value * span);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>", kLabelWidth - 6, y + 13, esc(b.label));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>", kLabelWidth - 6, y + 13, html_escape(b.label));
     s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>", kLabelWidth, y + 2, fmt_fixed(w, 1),
                      kRowHeight - 4, b.color);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\">{}</text>\n", fmt_fixed(kLabelWidth + w + 6, 1), y + 13, esc(b.text));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\">{}</text>\n", fmt_fixed(kLabelWidth + w + 6, 1), y + 13, html_escape(b.text));
   }
   return s + "</svg>\n";
 }
+
+// The powers of ten that hold [lo, hi], one decade at least.
+std::pair<double, double> decades(double lo, double hi) {
+  const double a = std::pow(10.0, std::floor(std::log10(lo)));
+  return {a, std::max(std::pow(10.0, std::ceil(std::log10(hi))), 10 * a)};
+}
+
+// A log-log chart's frame: plot area inside margins, data ranges [x0, x1] x [y0, y1].
+struct LogFrame {
+  int w, h, l, r, t = 14, b = 40;
+  double x0, x1, y0, y1;
+  double px(double x) const { return l + std::log(x / x0) / std::log(x1 / x0) * (w - l - r); }
+  double py(double y) const { return h - b - std::log(y / y0) / std::log(y1 / y0) * (h - t - b); }
+  std::string xy(double x, double y) const { return fmt::format("{},{}", fmt_fixed(px(x), 1), fmt_fixed(py(y), 1)); }
+  // The svg element (its class names the chart) and the frame around the plot area.
+  std::string open(const char* cls) const {
+    return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"{}\">\n"
+                       "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n",
+                       w, h, cls, l, t, w - l - r, h - t - b);
+  }
+};
 
 // Step time against rows (C or T) on log-log axes: the ceiling and the prediction as lines, the
 // campaign measurements (--measured) as points, so a reader sees where the program stands against
 // what the plan promises. One curve point per ladder case; empty when the ladder is.
 std::string step_chart(const std::vector<estimate::CaseEstimate>& cases, const char* axis) {
   if (cases.empty()) return "";
-  constexpr int kW = 640, kH = 300, kL = 70, kR = 150, kT = 14, kB = 40;
   double lo_x = 1e300, hi_x = 0, lo_y = 1e300, hi_y = 0;
   for (const auto& c : cases) {
     lo_x = std::min(lo_x, static_cast<double>(c.rows));
@@ -61,27 +80,24 @@ std::string step_chart(const std::vector<estimate::CaseEstimate>& cases, const c
       }
   }
   if (hi_y <= 0) return "";
-  // Decades that hold every value; one decade at least on each axis.
-  const double y0 = std::pow(10.0, std::floor(std::log10(lo_y))), y1 = std::pow(10.0, std::max(std::ceil(std::log10(hi_y)), std::log10(y0) + 1));
-  const double x0 = std::max(1.0, lo_x), x1 = std::max(hi_x, 2 * x0);
-  auto px = [&](double x) { return kL + (std::log(x / x0) / std::log(x1 / x0)) * (kW - kL - kR); };
-  auto py = [&](double y) { return kH - kB - (std::log(y / y0) / std::log(y1 / y0)) * (kH - kT - kB); };
-  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"step-chart\">\n", kW, kH);
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", kL, kT, kW - kL - kR, kH - kT - kB);
+  const auto [y0, y1] = decades(lo_y, hi_y);
+  const double x0 = std::max(1.0, lo_x);
+  const LogFrame f{640, 300, 70, 150, 14, 40, x0, std::max(hi_x, 2 * x0), y0, y1};
+  std::string s = f.open("step-chart");
   for (double y = y0; y <= y1 * 1.0001; y *= 10) {
-    const std::string yy = fmt_fixed(py(y), 1);
-    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", kL, yy, kW - kR, yy);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", kL - 4, yy, esc(dur(y)));
+    const std::string yy = fmt_fixed(f.py(y), 1);
+    s += fmt::format("<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#e4e4e4\"/>", f.l, yy, f.w - f.r, yy);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>\n", f.l - 4, yy, html_escape(dur(y)));
   }
   for (const auto& c : cases) {
-    const std::string xx = fmt_fixed(px(static_cast<double>(c.rows)), 1);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", xx, kH - kB + 14, c.rows);
+    const std::string xx = fmt_fixed(f.px(static_cast<double>(c.rows)), 1);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", xx, f.h - f.b + 14, c.rows);
   }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", (kL + kW - kR) / 2, kH - 6, esc(axis));
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>\n", (f.l + f.w - f.r) / 2, f.h - 6, html_escape(axis));
   auto line = [&](double estimate::CaseEstimate::*field, const char* color, const char* dash) {
     std::string pts;
     for (const auto& c : cases)
-      if (c.*field > 0) pts += fmt::format("{}{},{}", pts.empty() ? "" : " ", fmt_fixed(px(static_cast<double>(c.rows)), 1), fmt_fixed(py(c.*field), 1));
+      if (c.*field > 0) pts += (pts.empty() ? "" : " ") + f.xy(static_cast<double>(c.rows), c.*field);
     return fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"{}/>\n", pts, color,
                        *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : std::string());
   };
@@ -91,10 +107,10 @@ std::string step_chart(const std::vector<estimate::CaseEstimate>& cases, const c
   for (const auto& c : cases)
     if (c.measured_s > 0) {
       ++measured;
-      s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#d9534f\"/>", fmt_fixed(px(static_cast<double>(c.rows)), 1),
-                       fmt_fixed(py(c.measured_s), 1));
+      s += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#d9534f\"/>", fmt_fixed(f.px(static_cast<double>(c.rows)), 1),
+                       fmt_fixed(f.py(c.measured_s), 1));
     }
-  const int lx = kW - kR + 12;
+  const int lx = f.w - f.r + 12;
   s += fmt::format("<line x1=\"{}\" y1=\"20\" x2=\"{}\" y2=\"20\" stroke=\"#2e7d32\" stroke-width=\"2\"/>"
                    "<text x=\"{}\" y=\"24\" font-size=\"12\">ceiling</text>\n", lx, lx + 20, lx + 26);
   s += fmt::format("<line x1=\"{}\" y1=\"40\" x2=\"{}\" y2=\"40\" stroke=\"#1f5fa8\" stroke-width=\"2\" stroke-dasharray=\"6 3\"/>"
@@ -127,46 +143,40 @@ std::string roofline(const estimate::Analysis& an) {
   const double bw = an.basis.bandwidth.value;
   if (pts.empty() || bw <= 0) return "";
   const double measured = an.requested.measured_s > 0 && bytes > 0 ? flops / an.requested.measured_s : 0;
-  double x0 = 1e300, x1 = 0, y0 = 1e300, y1 = 0;
+  double lo_x = 1e300, hi_x = 0, lo_y = 1e300, hi_y = 0;
   auto grow = [&](double x, double y) {
-    x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    lo_x = std::min(lo_x, x), hi_x = std::max(hi_x, x), lo_y = std::min(lo_y, y), hi_y = std::max(hi_y, y);
   };
   for (const auto& p : pts) grow(p.ai, std::min(p.ceil, p.pred)), grow(p.ai, std::max(p.ceil, p.pred));
   for (const auto& [k, v] : peaks) grow(v / bw, v);
   if (measured > 0) grow(flops / bytes, measured);
-  x0 = std::pow(10.0, std::floor(std::log10(x0))), x1 = std::pow(10.0, std::ceil(std::log10(x1 * 1.0001)));
-  y0 = std::pow(10.0, std::floor(std::log10(y0))), y1 = std::pow(10.0, std::ceil(std::log10(y1 * 1.0001)));
-  if (x1 <= x0) x1 = x0 * 10;
-  if (y1 <= y0) y1 = y0 * 10;
-  constexpr int kW = 640, kH = 320, kL = 80, kR = 150, kT = 14, kB = 40;
-  auto px = [&](double x) { return kL + std::log(x / x0) / std::log(x1 / x0) * (kW - kL - kR); };
-  auto py = [&](double y) { return kH - kB - std::log(y / y0) / std::log(y1 / y0) * (kH - kT - kB); };
-  auto P = [&](double x, double y) { return fmt::format("{},{}", fmt_fixed(px(x), 1), fmt_fixed(py(y), 1)); };
-  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" class=\"roofline\">\n", kW, kH);
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n", kL, kT, kW - kL - kR, kH - kT - kB);
+  const auto [x0, x1] = decades(lo_x, hi_x);
+  const auto [y0, y1] = decades(lo_y, hi_y);
+  const LogFrame f{640, 320, 80, 150, 14, 40, x0, x1, y0, y1};
+  std::string s = f.open("roofline");
   for (double y = y0; y <= y1 * 1.0001; y *= 10)
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>", kL - 4, fmt_fixed(py(y) + 4, 1),
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>", f.l - 4, fmt_fixed(f.py(y) + 4, 1),
                      html_escape(fmt_sig(y / 1e12, 3) + " TFLOP/s"));
   for (double x = x0; x <= x1 * 1.0001; x *= 10)
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", fmt_fixed(px(x), 1), kH - kB + 14, fmt_sig(x, 3));
-  s += fmt::format("\n<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">FLOP per byte</text>\n", (kL + kW - kR) / 2, kH - 6);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>", fmt_fixed(f.px(x), 1), f.h - f.b + 14, fmt_sig(x, 3));
+  s += fmt::format("\n<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">FLOP per byte</text>\n", (f.l + f.w - f.r) / 2, f.h - 6);
   // The roofs: memory up to each peak's ridge, then the peak (one polyline per peak).
   for (const auto& [k, v] : peaks) {
     const double ridge = v / bw, left = std::max(x0, y0 / bw);
-    s += fmt::format("<polyline class=\"roof\" points=\"{} {} {}\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>", P(left, left * bw),
-                     P(ridge, v), P(x1, v));
-    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", fmt_fixed(px(x1) + 4, 1), fmt_fixed(py(v) + 4, 1), html_escape(k));
+    s += fmt::format("<polyline class=\"roof\" points=\"{} {} {}\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>", f.xy(left, left * bw),
+                     f.xy(ridge, v), f.xy(x1, v));
+    s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", fmt_fixed(f.px(x1) + 4, 1), fmt_fixed(f.py(v) + 4, 1), html_escape(k));
   }
   for (const auto& p : pts) {
-    s += fmt::format("<circle class=\"ceiling\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"none\" stroke=\"#2e7d32\"/>", fmt_fixed(px(p.ai), 1),
-                     fmt_fixed(py(p.ceil), 1));
-    s += fmt::format("<circle class=\"prediction\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1f5fa8\"/>\n", fmt_fixed(px(p.ai), 1),
-                     fmt_fixed(py(p.pred), 1));
+    s += fmt::format("<circle class=\"ceiling\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"none\" stroke=\"#2e7d32\"/>", fmt_fixed(f.px(p.ai), 1),
+                     fmt_fixed(f.py(p.ceil), 1));
+    s += fmt::format("<circle class=\"prediction\" cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"#1f5fa8\"/>\n", fmt_fixed(f.px(p.ai), 1),
+                     fmt_fixed(f.py(p.pred), 1));
   }
   if (measured > 0)
-    s += fmt::format("<circle class=\"measured\" cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"#d9534f\"/>\n", fmt_fixed(px(flops / bytes), 1),
-                     fmt_fixed(py(measured), 1));
-  const int lx = kW - kR + 45;
+    s += fmt::format("<circle class=\"measured\" cx=\"{}\" cy=\"{}\" r=\"5\" fill=\"#d9534f\"/>\n", fmt_fixed(f.px(flops / bytes), 1),
+                     fmt_fixed(f.py(measured), 1));
+  const int lx = f.w - f.r + 45;
   s += fmt::format("<circle cx=\"{}\" cy=\"24\" r=\"4\" fill=\"none\" stroke=\"#2e7d32\"/><text x=\"{}\" y=\"28\" font-size=\"12\">ceiling</text>"
                    "<circle cx=\"{}\" cy=\"42\" r=\"3\" fill=\"#1f5fa8\"/><text x=\"{}\" y=\"46\" font-size=\"12\">prediction</text>\n",
                    lx, lx + 10, lx, lx + 10);
@@ -178,11 +188,11 @@ std::string roofline(const estimate::Analysis& an) {
 
 std::string table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows) {
   std::string s = "<table><tr>";
-  for (const auto& h : head) s += "<th>" + esc(h) + "</th>";
+  for (const auto& h : head) s += "<th>" + html_escape(h) + "</th>";
   s += "</tr>\n";
   for (const auto& r : rows) {
     s += "<tr>";
-    for (const auto& c : r) s += "<td>" + esc(c) + "</td>";
+    for (const auto& c : r) s += "<td>" + html_escape(c) + "</td>";
     s += "</tr>\n";
   }
   return s + "</table>\n";
@@ -194,11 +204,11 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
   const auto& m = *an.model;
   const auto& d = *an.device;
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">";
-  s += fmt::format("<title>{} on {}</title>", esc(m.id), esc(d.id));
+  s += fmt::format("<title>{} on {}</title>", html_escape(m.id), html_escape(d.id));
   s += "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;margin:1em 0}"
        "td,th{border:1px solid #ccc;padding:3px 6px;font-size:13px;text-align:left}th{background:#f0f0f0}"
        "code{background:#f6f6f6}</style></head><body>\n";
-  s += fmt::format("<h1>{} on {}</h1>\n<p>generated by <code>{}</code></p>\n", esc(m.id), esc(d.id), esc(prov.command));
+  s += fmt::format("<h1>{} on {}</h1>\n<p>generated by <code>{}</code></p>\n", html_escape(m.id), html_escape(d.id), html_escape(prov.command));
   s += table({"", ""}, {{"model", fmt::format("{} (circuit {}, {} formats)", m.id, m.circuit, m.formats_basis)},
                         {"device", fmt::format("{}, class {} ({})", d.name, an.plan.klass, join(an.chain, " > "))},
                         {"case", case_label(an)},

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
@@ -48,8 +50,15 @@ struct HeatCell {
   double ceiling_s = 0;  // decode C = 1
   double coverage = 0;   // at C = kCoverageRows
   bool fits = false;     // at TP 1
-  std::string top_gap;   // the largest gap op at C = kCoverageRows
+  std::vector<std::pair<std::string, double>> top;  // the two largest gap ops at C = kCoverageRows, by share
 };
+
+// MATRIX.md's coverage cell: "11.9%; moe_gate_up 50.1%, moe_down 25.0%".
+std::string coverage_text(const HeatCell& c) {
+  std::string s = pct(c.coverage);
+  for (std::size_t i = 0; i < c.top.size(); ++i) s += fmt::format("{}{} {}", i == 0 ? "; " : ", ", c.top[i].first, pct(c.top[i].second));
+  return s;
+}
 
 // MATRIX.html: the matrix as a heat map, one self-contained page (inline SVG, no scripts). Each
 // cell is coloured by its coverage at C = 16 (red where gaps take the step, green where the class's
@@ -81,9 +90,9 @@ std::string heat_map(const MatrixSpec& spec, const std::map<std::string, std::ma
                        y + 1, kCellW - 2, kCellH - 2, red, green, c.fits ? "#ffffff" : "#555555", c.fits ? 1 : 3);
       s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" fill=\"#ffffff\" text-anchor=\"middle\">{} | {}</text>", x + kCellW / 2,
                        y + 18, html_escape(ms(c.ceiling_s)), html_escape(pct(c.coverage)));
-      if (!c.top_gap.empty())
+      if (!c.top.empty())
         s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#ffffff\" text-anchor=\"middle\">{}</text>", x + kCellW / 2, y + 33,
-                         html_escape(c.top_gap));
+                         html_escape(c.top.front().first));
       s += "\n";
     }
   }
@@ -104,8 +113,8 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
     MET_TRY(auto g, model::instantiate_instance(*lib.tree, lib.circuits, *inst, /*declared=*/false));
     models.emplace(id, std::move(g));
   }
-  // summary[instance][device], coverage[instance][device]; the heat map's numbers
-  std::map<std::string, std::map<std::string, std::string>> summary, coverage;
+  // summary[instance][device]; heat[instance][device]: the coverage table's and the heat map's numbers
+  std::map<std::string, std::map<std::string, std::string>> summary;
   std::map<std::string, std::map<std::string, HeatCell>> heat;
   std::map<std::string, std::map<std::string, PortUse>> ports;  // device -> kernel|op -> use
   for (const auto& id : spec.instances) {
@@ -135,10 +144,8 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
         }
       std::vector<std::pair<std::string, double>> top(by_op.begin(), by_op.end());
       std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-      std::string cov = pct(1.0 - gap_share);
-      for (std::size_t i = 0; i < top.size() && i < 2; ++i) cov += fmt::format("{}{} {}", i == 0 ? "; " : ", ", top[i].first, pct(top[i].second));
-      coverage[id][d] = cov;
-      heat[id][d] = {an.requested.ceiling_s, 1.0 - gap_share, an.fit.fits, top.empty() ? std::string() : top.front().first};
+      if (top.size() > 2) top.resize(2);
+      heat[id][d] = {an.requested.ceiling_s, 1.0 - gap_share, an.fit.fits, std::move(top)};
       for (const auto& p : an.ports) {
         auto& use = ports[d][p.item.kernel + " | " + p.item.op];
         use.why = p.item.why;
@@ -164,7 +171,7 @@ Expected<std::map<std::string, std::string>> build_matrix(const planner::Library
   md += md_head(head);
   for (const auto& id : spec.instances) {
     std::vector<std::string> row = {id};
-    for (const auto& d : spec.devices) row.push_back(coverage[id][d]);
+    for (const auto& d : spec.devices) row.push_back(coverage_text(heat[id][d]));
     md += md_row(row);
   }
   md += "\n## Port lists\n";

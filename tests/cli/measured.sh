@@ -14,8 +14,8 @@ source "$(dirname "$0")/lib.sh"
 w="$(mktemp -d)"
 trap 'rm -rf "$w"' EXIT
 
-"$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 1 --dtype bf16 --out "$w/ck" >/dev/null 2>&1 ||
-  { bad "synth tiny-llama3" "$(cat "$w/ck" 2>&1)"; finish measured; exit 1; }
+"$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 1 --dtype bf16 --out "$w/ck" >/dev/null 2>"$w/synth.err" ||
+  { bad "synth tiny-llama3" "$(cat "$w/synth.err")"; finish measured; exit 1; }
 "$met" circuit emit --hardware h200-sxm --checkpoint "$w/ck" --out "$w/a" --max-ctx 600 --decode-rungs 1,4 --prefill-buckets 128 \
   >/dev/null 2>"$w/emit.err" || { bad "emit" "$(cat "$w/emit.err")"; finish measured; exit 1; }
 

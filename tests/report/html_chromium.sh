@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The HTML report in a real browser: Debian's chromium, headless, loads the page a user would open
 # (Llama-3.1-8B-Instruct on the h200-sxm, with a campaign measured beside it, so every chart kind is
-# drawn) and the matrix's heat map (MATRIX.html), and each must log nothing to the console; the DOM it built must hold the step-time charts with
-# their lines and the measured points, and every SVG of the page must parse as XML. The check is
-# proven to fail: a page with a console error is refused by the same test.
+# drawn) and the matrix's heat map (MATRIX.html); each must log nothing to the console. The DOM it
+# built must hold the step-time charts with their lines and measured points, the roofline and the
+# heat map's cells, and every SVG of the report must parse as XML. The check is proven to fail: a
+# page with a console error is refused by the same test.
 # Usage: html_chromium.sh MET
 set -uo pipefail
 met="$1"
