@@ -4,10 +4,11 @@
 // wrong kernel is reported as an error instead of a figure. nvcc -cubin for sm_90a; the build
 // refuses spills, local memory and serialized wgmma (cmake/build_interp.cmake).
 #include "hopper/probe.h"
+#include "hopper/sm90.cuh"
 
 namespace {
 
-typedef unsigned long long u64;
+using namespace met_sm90;
 
 // Read-only path, no L1 allocation: the buffer is read once per launch and never written by it.
 template <bool kL2Prefetch>
@@ -66,62 +67,8 @@ __device__ __forceinline__ void read_sum(const uint4* __restrict__ src, u64 n16,
   block_add(acc, total);
 }
 
-// ---- wgmma (PTX ISA: warpgroup-level matrix multiply-accumulate) --------------------------------
-
-// Matrix descriptor of a K-major tile with the 128-byte swizzle: start address (bits 0-13, >> 4),
-// leading-dimension byte offset (bits 16-29; unused for a swizzled K-major tile whose K per wgmma,
-// 32 bytes, lies inside one 128-byte row: 1 by convention), stride-dimension byte offset (bits
-// 32-45: the 8-row groups are 1024 bytes apart), base offset 0 (bits 49-51: tiles start on the
-// swizzle's 1024-byte repeat), swizzle mode 1 = 128 bytes (bits 62-63).
-__device__ __forceinline__ u64 tile_desc(uint32_t smem_addr) {
-  return static_cast<u64>((smem_addr & 0x3FFFFu) >> 4) | (static_cast<u64>(1) << 16) |
-         (static_cast<u64>(MET_PROBE_SWIZZLE_BYTES >> 4) << 32) | (static_cast<u64>(1) << 62);
-}
-
-// Byte offset of 16-byte chunk c (elements k = 8c .. 8c + 7) of row r in a K-major tile of 64-wide
-// rows (128 bytes) with the 128-byte swizzle: chunk c of row r lands in chunk c ^ (r mod 8).
-__device__ __forceinline__ uint32_t swizzled(int r, int c) {
-  return static_cast<uint32_t>(r * 128 + ((c ^ (r & 7)) << 4));
-}
-
 __device__ __forceinline__ uint32_t bf16_pair(int lo, int hi) {  // small integers are exact in bf16
   return (__float_as_uint(static_cast<float>(lo)) >> 16) | (__float_as_uint(static_cast<float>(hi)) & 0xffff0000u);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
-}
-
-// d += A * B^T for one K step: A 64 x 16 and B 256 x 16 from shared memory (descriptors), fp32
-// accumulate, scale-d true (d is added to), both operands K-major (no transpose), unit scales.
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 0, 0;\n"
-      "}\n"
-#define MET_PROBE_ACC8(i)                                                                                        \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-      "+f"(d[i + 7])
-      : MET_PROBE_ACC8(0), MET_PROBE_ACC8(8), MET_PROBE_ACC8(16), MET_PROBE_ACC8(24), MET_PROBE_ACC8(32),
-        MET_PROBE_ACC8(40), MET_PROBE_ACC8(48), MET_PROBE_ACC8(56), MET_PROBE_ACC8(64), MET_PROBE_ACC8(72),
-        MET_PROBE_ACC8(80), MET_PROBE_ACC8(88), MET_PROBE_ACC8(96), MET_PROBE_ACC8(104), MET_PROBE_ACC8(112),
-        MET_PROBE_ACC8(120)
-#undef MET_PROBE_ACC8
-      : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
 }  // namespace
@@ -200,14 +147,13 @@ extern "C" __global__ void __launch_bounds__(MET_PROBE_MMA_MAX_WARPGROUPS * MET_
   __syncthreads();
 
   const u64 da = tile_desc(a_at), db = tile_desc(b_at);
-  constexpr u64 kStepDesc = (MET_PROBE_MMA_KSTEP * 2) >> 4;  // one K step = 32 bytes along the row
-  float d[128];
+    float d[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) d[i] = 0.0f;
   for (int it = 0; it < iters; ++it) {
     wgmma_fence();  // orders the accumulator's registers before this iteration's wgmma (PTX ISA)
 #pragma unroll
-    for (int s = 0; s < MET_PROBE_MMA_K / MET_PROBE_MMA_KSTEP; ++s) wgmma_m64n256k16(d, da + s * kStepDesc, db + s * kStepDesc);
+    for (int s = 0; s < MET_PROBE_MMA_K / MET_PROBE_MMA_KSTEP; ++s) wgmma_m64n256k16(d, da + s * kDescKStep, db + s * kDescKStep);
     wgmma_commit();
     wgmma_wait<1>();
   }

@@ -24,10 +24,32 @@ namespace met::interp {
 namespace {
 
 // Shared memory of the bodies (kernels/common/interp/smem.h): the gemv family's fixed part plus
-// rows x K normalised activations, the GEMM's stages, the flash V tiles, the split-KV decode
-// chunks, the merge weights.
+// rows x K normalised activations, the GEMMs' stages, the flash V tiles, the split-KV decode
+// chunks, the merge weights. Each program launches with what its own bodies need.
 constexpr std::uint64_t kGemvFixedSmem = MET_GEMV_FIXED_SMEM;
-constexpr std::uint64_t kGemmSmem = MET_GEMM_SMEM;
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// The two TMA descriptors of a wgmma GEMM instruction (kernels/hopper/gemm_wgmma.cuh): A, the
+// activation rows [in_row0 + rows, K] at x, and B, the weight [N, K] at w; boxes of 128 rows x 64
+// bf16 (128 bytes) with the 128-byte swizzle the wgmma descriptors read; rows past either tensor
+// are filled with zeros.
+Expected<void> gemm_tmaps(const cu::Api& api, cu::DevicePtr x, std::int64_t a_rows, cu::DevicePtr w, std::int64_t n,
+                          std::int64_t k, cu::TensorMap (&out)[2]) {
+  const cu::DevicePtr base[2] = {x, w};
+  const std::int64_t rows[2] = {a_rows, n};
+  for (int i = 0; i < 2; ++i) {
+    const std::uint64_t dims[2] = {static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(rows[i])};
+    const std::uint64_t strides[1] = {static_cast<std::uint64_t>(k) * 2};
+    const std::uint32_t box[2] = {MET_WGMMA_BK, MET_GEMM_TILE};
+    const std::uint32_t step[2] = {1, 1};
+    MET_CU(api, TensorMapEncodeTiled(&out[i], cu::kTmapBf16, 2, reinterpret_cast<void*>(base[i]), dims, strides, box, step,
+                                     cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
+  }
+  return {};
+}
 
 bool input_field(emit::IoField f) {
   return f == emit::IoField::tokens || f == emit::IoField::positions || f == emit::IoField::slots ||
@@ -69,10 +91,10 @@ struct CudaBackend::Impl {
     std::vector<std::uint32_t> entry_instr;
     std::vector<unsigned long long> stamps_host;
     std::vector<MetDevInstr> host_instrs;
+    unsigned smem = 0;  // dynamic shared memory of its launches: the largest need of its bodies
   };
   std::vector<Prog> progs;
   std::vector<bool> has_body;  // per opcode number: the loaded image defines its body
-  unsigned smem = 0;
   bool fetch_logits = true, stamps = false;
   float last_ms = 0;
 
@@ -101,7 +123,7 @@ struct CudaBackend::Impl {
     held += bytes;
     return p;
   }
-  Expected<void> launch(const MetInterpParams& params) {
+  Expected<void> launch(const MetInterpParams& params, unsigned smem) {
     MetInterpParams p = params;
     void* args[] = {&p};
     MET_CU(*api, EventRecord(ev0, stream));
@@ -248,12 +270,14 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   }
 
   // Programs: device instructions with resolved operands, streams, entries, waits, counters.
-  std::uint64_t rows_k = 0;
-  bool flash = false, decode = false;
+  std::uint64_t max_smem = 0;
   for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
     const auto& p = a.packet.programs[k];
     auto& prog = m.progs[k];
     std::vector<MetDevInstr> ins;
+    std::vector<cu::TensorMap> tmaps;         // two per wgmma GEMM instruction
+    std::vector<std::size_t> tmap_instr;      // the instruction of each pair
+    std::uint64_t rows_k = 0, need = std::max<std::uint64_t>(kGemvFixedSmem, MET_MERGE_SMEM);
     for (std::size_t i = 0; i < p.instrs.size(); ++i) {
       const auto& d = p.instrs[i];
       const auto* op = emit::find_opcode(d.opcode);
@@ -288,6 +312,21 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if ((gemv || gemm) && di.w_cols % k_align != 0)
         return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
                     std::to_string(di.w_cols));
+      if (gemm && ends_with(op->name, "_wgmma")) {
+        const int xi = emit::tensor_index(*op, "x"), wi = emit::tensor_index(*op, "w");
+        const std::int64_t a_rows = named(*op, d, "in_row0") + rows;
+        if (xi < 0 || wi < 0 || di.ops[xi] == 0 || di.ops[wi] == 0 || a_rows <= 0 || a_rows >= (std::int64_t{1} << 31) ||
+            di.w_rows >= (std::int64_t{1} << 31))
+          return fail(where + ": " + op->name + " needs its x and w operands and fewer than 2^31 rows of each");
+        cu::TensorMap pair[2];
+        if (auto r = gemm_tmaps(*api, di.ops[xi], a_rows, di.ops[wi], di.w_rows, di.w_cols, pair); !r)
+          return fail(where + ": " + op->name + " TMA descriptors: " + r.error().message);
+        tmaps.insert(tmaps.end(), pair, pair + 2);
+        tmap_instr.push_back(ins.size());
+        need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
+      } else if (gemm) {
+        need = std::max<std::uint64_t>(need, MET_GEMM_SMEM);
+      }
       if (gemv && slice_rows > MET_DEV_MAX_ROWS)
         return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +
                     std::to_string(MET_DEV_MAX_ROWS));
@@ -312,10 +351,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         if (hd != vhd || (hd != 32 && hd != 64 && hd != 128))
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
                       ": the flash prefill body takes equal q/k and v head dims of 32, 64 or 128");
-        flash = true;
+        need = std::max<std::uint64_t>(need, MET_FLASH_SMEM);
       }
       if (op->name == "attn_decode_split") {
-        decode = decode || hd <= MET_ATTN_MAX_HD;  // staged through shared memory (attention_decode.cuh)
+        if (hd <= MET_ATTN_MAX_HD) need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // staged (attention_decode.cuh)
         const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
@@ -341,6 +380,20 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     }
     if (st.size() != static_cast<std::size_t>(sms))
       return fail(at + ": program " + p.name + " has " + std::to_string(st.size()) + " streams for " + std::to_string(sms) + " SMs");
+    if (!tmaps.empty()) {
+      MET_TRY(cu::DevicePtr tm, m.upload_vec(tmaps));
+      for (std::size_t j = 0; j < tmap_instr.size(); ++j) ins[tmap_instr[j]].tmaps = tm + 2 * j * sizeof(cu::TensorMap);
+    }
+    need = std::max<std::uint64_t>(need, kGemvFixedSmem + rows_k * 2);
+    if (need > static_cast<std::uint64_t>(smem_optin))
+      return fail(at + ": program " + p.name + ": the bodies would use " + std::to_string(need) +
+                  " bytes of shared memory (the gemv bodies stage " + std::to_string(rows_k) + " normalised activations); " +
+                  m.dev_name + " allows " + std::to_string(smem_optin));
+    // Exactly the largest need of the program's bodies, never more: L1 is what shared memory
+    // leaves, and it holds the gemv bodies' loads in flight (with the whole 227 KB taken every gemv
+    // op of the H200 ran 30-50% slower; docs/arch/interpreter.md).
+    prog.smem = static_cast<unsigned>(need);
+    max_smem = std::max(max_smem, need);
     prog.host_instrs = ins;
     prog.n_instrs = static_cast<std::uint32_t>(ins.size());
     prog.n_entries = static_cast<std::uint32_t>(en.size());
@@ -352,22 +405,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     MET_TRY(prog.stamps, m.alloc(std::max<std::size_t>(1, en.size()) * 16));
   }
 
-  const std::uint64_t flash_smem = flash ? std::uint64_t{MET_FLASH_SMEM} : 0;
-  const std::uint64_t decode_smem = decode ? std::uint64_t{MET_ATTN_SMEM} : 0;
-  const std::uint64_t need =
-      std::max<std::uint64_t>({kGemmSmem, kGemvFixedSmem + rows_k * 2, flash_smem, decode_smem, MET_MERGE_SMEM});
-  if (need > static_cast<std::uint64_t>(smem_optin))
-    return fail(at + ": the bodies would use " + std::to_string(need) + " bytes of shared memory (the gemv bodies stage " +
-                std::to_string(rows_k) + " normalised activations); " + m.dev_name + " allows " + std::to_string(smem_optin));
-  // Exactly the largest body's need, never more: L1 is what shared memory leaves, and it holds the
-  // gemv bodies' loads in flight (with the whole 227 KB taken every gemv op of the H200 ran 30-50%
-  // slower; docs/arch/interpreter.md).
-  m.smem = static_cast<unsigned>(need);
-  MET_CU(*api, FuncSetAttribute(m.fn, cu::kFuncMaxDynamicSmem, static_cast<int>(m.smem)));
+  MET_CU(*api, FuncSetAttribute(m.fn, cu::kFuncMaxDynamicSmem, static_cast<int>(max_smem)));
   int blocks = 0;
-  MET_CU(*api, OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.fn, MET_INTERP_THREADS, m.smem));
+  MET_CU(*api, OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.fn, MET_INTERP_THREADS, max_smem));
   if (blocks < 1) return fail("cuda: the interpreter (" + std::to_string(MET_INTERP_THREADS) + " threads, " +
-                              std::to_string(m.smem) + " bytes of shared memory) does not fit on one SM of " + m.dev_name);
+                              std::to_string(max_smem) + " bytes of shared memory) does not fit on one SM of " + m.dev_name);
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
@@ -395,7 +437,7 @@ Expected<void> CudaBackend::run(std::size_t program) {
   params.waits = reinterpret_cast<const MetDevWait*>(p.waits);
   params.counters = reinterpret_cast<unsigned int*>(p.counters);
   params.stamps = m.stamps ? reinterpret_cast<unsigned long long*>(p.stamps) : nullptr;
-  MET_CHECK(m.launch(params));
+  MET_CHECK(m.launch(params, p.smem));
   for (auto& [field, io] : p.io) {
     if (field == emit::IoField::out_tokens || field == emit::IoField::sampled_tokens ||
         (field == emit::IoField::logits && m.fetch_logits))
@@ -521,7 +563,7 @@ Expected<void> CudaBackend::run_instruction(std::size_t program, std::size_t ins
     params.entries = reinterpret_cast<const MetDevEntry*>(de);
     params.waits = reinterpret_cast<const MetDevWait*>(dc);
     params.counters = reinterpret_cast<unsigned int*>(dc);
-    return m.launch(params);
+    return m.launch(params, m.progs[program].smem);
   };
   auto r = go();
   release();

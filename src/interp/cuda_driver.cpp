@@ -60,6 +60,7 @@ Expected<const Api*> open_api() {
   resolve(lib, a.EventElapsedTime, "cuEventElapsedTime", missing);
   resolve(lib, a.GetErrorName, "cuGetErrorName", missing);
   resolve(lib, a.GetErrorString, "cuGetErrorString", missing);
+  resolve(lib, a.TensorMapEncodeTiled, "cuTensorMapEncodeTiled", missing);
   if (!missing.empty()) return fail("cuda: libcuda.so.1 lacks " + missing + " (driver too old?)");
   MET_CU(a, Init(0));
   return &a;

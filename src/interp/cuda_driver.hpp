@@ -33,6 +33,16 @@ inline constexpr int kAttrCooperativeLaunch = 95;
 inline constexpr int kAttrMaxSmemPerBlockOptin = 97;
 inline constexpr int kFuncMaxDynamicSmem = 8;
 
+// CUtensorMap (opaque, 128 bytes, 64-byte aligned) and the cuTensorMapEncodeTiled values used here.
+struct alignas(64) TensorMap {
+  std::uint64_t opaque[16];
+};
+inline constexpr int kTmapBf16 = 9;          // CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+inline constexpr int kTmapInterleaveNone = 0;
+inline constexpr int kTmapSwizzle128 = 3;    // CU_TENSOR_MAP_SWIZZLE_128B
+inline constexpr int kTmapL2Promote256 = 3;  // CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+inline constexpr int kTmapOobZero = 0;       // CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: zeros
+
 struct Api {
   Result (*Init)(unsigned);
   Result (*DriverGetVersion)(int*);
@@ -72,6 +82,8 @@ struct Api {
   Result (*EventElapsedTime)(float*, Event, Event);
   Result (*GetErrorName)(Result, const char**);
   Result (*GetErrorString)(Result, const char**);
+  Result (*TensorMapEncodeTiled)(TensorMap*, int, std::uint32_t, void*, const std::uint64_t*, const std::uint64_t*,
+                                 const std::uint32_t*, const std::uint32_t*, int, int, int, int);
 };
 
 // Opens libcuda.so.1 once and resolves every entry point (or says which is missing).

@@ -313,12 +313,16 @@ TEST_CASE("the checked-in kernel tree: every device's build agrees with its clas
     CHECK_MESSAGE(!a->kernels.empty(), d.id);
     for (const auto& kernel : a->kernels) CHECK_MESSAGE(kernel.second.available == kernel.second.why.empty(), kernel.first);
   }
-  // Guards from docs/arch/kernels.md: the mma.sync GEMM runs on hopper, whose wgmma GEMM has no
-  // body yet (a port-list entry, never "available"); AMD lacks mma.sync.
+  // Guards from docs/arch/kernels.md: hopper runs its own wgmma GEMM (kernels/hopper/gemm_wgmma.cuh)
+  // and keeps the inherited mma.sync one; ampere has no wgmma; AMD lacks mma.sync.
   REQUIRE(reg->find("h200-sxm"));
+  REQUIRE(reg->find("a100-sxm-80g"));
   REQUIRE(reg->find("mi300x"));
   CHECK(avail_of(tree, "h200-sxm").status("met_gemm_bf16_mma").available);
-  CHECK(!avail_of(tree, "h200-sxm").status("met_gemm_bf16_wgmma").available);
+  const auto wgmma = avail_of(tree, "h200-sxm").status("met_gemm_bf16_wgmma");
+  CHECK(wgmma.available);
+  CHECK(wgmma.file == "kernels/hopper/gemm_wgmma.cuh");
+  CHECK(!avail_of(tree, "a100-sxm-80g").status("met_gemm_bf16_wgmma").available);
   const auto mma = avail_of(tree, "mi300x").status("met_gemm_bf16_mma");
   CHECK(!mma.available);
   CHECK(mma.needs == std::vector<std::string>{"mma_sync", "cp_async"});  // its cp.async pipeline too

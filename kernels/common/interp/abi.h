@@ -29,6 +29,8 @@ typedef struct MetDevInstr {
   float imms[MET_DEV_IMMS];
   uint64_t ops[MET_DEV_OPERANDS]; /* device addresses; 0 = absent */
   int64_t w_rows, w_cols;         /* shape of the matrix weight operand (0 when none) */
+  uint64_t tmaps;                 /* device address of the body's TMA descriptors (64-byte aligned CUtensorMaps, made
+                                     by the host at load time), or 0: the wgmma GEMM's A then B */
 } MetDevInstr;
 
 typedef struct MetDevStream {

@@ -18,6 +18,7 @@ typedef unsigned short u16;
 struct MetGeom {
   uint32_t slices, col_parts;  // as the packet (col_parts >= 1)
   int64_t w_rows, w_cols;      // shape of the matrix weight operand (0 when none)
+  const void* tmaps;           // the instruction's TMA descriptors (MetDevInstr.tmaps), or null
 };
 
 // Operand kinds of the registry as device types.
@@ -39,6 +40,7 @@ typedef const float* T_table;
     a.geom.col_parts = in.col_parts > 0 ? in.col_parts : 1;                                       \
     a.geom.w_rows = in.w_rows;                                                                    \
     a.geom.w_cols = in.w_cols;                                                                    \
+    a.geom.tmaps = reinterpret_cast<const void*>(in.tmaps);                                       \
     [[maybe_unused]] int t_ = 0;                                                                  \
     [[maybe_unused]] int i_ = 0;                                                                  \
     [[maybe_unused]] int f_ = 0;

@@ -28,11 +28,26 @@ __device__ __forceinline__ unsigned long long globaltimer() {
   return t;
 }
 
+// Bodies that run in the kernel's own function instead of run_body's: ptxas serializes every wgmma
+// of a function that is called (C7510, which cmake/build_interp.cmake refuses), so a class lists
+// its wgmma bodies as MET_INTERP_ENTRY_BODIES(X) X(op) ... before including this file.
+#ifndef MET_INTERP_ENTRY_BODIES
+#define MET_INTERP_ENTRY_BODIES(X)
+#endif
+__device__ constexpr bool runs_in_entry(uint32_t op) {
+#define MET_X(name) \
+  if (op == MET_OP_##name) return true;
+  MET_INTERP_ENTRY_BODIES(MET_X)
+#undef MET_X
+  return false;
+}
+
 __device__ void run_body(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
   switch (in.opcode) {
 #define MET_OP(name, family, cpu)                                                                  \
   case MET_OP_##name:                                                                              \
-    if constexpr (!MetIsNoBody<decltype(met_##name(met_load_##name(in), s, smem))>::value)         \
+    if constexpr (!MetIsNoBody<decltype(met_##name(met_load_##name(in), s, smem))>::value &&       \
+                  !runs_in_entry(MET_OP_##name))                                                   \
       met_##name(met_load_##name(in), s, smem);                                                    \
     break;
 #include "common/ops.def"
@@ -69,7 +84,15 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
       if (sp.stamps) sp.stamps[2 * idx] = globaltimer();
     }
     __syncthreads();
-    run_body(in, en.slice, smem);
+    switch (in.opcode) {
+#define MET_X(name)                                        \
+  case MET_OP_##name:                                      \
+    met_##name(met_load_##name(in), en.slice, smem);       \
+    break;
+      MET_INTERP_ENTRY_BODIES(MET_X)
+#undef MET_X
+      default: run_body(in, en.slice, smem);
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
       signal_release(sp.counters + en.instr);  // releases the block's writes, ordered before it by the bar.sync

@@ -19,6 +19,16 @@
 #define MET_GEMM_PAD 8
 #define MET_GEMM_STAGES 3
 #define MET_GEMM_SMEM (MET_GEMM_STAGES * 2 * MET_GEMM_TILE * (MET_GEMM_BK + MET_GEMM_PAD) * 2)
+/* wgmma GEMM (kernels/hopper/gemm_wgmma.cuh): the same 128 x 128 output tiles as the mma.sync
+ * GEMM (emit slices both alike), MET_WGMMA_STAGES stages of an A and a B tile of [128][64] bf16
+ * (128-byte rows, swizzled, 1024-byte aligned: one more KiB to align the first), then a full and an
+ * empty transaction barrier per stage. The TMA descriptors of A and B (2 x 128 bytes, host-made)
+ * sit at MetDevInstr.tmaps. */
+#define MET_WGMMA_BK 64
+#define MET_WGMMA_STAGES 5
+#define MET_WGMMA_TILE_BYTES (MET_GEMM_TILE * MET_WGMMA_BK * 2)
+#define MET_WGMMA_SMEM (MET_WGMMA_STAGES * 2 * MET_WGMMA_TILE_BYTES + 1024 + MET_WGMMA_STAGES * 2 * 8)
+#define MET_TMAP_BYTES 128 /* one CUtensorMap */
 /* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. A
  * slice (emit) is MET_FLASH_SLICE_ROWS rows x MET_FLASH_SLICE_HEADS heads: one 16-row block x one
  * head per warp, and enough slices that causal rows of every length spread over all streams. */

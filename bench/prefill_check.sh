@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Prefill bodies on one H200 in one call: optest of a small emit whose prefill bucket is not a
+# multiple of the GEMM tile (every distinct instruction, cuda against the cpu bodies), then
+# `met circuit run --campaign prefill:...` on each model with the per-kernel walls of the timed run.
+#   bash bench/prefill_check.sh [MODELS]   (default llama-3.2-1b,llama-3.1-8b; the first is optested)
+# Env: MET (default .device/met, its libraries in .device/libs.tar.xz), WORK (default /tmp/metw),
+# OUT (default ./out-prefill), BUCKETS (default 128,200,512,4096).
+set -uo pipefail
+models="${1:-llama-3.2-1b,llama-3.1-8b}"
+W="${WORK:-/tmp/metw}"
+OUT="${OUT:-./out-prefill}"
+buckets="${BUCKETS:-128,200,512,4096}"
+mkdir -p "$W" "$OUT"
+[[ -f .device/libs.tar.xz ]] && tar xJf .device/libs.tar.xz -C "$W" && export LD_LIBRARY_PATH="$W/lib"
+met="$(realpath "${MET:-.device/met}")"
+small="${models%%,*}"
+for m in ${models//,/ }; do
+  [[ -f $W/$m/config.json ]] || "$met" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
+done
+"$met" circuit emit --hardware h200-sxm --checkpoint "$W/$small" --out "$W/$small-o" --max-ctx 512 --decode-rungs 1 \
+  --prefill-buckets 200 >/dev/null
+echo "=== optest $small (prefill bucket 200)"
+timeout 300 "$met" circuit optest --assets "$W/$small-o" --backend cuda 2>&1 | tail -n 12
+for m in ${models//,/ }; do
+  "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-p" --max-ctx 4160 --decode-rungs 1 \
+    --prefill-buckets "$buckets" >/dev/null
+  echo "=== campaign $m prefill:$buckets"
+  timeout 300 "$met" circuit run --assets "$W/$m-p" --backend cuda --campaign "prefill:$buckets" --perf-dir "$OUT/perf-$m" \
+    >"$OUT/run-$m.txt" 2>&1 || { echo "rc $?"; tail -n 20 "$OUT/run-$m.txt"; }
+  python3 - "$OUT/perf-$m" "$m" <<'PY'
+import glob, json, sys
+d, m = sys.argv[1:]
+for f in sorted(glob.glob(d + "/**/*.json", recursive=True)):
+    for c in json.load(open(f))["cases"]:
+        ks = " ".join(f"{k}={v:.3f}" for k, v in sorted(c.get("kernel_ms", {}).items()))
+        print(f"{m} T={c['rows']:<5} {c['ms']['median']:9.3f} ms  {ks}")
+PY
+done
