@@ -8,7 +8,9 @@
 # the per-kernel walls of the timestamped run.
 #   bash bench/interp_variants.sh MET 'NAME|KERNELS_DIR|DEFINES' ...
 #   e.g. bench/interp_variants.sh .device/met 'head|.device/kernels-head|' 'pipe4|kernels|-DMET_GEMV_PIPE=4'
-# Env: MODELS (default llama-3.2-1b,llama-3.1-8b), WORK (default /tmp/metvar), NVCC (default nvcc).
+# Env: MODELS (default llama-3.2-1b,llama-3.1-8b), WORK (default /tmp/metvar), NVCC (default nvcc),
+# CAMPAIGN (default decode:1,16@ctx=4096; e.g. prefill:4096 with BUCKETS=4096), BUCKETS (the emit's
+# prefill buckets, default 128).
 # The variants must keep this met's shared-memory layout (kernels/common/interp/smem.h); the bodies'
 # own switches are what a variant may set (e.g. -DMET_ATTN_STAGED=0: decode attention reads the
 # cache directly instead of staging chunks in shared memory).
@@ -42,7 +44,7 @@ done
 for m in ${models//,/ }; do
   [[ -d $W/$m ]] || "$met" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
   "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-a" --max-ctx 4160 --decode-rungs 1,16 \
-    --prefill-buckets 128 >/dev/null
+    --prefill-buckets "${BUCKETS:-128}" >/dev/null
 done
 for name in "${names[@]}"; do
   [[ -s $W/$name.cubin ]] || continue
@@ -56,7 +58,7 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     for m in ${models//,/ }; do
       dir="$W/p-$m-$name-$round"
       MET_INTERP_CUBIN="$W/$name.cubin" "$met" circuit run --assets "$W/$m-a" --backend cuda \
-        --campaign decode:1,16@ctx=4096 --perf-dir "$dir" >/dev/null 2>&1
+        --campaign "${CAMPAIGN:-decode:1,16@ctx=4096}" --perf-dir "$dir" >/dev/null 2>&1
       python3 - "$dir" "$m" "$name" "$round" <<'EOF'
 import glob, json, sys
 d, m, name, r = sys.argv[1:]

@@ -16,6 +16,22 @@ constexpr int kFlashPad = MET_FLASH_PAD;  // bf16 row padding of the V tile: con
 
 constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (128: every head dim the host accepts takes one pass)
 
+// The factor a row's output sums are multiplied by at the end: 1 / (the row's sum over its quad),
+// and with a sink, m = max(sink, m), everything rescaled by exp(m_old - m), plus exp(sink - m).
+// `ex` is the exponential of the base the scores and m are in (the wgmma body's are base 2).
+template <class Exp>
+__device__ __forceinline__ float flash_row_scale(float l, float m, bool has_sink, float sink, Exp ex) {
+  l += met_shfl_xor(l, 1);
+  l += met_shfl_xor(l, 2);
+  float w = 1.f;
+  if (has_sink) {
+    const float mm = fmaxf(sink, m);
+    w = m == -INFINITY ? 0.f : ex(m - mm);
+    l = l * w + ex(sink - mm);
+  }
+  return l > 0.f ? w / l : 0.f;
+}
+
 // One warp: the query rows row0 + [0, 16) of head h that belong to the sequence at `seg_base`
 // (others, and rows at or past row_end, are left alone), output dims [dv0, dv0 + DV). A row's
 // position is pos[row]. Scores cover the whole head dim HD on every pass.
@@ -134,19 +150,9 @@ __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const
   const float sink = sinks ? bf(sinks[h]) : -INFINITY;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    float lr = l[hr];
-    lr += met_shfl_xor(lr, 1);
-    lr += met_shfl_xor(lr, 2);
-    // With a sink: m = max(sink, m), everything rescaled by exp(m_old - m), plus exp(sink - m).
-    float w = 1.f;
-    if (sinks) {
-      const float mm = fmaxf(sink, m[hr]);
-      w = m[hr] == -INFINITY ? 0.f : expf(m[hr] - mm);
-      lr = lr * w + expf(sink - mm);
-    }
+    const float inv = flash_row_scale(l[hr], m[hr], sinks != nullptr, sink, [](float x) { return expf(x); });
     const int64_t row = row0 + g + 8 * hr;
     if (rows_pos[hr] < 0) continue;
-    const float inv = lr > 0.f ? w / lr : 0.f;
     u16* dst = out + (row * heads + h) * HD + dv0;
 #pragma unroll
     for (int i = 0; i < kOFrags; ++i) {
@@ -160,8 +166,11 @@ __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const
 // Causal prefill over the slice's rows on the tensor cores. A slice is a
 // row range x a head range; work items are 16 rows x one head on the tensor cores (flash_block above), one
 // pass per sequence the rows belong to (padding rows of another sequence share a block with real
-// ones). Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others).
-MET_ENTRY(flash_prefill_mma) {
+// ones). Head dims 32, 64 and 128 with v_head_dim equal (the host refuses others). Any flash
+// opcode's arguments (the registry gives them one layout), so a class's own flash body can hand
+// it the head dims it does not take.
+template <class A>
+__device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned char* smem) {
   const SliceRange rr = slice_rows(a, slice);
   const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
   const int hd = static_cast<int>(a.head_dim);
@@ -199,6 +208,8 @@ MET_ENTRY(flash_prefill_mma) {
     }
   }
 }
+
+MET_ENTRY(flash_prefill_mma) { flash_prefill_mma_slice(a, slice, smem); }
 #endif  // MET_HAS_MMA_SYNC
 
 }  // namespace met_interp

@@ -1,17 +1,18 @@
 // Prefill GEMM body of the hopper interpreter on the warpgroup tensor cores: one slice is one
-// output tile of at most 128 rows x 128 columns of y = x W^T (bf16 in, fp32 accumulate, bf16 out),
-// the tiles emit cuts for every GEMM (kernels/common/interp/smem.h).
+// output tile of at most 128 rows x 256 columns of y = x W^T (bf16 in, fp32 accumulate, bf16 out),
+// the tiles emit cuts (src/emit/slice.cpp, kernels/common/interp/smem.h).
 //
 // Loads: TMA. The host makes two tensor maps per instruction at load time (A: the activation rows
 // [in_row0 + rows, K]; B: the weight [N, K]; boxes of 128 rows x 64 bf16 with the 128-byte
 // swizzle, src/interp/cuda_backend.cpp) and passes their address in the instruction
 // (MetDevInstr.tmaps). Rows past the tensor arrive as zeros.
 //
-// Pipeline: MET_WGMMA_STAGES stages of an A and a B tile, each with a full barrier (TMA's bytes
-// land) and an empty one (all 8 warps are done reading). The interpreter's block is 256 threads,
-// two warpgroups, and both compute (64 rows x 128 columns each, wgmma m64n128k16); the producer is
-// one elected thread (thread 0), which refills the stage read two K steps earlier, so it waits on
-// a barrier that is already complete unless a warpgroup fell more than a step behind.
+// Pipeline: a ring of stages (6 of an A and a B tile for 128 columns, 4 of an A and two B tiles for
+// 256; kernels/common/interp/smem.h), each with a full barrier (TMA's bytes land) and an empty
+// one (all 8 warps are done reading). The interpreter's block is 256 threads, two warpgroups, and
+// both compute (64 rows x all the tile's columns each, wgmma m64n128k16 or m64n256k16); the
+// producer is one elected thread (thread 0), which refills the stage read two K steps earlier, so
+// it waits on a barrier that is already complete unless a warpgroup fell more than a step behind.
 //
 // The body starts and ends with every barrier invalidated and no copy in flight, so the shared
 // memory is free for the next body (any op) after the loop's closing barrier.
@@ -25,28 +26,37 @@ namespace met_interp {
 #if MET_HAS_WGMMA && MET_HAS_TMA
 // One tile: rows [rr) of y (A rows in_row0 + rr), columns [cc). Inlined into the kernel's own
 // function (kernels/hopper/interp.cu lists this body in MET_INTERP_ENTRY_BODIES).
+// kBN = 128 or 256 output columns (the slice's): a 256-wide tile reads each A tile for twice the
+// columns, and each warpgroup's wgmma m64n256k16 reads 10 KB of shared memory per 128 clocks of
+// tensor work where two m64n128k16 read 12 KB.
+template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
                                              int64_t K, u16* Y, unsigned char* smem) {
   using namespace met_sm90;
-  constexpr int kStages = MET_WGMMA_STAGES, kBK = MET_WGMMA_BK;
-  constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one A or B stage tile: 128 rows x 128 bytes
+  constexpr int kBK = MET_WGMMA_BK;
+  constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one 128-row tile of A or B: 128 rows x 128 bytes
+  constexpr int kBTiles = kBN / 128;                  // B tiles per stage
+  constexpr uint32_t kStageBytes = (1 + kBTiles) * kTile;
+  constexpr int kStages = MET_WGMMA_RING / kStageBytes;
   const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
   const char* tmap_a = static_cast<const char*>(tmaps);
   const char* tmap_b = tmap_a + MET_TMAP_BYTES;
 
-  // Stage s: A at tiles + 2 s kTile, B after it; barriers after the last stage.
+  // Stage s: A at tiles + s kStageBytes, its B tiles after it; barriers after the ring.
   const uint32_t base = smem_addr(smem);
   const uint32_t tiles = (base + kSwizzleRepeat - 1) & ~(kSwizzleRepeat - 1);
-  const uint32_t bars = tiles + kStages * 2 * kTile;
+  const uint32_t bars = tiles + MET_WGMMA_RING;
   auto full = [&](int s) { return bars + 8u * static_cast<uint32_t>(s); };
   auto empty = [&](int s) { return bars + 8u * static_cast<uint32_t>(kStages + s); };
   const int kt_count = static_cast<int>(K / kBK);
   const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
   auto issue = [&](int kt) {  // thread 0: the copies of K step kt into its stage
     const int s = kt % kStages;
-    mbar_arrive_expect(full(s), 2 * kTile);
-    tma_load_2d(tiles + 2 * s * kTile, tmap_a, kt * kBK, row_a, full(s));
-    tma_load_2d(tiles + (2 * s + 1) * kTile, tmap_b, kt * kBK, row_b, full(s));
+    mbar_arrive_expect(full(s), kStageBytes);
+    tma_load_2d(tiles + s * kStageBytes, tmap_a, kt * kBK, row_a, full(s));
+#pragma unroll
+    for (int b = 0; b < kBTiles; ++b)
+      tma_load_2d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, kt * kBK, row_b + 128 * b, full(s));
   };
 
   if (threadIdx.x == 0) {
@@ -64,17 +74,24 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   __syncthreads();
 
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32;
-  float d[64];
+  float d[kBN / 2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) d[i] = 0.f;
+  for (int i = 0; i < kBN / 2; ++i) d[i] = 0.f;
 #pragma unroll 1
   for (int kt = 0; kt < kt_count; ++kt) {
     const int s = kt % kStages;
     mbar_wait(full(s), static_cast<uint32_t>((kt / kStages) & 1));
-    const u64 da = tile_desc(tiles + 2 * s * kTile + wg * 64 * kRowBytes), db = tile_desc(tiles + (2 * s + 1) * kTile);
+    const u64 da = tile_desc(tiles + s * kStageBytes + wg * 64 * kRowBytes), db = tile_desc(tiles + s * kStageBytes + kTile);
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kBK / 16; ++k) wgmma_m64n128k16(d, da + k * kDescKStep, db + k * kDescKStep);
+    for (int k = 0; k < kBK / 16; ++k) {
+      // B's 256 rows are two 128-row tiles back to back: 16 groups of 8 rows 1024 bytes apart, as
+      // the descriptor's stride says, so one descriptor covers both.
+      if constexpr (kBN == 256)
+        wgmma_m64n256k16(d, da + k * kDescKStep, db + k * kDescKStep);
+      else
+        wgmma_m64n128k16(d, da + k * kDescKStep, db + k * kDescKStep);
+    }
     wgmma_commit();
     wgmma_wait<1>();  // step kt - 1's products are done: its stage may be refilled
     if (kt >= 1 && lane == 0) mbar_arrive(empty((kt - 1) % kStages));
@@ -95,7 +112,7 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   // Epilogue: bf16 pairs straight from the accumulator fragment (sm90.cuh).
   const int t = threadIdx.x % 128;
 #pragma unroll
-  for (int i = 0; i < 64; i += 2) {
+  for (int i = 0; i < kBN / 2; i += 2) {
     const int64_t row = wg * 64 + 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
     const int64_t col = 8 * (i / 4) + 2 * (t % 4);
     if (row >= M || col >= Nt) continue;
@@ -109,12 +126,37 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   }
 }
 
+// Every shape the host accepts runs here (common/interp/loop.cuh).
+__device__ __forceinline__ uint32_t met_entry_route_gemm_bf16_wgmma(const MetDevInstr&) { return 0; }
+
+// The tile of slice s, in groups of G row parts: slices s, s + 1, ... walk down G row parts, then
+// the next column part, so the slices that run at once (the streams take them round-robin, one
+// wave of gridDim.x) cover about G row parts x gridDim.x / G column parts, and each A and B tile
+// comes from L2 for the whole wave instead of every B tile from memory once per row part (row
+// part-major order read Llama-3.1-8B's gate_up weight 32 times per prefill of 4096). The union of
+// the tiles is emit's (slice_rows x slice_cols), and every instruction that waits on this one
+// waits for all of its slices (src/emit/schedule.cpp), so the order is the body's own business.
+__device__ __forceinline__ void gemm_tile_of(uint32_t s, uint32_t slices, uint32_t cols, int64_t& row_part, int64_t& col_part) {
+  const int64_t C = cols > 0 ? cols : 1, R = max(static_cast<int64_t>(slices) / C, static_cast<int64_t>(1));
+  const int64_t G = min(R, max(static_cast<int64_t>(1), static_cast<int64_t>(sqrtf(static_cast<float>(gridDim.x)))));
+  const int64_t per_group = G * C, group = s / per_group, first = group * G, size = min(R - first, G);
+  const int64_t local = s % per_group;
+  row_part = first + local % size;
+  col_part = local / size;
+}
+
 MET_ENTRY(gemm_bf16_wgmma) {
-  const SliceRange rr = slice_rows(a, slice);
-  const int64_t N = a.geom.w_rows;
-  const SliceRange cc = slice_cols(a, slice, N);
+  int64_t rp = 0, cp = 0;
+  gemm_tile_of(slice, a.geom.slices, a.geom.col_parts, rp, cp);
+  const int64_t rows = a.rows, N = a.geom.w_rows, C = a.geom.col_parts;
+  const int64_t R = max(static_cast<int64_t>(a.geom.slices) / C, static_cast<int64_t>(1));
+  const SliceRange rr = {min(rp * rows / R, rows), min((rp + 1) * rows / R, rows)};
+  const SliceRange cc = {cp * N / C, (cp + 1) * N / C};
   if (rr.end <= rr.begin || cc.end <= cc.begin) return;
-  gemm_wgmma_tile(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, a.y, smem);
+  if (cc.end - cc.begin > 128)
+    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, a.y, smem);
+  else
+    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, a.y, smem);
 }
 #endif  // MET_HAS_WGMMA && MET_HAS_TMA
 

@@ -17,10 +17,11 @@
 #include "common/kv_cache.cuh"
 #include "common/mma_sync.cuh"
 #include "common/sampling.cuh"
+#include "hopper/flash_prefill_wgmma.cuh"
 #include "hopper/gemm_wgmma.cuh"
 #include "hopper/sm90.cuh"
 // wgmma bodies run in the kernel's own function (common/interp/loop.cuh says why).
-#define MET_INTERP_ENTRY_BODIES(X) X(gemm_bf16_wgmma)
+#define MET_INTERP_ENTRY_BODIES(X) X(gemm_bf16_wgmma) X(flash_prefill_wgmma)
 #include "common/interp/loop.cuh"
 
 MET_INTERP_KERNEL(metinterp_hopper)

@@ -34,6 +34,12 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 }
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+// The value, through an instruction the compiler may not move: what is computed from it stays
+// where it is written (a loop-invariant address recomputed per step instead of held in registers).
+__device__ __forceinline__ uint32_t opaque(uint32_t v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
 
 // ---- wgmma ---------------------------------------------------------------------------------------
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -87,6 +93,38 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u6
         MET_SM90_ACC8(48), MET_SM90_ACC8(56), MET_SM90_ACC8(64), MET_SM90_ACC8(72), MET_SM90_ACC8(80), MET_SM90_ACC8(88),
         MET_SM90_ACC8(96), MET_SM90_ACC8(104), MET_SM90_ACC8(112), MET_SM90_ACC8(120)
       : "l"(desc_a), "l"(desc_b), "r"(1));
+}
+// d = (scale_d ? d : 0) + A * B^T, A 64 x 16 and B 64 x 16 from shared memory, both K-major.
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : MET_SM90_ACC8(0), MET_SM90_ACC8(8), MET_SM90_ACC8(16), MET_SM90_ACC8(24)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// d += A * B, A 64 x 16 from registers (the m16n8k16 A fragment of each warp's 16 rows: a0 row g
+// keys 2t, 2t+1; a1 row g + 8; a2, a3 the same rows at keys 8 + 2t, 8 + 2t + 1), B 16 x 64 from
+// shared memory MN-major (trans-b: 16 rows of K, each 64 N values in one 128-byte swizzled row;
+// the stride-dimension offset steps 8 such rows).
+__device__ __forceinline__ void wgmma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4], u64 desc_b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+      "}\n"
+      : MET_SM90_ACC8(0), MET_SM90_ACC8(8), MET_SM90_ACC8(16), MET_SM90_ACC8(24)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 #undef MET_SM90_ACC8
 

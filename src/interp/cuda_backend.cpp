@@ -32,23 +32,22 @@ bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-// The two TMA descriptors of a wgmma GEMM instruction (kernels/hopper/gemm_wgmma.cuh): A, the
-// activation rows [in_row0 + rows, K] at x, and B, the weight [N, K] at w; boxes of 128 rows x 64
-// bf16 (128 bytes) with the 128-byte swizzle the wgmma descriptors read; rows past either tensor
-// are filled with zeros.
-Expected<void> gemm_tmaps(const cu::Api& api, cu::DevicePtr x, std::int64_t a_rows, cu::DevicePtr w, std::int64_t n,
-                          std::int64_t k, cu::TensorMap (&out)[2]) {
-  const cu::DevicePtr base[2] = {x, w};
-  const std::int64_t rows[2] = {a_rows, n};
-  for (int i = 0; i < 2; ++i) {
-    const std::uint64_t dims[2] = {static_cast<std::uint64_t>(k), static_cast<std::uint64_t>(rows[i])};
-    const std::uint64_t strides[1] = {static_cast<std::uint64_t>(k) * 2};
-    const std::uint32_t box[2] = {MET_WGMMA_BK, MET_GEMM_TILE};
-    const std::uint32_t step[2] = {1, 1};
-    MET_CU(api, TensorMapEncodeTiled(&out[i], cu::kTmapBf16, 2, reinterpret_cast<void*>(base[i]), dims, strides, box, step,
-                                     cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
-  }
-  return {};
+// A TMA descriptor of a bf16 matrix [rows, cols] (row-major, `cols` apart) at `base`, for the
+// wgmma bodies (kernels/hopper/*.cuh): boxes of box_rows x 64 values (128 bytes) with the 128-byte
+// swizzle their wgmma descriptors read; rows and columns past the matrix arrive as zeros.
+Expected<cu::TensorMap> bf16_tmap(const cu::Api& api, cu::DevicePtr base, std::int64_t rows, std::int64_t cols,
+                                  std::uint32_t box_rows) {
+  if (rows <= 0 || cols <= 0 || rows >= (std::int64_t{1} << 31) || cols % 8 != 0 || base % 16 != 0)
+    return fail("a TMA view needs a 16-byte aligned matrix with rows of a multiple of 8 values and fewer than 2^31 rows, not [" +
+                std::to_string(rows) + ", " + std::to_string(cols) + "]");
+  cu::TensorMap map{};
+  const std::uint64_t dims[2] = {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)};
+  const std::uint64_t strides[1] = {static_cast<std::uint64_t>(cols) * 2};
+  const std::uint32_t box[2] = {64, box_rows};
+  const std::uint32_t step[2] = {1, 1};
+  MET_CU(api, TensorMapEncodeTiled(&map, cu::kTmapBf16, 2, reinterpret_cast<void*>(base), dims, strides, box, step,
+                                   cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
+  return map;
 }
 
 bool input_field(emit::IoField f) {
@@ -275,8 +274,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     const auto& p = a.packet.programs[k];
     auto& prog = m.progs[k];
     std::vector<MetDevInstr> ins;
-    std::vector<cu::TensorMap> tmaps;         // two per wgmma GEMM instruction
-    std::vector<std::size_t> tmap_instr;      // the instruction of each pair
+    std::vector<cu::TensorMap> tmaps;                               // the wgmma bodies' descriptors
+    std::vector<std::pair<std::size_t, std::size_t>> tmap_instr;   // (instruction, its first descriptor)
     std::uint64_t rows_k = 0, need = std::max<std::uint64_t>(kGemvFixedSmem, MET_MERGE_SMEM);
     for (std::size_t i = 0; i < p.instrs.size(); ++i) {
       const auto& d = p.instrs[i];
@@ -312,18 +311,38 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if ((gemv || gemm) && di.w_cols % k_align != 0)
         return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
                     std::to_string(di.w_cols));
+      // The wgmma bodies' TMA views: the GEMM's A (activation rows [in_row0 + rows, K]) and B (the
+      // weight [N, K]) in 128-row boxes; flash prefill's Q ([rows, q_stride]) and K and V caches
+      // ([slots, kv width]) in 64-row boxes.
+      auto view = [&](const char* operand, std::int64_t r, std::int64_t c, std::uint32_t box) -> Expected<void> {
+        const int ti = emit::tensor_index(*op, operand);
+        if (ti < 0 || di.ops[ti] == 0) return fail(where + ": " + op->name + " has no " + operand + " operand");
+        auto map = bf16_tmap(*api, di.ops[ti], r, c, box);
+        if (!map) return fail(where + ": " + op->name + " " + operand + ": " + map.error().message);
+        tmaps.push_back(*map);
+        return {};
+      };
+      auto shape_of = [&](const char* operand) -> std::pair<std::int64_t, std::int64_t> {  // [rows, the rest flattened]
+        const int ti = emit::tensor_index(*op, operand);
+        if (ti < 0 || d.tensors[ti] == MET_NO_TENSOR || tensors[d.tensors[ti]].shape.size() < 2) return {0, 0};
+        const auto& sh = tensors[d.tensors[ti]].shape;
+        std::int64_t cols = 1;
+        for (std::size_t j = 1; j < sh.size(); ++j) cols *= static_cast<std::int64_t>(sh[j]);
+        return {static_cast<std::int64_t>(sh[0]), cols};
+      };
       if (gemm && ends_with(op->name, "_wgmma")) {
-        const int xi = emit::tensor_index(*op, "x"), wi = emit::tensor_index(*op, "w");
-        const std::int64_t a_rows = named(*op, d, "in_row0") + rows;
-        if (xi < 0 || wi < 0 || di.ops[xi] == 0 || di.ops[wi] == 0 || a_rows <= 0 || a_rows >= (std::int64_t{1} << 31) ||
-            di.w_rows >= (std::int64_t{1} << 31))
-          return fail(where + ": " + op->name + " needs its x and w operands and fewer than 2^31 rows of each");
-        cu::TensorMap pair[2];
-        if (auto r = gemm_tmaps(*api, di.ops[xi], a_rows, di.ops[wi], di.w_rows, di.w_cols, pair); !r)
-          return fail(where + ": " + op->name + " TMA descriptors: " + r.error().message);
-        tmaps.insert(tmaps.end(), pair, pair + 2);
-        tmap_instr.push_back(ins.size());
+        tmap_instr.emplace_back(ins.size(), tmaps.size());
+        MET_CHECK(view("x", named(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
+        MET_CHECK(view("w", di.w_rows, di.w_cols, MET_GEMM_TILE));
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
+      } else if (op->family == "attention_prefill" && ends_with(op->name, "_wgmma") &&
+                 (named(*op, d, "head_dim") == 64 || named(*op, d, "head_dim") == 128)) {
+        tmap_instr.emplace_back(ins.size(), tmaps.size());
+        const auto kc = shape_of("k_cache"), vc = shape_of("v_cache");
+        MET_CHECK(view("q", rows, named(*op, d, "q_stride"), 64));
+        MET_CHECK(view("k_cache", kc.first, kc.second, 64));
+        MET_CHECK(view("v_cache", vc.first, vc.second, 64));
+        need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM);
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, MET_GEMM_SMEM);
       }
@@ -382,7 +401,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       return fail(at + ": program " + p.name + " has " + std::to_string(st.size()) + " streams for " + std::to_string(sms) + " SMs");
     if (!tmaps.empty()) {
       MET_TRY(cu::DevicePtr tm, m.upload_vec(tmaps));
-      for (std::size_t j = 0; j < tmap_instr.size(); ++j) ins[tmap_instr[j]].tmaps = tm + 2 * j * sizeof(cu::TensorMap);
+      for (const auto& [i, first] : tmap_instr) ins[i].tmaps = tm + first * sizeof(cu::TensorMap);
     }
     need = std::max<std::uint64_t>(need, kGemvFixedSmem + rows_k * 2);
     if (need > static_cast<std::uint64_t>(smem_optin))

@@ -98,11 +98,13 @@ TEST_CASE("h200-sxm programs list the hopper plan's fused groups in order (wgmma
   const auto build = nlohmann::json::parse(a->build_json);
   CHECK(build["target"]["sm_count"] == 132);
   CHECK(build["abi"]["hash"] == emit::abi_hash());
-  std::map<std::string, int> ops;  // the hopper class's own GEMM (kernels/hopper/gemm_wgmma.cuh), not the inherited one
+  std::map<std::string, int> ops;  // the hopper class's own GEMM and flash prefill (kernels/hopper/), not the inherited ones
   for (const auto& p : a->packet.programs)
     for (const auto& d : p.instrs) ++ops[emit::find_opcode(d.opcode)->name];
   CHECK(ops["gemm_bf16_wgmma"] > 0);
+  CHECK(ops["flash_prefill_wgmma"] > 0);
   CHECK(ops.count("gemm_bf16_mma") == 0);
+  CHECK(ops.count("flash_prefill_mma") == 0);
 }
 
 TEST_CASE("mi300x and mi355x programs list the cdna3 plan's groups, with MFMA GEMM and flash prefill and the matrix-core gemv (an AMD emit refused for a gap, or binding the mma.sync kernels, fails)") {

@@ -30,7 +30,10 @@ __device__ __forceinline__ unsigned long long globaltimer() {
 
 // Bodies that run in the kernel's own function instead of run_body's: ptxas serializes every wgmma
 // of a function that is called (C7510, which cmake/build_interp.cmake refuses), so a class lists
-// its wgmma bodies as MET_INTERP_ENTRY_BODIES(X) X(op) ... before including this file.
+// its wgmma bodies as MET_INTERP_ENTRY_BODIES(X) X(op) ... before including this file. Each such
+// body's file defines met_entry_route_<op>(instr): 0 to run it here, or the opcode whose body (of
+// the same operand layout) run_body runs instead, for the shapes the wgmma body does not take;
+// that keeps the other body's registers and calls out of the kernel's function.
 #ifndef MET_INTERP_ENTRY_BODIES
 #define MET_INTERP_ENTRY_BODIES(X)
 #endif
@@ -42,8 +45,8 @@ __device__ constexpr bool runs_in_entry(uint32_t op) {
   return false;
 }
 
-__device__ void run_body(const MetDevInstr& in, uint32_t s, unsigned char* smem) {
-  switch (in.opcode) {
+__device__ void run_body(const MetDevInstr& in, uint32_t opcode, uint32_t s, unsigned char* smem) {
+  switch (opcode) {
 #define MET_OP(name, family, cpu)                                                                  \
   case MET_OP_##name:                                                                              \
     if constexpr (!MetIsNoBody<decltype(met_##name(met_load_##name(in), s, smem))>::value &&       \
@@ -84,20 +87,37 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
       if (sp.stamps) sp.stamps[2 * idx] = globaltimer();
     }
     __syncthreads();
+    uint32_t body = in.opcode;  // what run_body runs, or 0: an entry body runs here
     switch (in.opcode) {
-#define MET_X(name)                                        \
-  case MET_OP_##name:                                      \
-    met_##name(met_load_##name(in), en.slice, smem);       \
+#define MET_X(name)                       \
+  case MET_OP_##name:                     \
+    body = met_entry_route_##name(in);    \
     break;
       MET_INTERP_ENTRY_BODIES(MET_X)
 #undef MET_X
-      default: run_body(in, en.slice, smem);
+      default: break;
+    }
+    if (body) {
+      run_body(in, body, en.slice, smem);  // one call site: the kernel's registers around it are saved once
+    } else {
+      switch (in.opcode) {
+#define MET_X(name)                                    \
+  case MET_OP_##name:                                  \
+    met_##name(met_load_##name(in), en.slice, smem);   \
+    break;
+        MET_INTERP_ENTRY_BODIES(MET_X)
+#undef MET_X
+        default: break;
+      }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-      signal_release(sp.counters + en.instr);  // releases the block's writes, ordered before it by the bar.sync
-      if (sp.stamps) sp.stamps[2 * idx + 1] = globaltimer();
-      s_entry = idx + 1;
+      // The entry again from shared memory, so nothing of it is held across the body: with the
+      // wgmma bodies inlined here, registers kept over run_body's call cost local memory.
+      const uint32_t done = s_entry;
+      signal_release(sp.counters + sp.entries[done].instr);  // releases the block's writes, ordered before it by the bar.sync
+      if (sp.stamps) sp.stamps[2 * done + 1] = globaltimer();
+      s_entry = done + 1;
     }
     __syncthreads();
   }

@@ -19,16 +19,22 @@
 #define MET_GEMM_PAD 8
 #define MET_GEMM_STAGES 3
 #define MET_GEMM_SMEM (MET_GEMM_STAGES * 2 * MET_GEMM_TILE * (MET_GEMM_BK + MET_GEMM_PAD) * 2)
-/* wgmma GEMM (kernels/hopper/gemm_wgmma.cuh): the same 128 x 128 output tiles as the mma.sync
- * GEMM (emit slices both alike), MET_WGMMA_STAGES stages of an A and a B tile of [128][64] bf16
- * (128-byte rows, swizzled, 1024-byte aligned: one more KiB to align the first), then a full and an
- * empty transaction barrier per stage. The TMA descriptors of A and B (2 x 128 bytes, host-made)
- * sit at MetDevInstr.tmaps. */
+/* wgmma GEMM (kernels/hopper/gemm_wgmma.cuh): output tiles of 128 rows x 128 or 256 columns
+ * (emit: 256 when the instruction still has a tile per SM), a ring of MET_WGMMA_RING bytes of
+ * stages, each an A tile and one or two B tiles of [128][64] bf16 (128-byte rows, swizzled,
+ * 1024-byte aligned: one more KiB to align the first): 6 stages at 128 columns, 4 at 256; then a
+ * full and an empty transaction barrier per stage. The TMA descriptors of A and B (2 x 128 bytes,
+ * host-made) sit at MetDevInstr.tmaps. */
 #define MET_WGMMA_BK 64
-#define MET_WGMMA_STAGES 5
 #define MET_WGMMA_TILE_BYTES (MET_GEMM_TILE * MET_WGMMA_BK * 2)
-#define MET_WGMMA_SMEM (MET_WGMMA_STAGES * 2 * MET_WGMMA_TILE_BYTES + 1024 + MET_WGMMA_STAGES * 2 * 8)
+#define MET_WGMMA_RING (12 * MET_WGMMA_TILE_BYTES)
+#define MET_WGMMA_MAX_COLS 256
+#define MET_WGMMA_SMEM (MET_WGMMA_RING + 1024 + 12 * 8)
 #define MET_TMAP_BYTES 128 /* one CUtensorMap */
+/* wgmma flash prefill (kernels/hopper/flash_prefill_wgmma.cuh): Q [2 warpgroups][2 halves], then
+ * 2 stages of K and V [2][2], each a 64 x 64 bf16 tile of 8 KB, one KiB to align, the barriers and
+ * the pass's scalars. Its three TMA descriptors (Q, K cache, V cache) sit at MetDevInstr.tmaps. */
+#define MET_FLASH_WGMMA_SMEM (20 * 8192 + 1024 + 256)
 /* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. A
  * slice (emit) is MET_FLASH_SLICE_ROWS rows x MET_FLASH_SLICE_HEADS heads: one 16-row block x one
  * head per warp, and enough slices that causal rows of every length spread over all streams. */

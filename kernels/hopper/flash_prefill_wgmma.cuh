@@ -1,0 +1,355 @@
+// Causal prefill attention of the hopper interpreter on the warpgroup tensor cores (flash attention
+// with wgmma and TMA). A slice is up to 64 query rows x up to 2 heads (emit's attention_prefill
+// slicing, kernels/common/interp/smem.h): warpgroup w takes head w of the slice over all 64 rows,
+// so one wgmma M of 64 covers its rows.
+//
+// Per step of 64 keys, for each warpgroup: S = Q K^T (wgmma m64n64k16, Q and K tiles from shared
+// memory, K-major), the scale, soft cap, causal and window masks and the online softmax in
+// registers, then O += P V with P straight from the S accumulator as the A operand in registers
+// and V from shared memory read transposed (trans-b, MN-major), 64 output dims per wgmma. Q, K and
+// V arrive by TMA, 64 x 64 bf16 tiles with the 128-byte swizzle (head dims of 128 are two such
+// tiles side by side), into two stages of K and V per warpgroup: thread 0 refills a stage once
+// every warp is done with it, while the other stage is being computed.
+//
+// A block's 64 rows may belong to several sequences (packed prompts): one pass per sequence the
+// rows belong to, over that sequence's keys (its cache rows from seq_base), rows of other
+// sequences masked. The KV cache is zeroed at load and only ever holds finite values, so keys a
+// step reads past the last one (masked, P = 0) never turn the sum into NaN.
+//
+// Head dims 64 and 128 (v_head_dim equal); others run the mma.sync body (common/flash_prefill_mma.cuh)
+// through met_entry_route_flash_prefill_wgmma below.
+// The host makes the three tensor maps (Q, K cache, V cache) at load time (MetDevInstr.tmaps).
+#pragma once
+#include "common/flash_prefill_mma.cuh"
+#include "common/interp/prims.cuh"
+#include "common/mma_sync.cuh"
+#include "hopper/sm90.cuh"
+
+namespace met_interp {
+
+#if MET_HAS_WGMMA && MET_HAS_TMA
+static_assert(MET_FLASH_SLICE_ROWS == 64 && MET_FLASH_SLICE_HEADS == 2, "one warpgroup per head, one wgmma M per slice");
+
+// Shared memory (from the first 1024-byte boundary): Q [warpgroup][half], then 16 tiles for the K
+// and V stages, each a 64 x 64 bf16 tile of 8 KB; then the barriers (Q, full[4], empty[4]) and the
+// pass's shared scalars. MET_FLASH_WGMMA_SMEM (smem.h) is the total. A stage holds K [set][half]
+// and V [set][half], one set per distinct KV head of the slice: when both heads read the same KV
+// head (grouped-query attention), one set serves both warpgroups, which halves the stage and the
+// L2 traffic per query row and doubles the stages in flight. (With a set per warpgroup the 8B's
+// 64-key steps took 4.6 us each, bound by K/V reads from L2.)
+constexpr uint32_t kFwTile = 64 * 128;
+// Timing switches for A/B runs of this body (bench/interp_variants.sh), wrong results on purpose:
+// bit 0 skips the softmax arithmetic, bit 1 the P V products, bit 2 the Q K^T products, bit 3 the
+// producer's wait for a stage to empty. 0 (the default) is the body.
+#ifndef MET_FW_DIAG
+#define MET_FW_DIAG 0
+#endif
+constexpr int kFwKvTiles = 16;
+constexpr int kFwMaxStages = 4;
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x by the SFU (ex2.approx: about 2 ulp, 2^-inf = 0), for the softmax's exponentials.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh(x) = (1 - e^-2|x|) / (1 + e^-2|x|) with the sign of x: within 1e-6 relative of tanhf for
+// the scores a soft cap sees, and without tanhf's registers (the accurate one made this body spill
+// at head dim 128).
+__device__ __forceinline__ float tanh_by_exp(float x) {
+  const float e = __expf(-2.f * fabsf(x));
+  return copysignf((1.f - e) / (1.f + e), x);
+}
+
+// In shared memory: the sequence of this pass and its rows' position range, and what the producer
+// (thread 0) needs to issue a step, read from here when it issues, so that none of it is held in
+// every thread's registers through the loop (the head-dim-128 body is at the register limit).
+struct FlashPass {
+  long long seg;
+  int min_pos, max_pos, more;
+  int key0, kv0, kv1;  // first cache row of the pass; the KV heads of the sets
+  const char* tm_k;
+  const char* tm_v;
+};
+
+// Thread 0: the copies of step j (K and V of every KV head of the slice) into its stage; the
+// barriers are at `bars` (Q, full[4], empty[4]).
+template <int kHalves, int kSets>
+__device__ __forceinline__ void flash_issue(const FlashPass* P, uint32_t kv_tiles, uint32_t bars, int j) {
+  using namespace met_sm90;
+  constexpr int kStages = (kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages);
+  const int s = j % kStages, key = P->key0 + 64 * j;
+  const uint32_t full = bars + 8u + 8u * s;
+  mbar_arrive_expect(full, static_cast<uint32_t>(kSets * kHalves * 2) * kFwTile);
+#pragma unroll
+  for (int set = 0; set < kSets; ++set) {
+    const int kh = set == 0 ? P->kv0 : P->kv1;
+    const uint32_t kt = kv_tiles + static_cast<uint32_t>((s * kSets + set) * 2 * kHalves) * kFwTile;
+#pragma unroll
+    for (int half = 0; half < kHalves; ++half) {
+      tma_load_2d(kt + half * kFwTile, P->tm_k, kh * 64 * kHalves + half * 64, key, full);
+      tma_load_2d(kt + (kHalves + half) * kFwTile, P->tm_v, kh * 64 * kHalves + half * 64, key, full);
+    }
+  }
+}
+
+template <int kHalves, int kSets>  // head dim / 64; distinct KV heads of the slice's heads
+__device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wgmma& a, uint32_t slice, unsigned char* smem) {
+  using namespace met_sm90;
+  const SliceRange rr = slice_rows(a, slice);
+  const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
+  const SliceRange hs = slice_cols(a, slice, heads);
+  if (rr.end <= rr.begin || hs.end <= hs.begin) return;
+  constexpr int halves = kHalves, hd = 64 * kHalves;
+  const int nwg = static_cast<int>(min(static_cast<int64_t>(2), hs.end - hs.begin));
+  // The warpgroup index through a shuffle, so the compiler knows it is warp-uniform (a wgmma under
+  // a condition it cannot prove uniform is serialized).
+  const int wg = __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x / 128), 0);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const bool active = wg < nwg;
+  const int h = static_cast<int>(hs.begin) + (active ? wg : 0);
+  const int* pos = a.positions;
+  const int64_t* base_of = a.seq_base;
+  const char* tm_q = static_cast<const char*>(a.geom.tmaps);
+
+  const uint32_t sbase = smem_addr(smem);
+  const uint32_t tiles = (sbase + kSwizzleRepeat - 1) & ~(kSwizzleRepeat - 1);
+  auto q_at = [&](int w, int half) { return tiles + (2u * w + half) * kFwTile; };
+  const uint32_t kv_tiles = tiles + 4u * kFwTile;
+  const uint32_t bars = tiles + static_cast<uint32_t>(4 + kFwKvTiles) * kFwTile;
+  const uint32_t qbar = bars;
+  auto full = [&](int s) { return bars + 8u + 8u * s; };
+  auto empty = [&](int s) { return bars + 8u + 8u * (kFwMaxStages + s); };
+  FlashPass* pass = reinterpret_cast<FlashPass*>(smem + (bars - sbase) + 8u * (1 + 2 * kFwMaxStages));
+  if (threadIdx.x == 0) {
+    const int kv0 = static_cast<int>(hs.begin) / (heads / kvh), kv1 = (static_cast<int>(hs.begin) + nwg - 1) / (heads / kvh);
+    pass->kv0 = kv0;
+    pass->kv1 = kv1;
+    pass->tm_k = tm_q + MET_TMAP_BYTES;
+    pass->tm_v = tm_q + 2 * MET_TMAP_BYTES;
+  }
+
+  // This thread's two rows of the accumulator fragments (sm90.cuh): r and r + 8 of its warp's 16.
+  const int row_off = 16 * (warp % 4) + g;  // this thread's rows: rr.begin + row_off and + 8
+  // Warp 0 walks the rows' sequences; lane l owns rows l and l + 32 of the slice.
+  bool done0 = rr.begin + lane >= rr.end, done1 = rr.begin + lane + 32 >= rr.end;
+  const float sink = a.sinks && active ? bf(a.sinks[h]) : -INFINITY;
+
+#pragma unroll 1
+  for (;;) {
+    if (warp == 0) {
+      const int64_t r0 = rr.begin + lane, r1 = r0 + 32;
+      const int64_t b0 = done0 ? 0 : base_of[r0], b1 = done1 ? 0 : base_of[r1];
+      const unsigned p0 = __ballot_sync(0xffffffffu, !done0), p1 = __ballot_sync(0xffffffffu, !done1);
+      if (p0 | p1) {
+        const int64_t seg = p0 ? __shfl_sync(0xffffffffu, b0, __ffs(p0) - 1) : __shfl_sync(0xffffffffu, b1, __ffs(p1) - 1);
+        const bool in0 = !done0 && b0 == seg, in1 = !done1 && b1 == seg;
+        int lo = 0x7fffffff, hi = -1;
+        if (in0) lo = min(lo, pos[r0]), hi = max(hi, pos[r0]);
+        if (in1) lo = min(lo, pos[r1]), hi = max(hi, pos[r1]);
+        for (int o = 16; o > 0; o >>= 1) {
+          lo = min(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+          hi = max(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+        }
+        done0 = done0 || in0;
+        done1 = done1 || in1;
+        if (lane == 0) {
+          pass->seg = static_cast<long long>(seg);
+          pass->min_pos = lo;
+          pass->max_pos = hi;
+          pass->more = 1;
+        }
+      } else if (lane == 0) {
+        pass->more = 0;
+      }
+    }
+    __syncthreads();
+    if (!pass->more) break;
+    const int64_t seg = pass->seg;
+    const int max_pos = pass->max_pos;
+    const int64_t first_key = a.window > 0 ? max(static_cast<int64_t>(0), static_cast<int64_t>(pass->min_pos) - a.window + 1) : 0;
+    const int k_begin = static_cast<int>(first_key / 64 * 64);
+    const int steps = (max_pos - k_begin) / 64 + 1;
+    constexpr int stages = (kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages);
+    // This warpgroup's K tile of stage 0, and the distance between stages.
+    const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * 2 * halves) * kFwTile;
+    constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * 2 * kHalves) * kFwTile;
+    if (threadIdx.x == 0) {
+      pass->key0 = static_cast<int>(seg) + k_begin;  // the first step's cache row
+      mbar_init(qbar, 1);
+      for (int s = 0; s < stages; ++s) {
+        mbar_init(full(s), 1);
+        mbar_init(empty(s), 4 * nwg);
+      }
+      mbar_init_fence();
+      fence_proxy_async_shared();
+      fence_proxy_async_global();  // the rows' q and the cache rows kv_append wrote in other blocks
+      mbar_arrive_expect(qbar, static_cast<uint32_t>(nwg * halves) * kFwTile);
+      for (int w = 0; w < nwg; ++w)
+        for (int half = 0; half < halves; ++half)
+          tma_load_2d(q_at(w, half), tm_q, (static_cast<int>(hs.begin) + w) * hd + half * 64, static_cast<int>(rr.begin), qbar);
+      for (int j = 0; j < stages && j < steps; ++j) flash_issue<kHalves, kSets>(pass, kv_tiles, bars, j);
+    }
+    __syncthreads();
+
+    const int64_t row_a = rr.begin + row_off, row_b = row_a + 8;
+    const int pa = row_a < rr.end && base_of[row_a] == seg ? pos[row_a] : -1;
+    const int pb = row_b < rr.end && base_of[row_b] == seg ? pos[row_b] : -1;
+    float o[kHalves][32];
+#pragma unroll
+    for (int hf = 0; hf < kHalves; ++hf)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o[hf][i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m in base 2 (times log2 e)
+    const float scale = a.scale, cap = a.softcap, scale2 = scale * kLog2e, cap2 = cap * kLog2e;
+    const int win = static_cast<int>(a.window);
+    if (active) mbar_wait(qbar, 0);
+#pragma unroll 1
+    for (int j = 0; j < steps; ++j) {
+      const int s = j % stages, phase = (j / stages) & 1;
+      mbar_wait(full(s), static_cast<uint32_t>(phase));
+      if (active) {
+        float sc[32];
+        // Descriptors from addresses the compiler cannot hoist out of the loop: held across it,
+        // they cost the registers that made this body spill.
+        const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
+        constexpr u64 kHalfDesc = kFwTile >> 4;  // the next 64 head dims: the next tile
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4 * kHalves; ++k)
+          if (!(MET_FW_DIAG & 4) || k == 0)
+          wgmma_m64n64k16(sc, dq + (k / 4) * kHalfDesc + (k % 4) * kDescKStep, dk + (k / 4) * kHalfDesc + (k % 4) * kDescKStep,
+                          k > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        // Scale, cap, mask; online softmax per row (a row's values sit in one quad), in base 2:
+        // scores and the running max m carry a factor log2(e), so each exponential is one ex2.
+        // Only blocks that reach past a row's position (or below its window) are masked.
+        const int k0 = k_begin + 64 * j;  // key positions (int: positions are)
+        float corr[2] = {1.f, 1.f};
+#pragma unroll
+        for (int hr = 0; hr < 2 && !(MET_FW_DIAG & 1); ++hr) {
+          const int p = hr ? pb : pa;
+          const bool edge = k0 + 63 > p || (win > 0 && k0 <= p - win);
+          float mx = -INFINITY;
+#pragma unroll
+          for (int i = 0; i < 32; ++i) {
+            if (((i / 2) % 2) != hr) continue;
+            float v = sc[i] * scale2;
+            if (cap > 0.f) v = cap2 * tanh_by_exp(sc[i] * scale / cap);
+            if (edge) {
+              const int key = k0 + 8 * (i / 4) + 2 * t + (i % 2);
+              if (key > p || (win > 0 && key <= p - win)) v = -INFINITY;
+            }
+            sc[i] = v;
+            mx = fmaxf(mx, v);
+          }
+          mx = fmaxf(mx, met_shfl_xor(mx, 1));
+          mx = fmaxf(mx, met_shfl_xor(mx, 2));
+          const float m_new = fmaxf(m[hr], mx);
+          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with every key masked so far
+          corr[hr] = exp2_approx(m[hr] - m_use);                  // m = -inf: 0
+          float sum = 0.f;
+#pragma unroll
+          for (int i = 0; i < 32; ++i) {
+            if (((i / 2) % 2) != hr) continue;
+            const float e = exp2_approx(sc[i] - m_use);  // masked: 0
+            sc[i] = e;
+            sum += e;
+          }
+          l[hr] = l[hr] * corr[hr] + sum;
+          m[hr] = m_new;
+        }
+#pragma unroll
+        for (int hf = 0; hf < kHalves; ++hf)
+#pragma unroll
+          for (int i = 0; i < 32; ++i) o[hf][i] *= corr[(i / 2) % 2];
+        uint32_t pf[4][4];  // P as the A fragments of the four 16-key chunks
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          pf[c][0] = met_pack_bf16x2(sc[8 * c], sc[8 * c + 1]);
+          pf[c][1] = met_pack_bf16x2(sc[8 * c + 2], sc[8 * c + 3]);
+          pf[c][2] = met_pack_bf16x2(sc[8 * c + 4], sc[8 * c + 5]);
+          pf[c][3] = met_pack_bf16x2(sc[8 * c + 6], sc[8 * c + 7]);
+        }
+        const u64 dv = tile_desc(opaque(my_kv + s * stage_bytes + halves * kFwTile));
+        wgmma_fence();
+#pragma unroll
+        for (int hf = 0; hf < kHalves; ++hf)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            if (!(MET_FW_DIAG & 2) || c == 0)
+              wgmma_m64n64k16_rs_tb(o[hf], pf[c], dv + hf * kHalfDesc + c * ((2 * kSwizzleRepeat) >> 4));
+        wgmma_commit();
+        wgmma_wait<0>();
+        if (lane == 0) mbar_arrive(empty(s));
+      }
+      if (threadIdx.x == 0 && j + stages < steps) {
+        if (!(MET_FW_DIAG & 8)) mbar_wait(empty(s), static_cast<uint32_t>(phase));
+        flash_issue<kHalves, kSets>(pass, kv_tiles, bars, j + stages);
+      }
+    }
+
+    if (active) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        // the sink's logit in base 2, like m
+        const float inv = flash_row_scale(l[hr], m[hr], a.sinks != nullptr, sink * kLog2e, [](float x) { return exp2_approx(x); });
+        if ((hr ? pb : pa) < 0) continue;
+        const int64_t row = rr.begin + row_off + 8 * hr;
+        u16* dst = a.out + (row * heads + h) * hd;
+#pragma unroll
+        for (int hf = 0; hf < kHalves; ++hf)
+#pragma unroll
+          for (int i = 0; i < 32; i += 4) {
+              const int col = hf * 64 + 8 * (i / 4) + 2 * t;
+              const int e = i + 2 * hr;
+              *reinterpret_cast<uint32_t*>(dst + col) = met_pack_bf16x2(o[hf][e] * inv, o[hf][e + 1] * inv);
+            }
+      }
+    }
+    __syncthreads();  // every warp is past its waits: the barriers may go before the next pass
+    if (threadIdx.x == 0) {
+      mbar_inval(qbar);
+      for (int s = 0; s < stages; ++s) {
+        mbar_inval(full(s));
+        mbar_inval(empty(s));
+      }
+    }
+  }
+}
+
+// Head dims other than 64 and 128 run the mma.sync body (same operands), through run_body
+// (common/interp/loop.cuh), so its registers stay out of the kernel's function.
+__device__ __forceinline__ uint32_t met_entry_route_flash_prefill_wgmma(const MetDevInstr& in) {
+  const int64_t hd = met_load_flash_prefill_wgmma(in).head_dim;
+  return hd == 64 || hd == 128 ? 0u : static_cast<uint32_t>(MET_OP_flash_prefill_mma);
+}
+
+// Whether the slice's (up to two) heads read one KV head.
+__device__ __forceinline__ bool flash_one_kv(const MetArgs_flash_prefill_wgmma& a, uint32_t slice) {
+  const int heads = static_cast<int>(a.heads), group = heads / static_cast<int>(a.kv_heads);
+  const SliceRange hs = slice_cols(a, slice, heads);
+  return hs.end - hs.begin < 2 || hs.begin / group == (hs.end - 1) / group;
+}
+
+MET_ENTRY(flash_prefill_wgmma) {
+  const bool one = flash_one_kv(a, slice);
+  if (a.head_dim == 128) {
+    if (one)
+      flash_wgmma_slice<2, 1>(a, slice, smem);
+    else
+      flash_wgmma_slice<2, 2>(a, slice, smem);
+  } else if (a.head_dim == 64) {  // other head dims never come here (the route above)
+    if (one)
+      flash_wgmma_slice<1, 1>(a, slice, smem);
+    else
+      flash_wgmma_slice<1, 2>(a, slice, smem);
+  }
+}
+#endif  // MET_HAS_WGMMA && MET_HAS_TMA
+
+}  // namespace met_interp
