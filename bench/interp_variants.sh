@@ -59,20 +59,7 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
       dir="$W/p-$m-$name-$round"
       MET_INTERP_CUBIN="$W/$name.cubin" "$met" circuit run --assets "$W/$m-a" --backend cuda \
         --campaign "${CAMPAIGN:-decode:1,16@ctx=4096}" --perf-dir "$dir" >/dev/null 2>&1
-      python3 - "$dir" "$m" "$name" "$round" <<'EOF'
-import glob, json, sys
-d, m, name, r = sys.argv[1:]
-for f in glob.glob(d + "/**/*.json", recursive=True):
-    if f.endswith("-peers.json"):
-        continue
-    for c in json.load(open(f))["cases"]:
-        ks = " ".join(f"{k}={v:.3f}" for k, v in sorted(c.get("kernel_ms", {}).items()))
-        print(f"{m} {name} r{r} C={c['rows']:<2} {c['ms']['median']:8.3f} ms  idle {c['timestamped_ms'] - c['instr_wall_sum_ms']:.3f}  {ks}")
-        sl = c.get("kernel_slice_mean_ms", {})
-        sp = c.get("kernel_start_spread_ms", {})
-        if sl:
-            print("    mean slice / start spread: " + " ".join(f"{k}={sl[k]:.3f}/{sp.get(k, 0):.3f}" for k in sorted(sl)))
-EOF
+      python3 bench/campaign_walls.py "$dir" "$m $name r$round"
     done
   done
 done

@@ -33,12 +33,5 @@ for m in ${models//,/ }; do
   timeout 300 "$met" circuit run --assets "$W/$m-p" --backend cuda --campaign "prefill:$buckets" --perf-dir "$OUT/perf-$m" \
     >"$OUT/run-$m.txt" 2>&1 || { echo "rc $?"; tail -n 20 "$OUT/run-$m.txt"; }
   tar czf "$OUT/perf-$m.tar.gz" -C "$OUT/perf-$m" .  # the device call returns files at most two folders deep
-  python3 - "$OUT/perf-$m" "$m" <<'PY'
-import glob, json, sys
-d, m = sys.argv[1:]
-for f in sorted(glob.glob(d + "/**/*.json", recursive=True)):
-    for c in json.load(open(f))["cases"]:
-        ks = " ".join(f"{k}={v:.3f}" for k, v in sorted(c.get("kernel_ms", {}).items()))
-        print(f"{m} T={c['rows']:<5} {c['ms']['median']:9.3f} ms  {ks}")
-PY
+  python3 bench/campaign_walls.py "$OUT/perf-$m" "$m"
 done

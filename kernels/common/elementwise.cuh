@@ -73,6 +73,8 @@ MET_ENTRY(rope) {
       // cos/sin of the lane's 8 pairs through shared memory (16 KB for the block, below any
       // program's smallest launch): computed in a loop that is not unrolled, since rope_cs may
       // call pow, and read back into registers by constant index.
+      static_assert(MET_INTERP_THREADS * 16 * 4 <= MET_GEMV_FIXED_SMEM,
+                    "rope's cos/sin scratch must fit the shared memory every program launches with (src/interp/cuda_backend.cpp)");
       float* cs = reinterpret_cast<float*>(smem) + (warp * 32 + lane) * 16;
 #pragma unroll 1
       for (int e = 0; e < 8; ++e) rope_cs(i0 + e, rot, a.theta, a.inv_freq, pos, cs[e], cs[8 + e]);

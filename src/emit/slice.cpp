@@ -100,7 +100,7 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         // The wgmma GEMM also takes 256-column tiles (kernels/hopper/gemm_wgmma.cuh), which read
         // less per product; they are cut where they still give every stream a tile.
         const std::int64_t wide = (n + MET_WGMMA_MAX_COLS - 1) / MET_WGMMA_MAX_COLS;
-        if (op->name.size() > 6 && op->name.compare(op->name.size() - 6, 6, "_wgmma") == 0 && row_parts * wide >= sm)
+        if (op->name.ends_with("_wgmma") && row_parts * wide >= sm)
           parts = wide;
       } else if (gpu && op->family == "attention_prefill") {
         // Slices of rows x heads, placed round-robin: each stream gets early (short) and late

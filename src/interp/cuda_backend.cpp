@@ -28,10 +28,6 @@ namespace {
 // chunks, the merge weights. Each program launches with what its own bodies need.
 constexpr std::uint64_t kGemvFixedSmem = MET_GEMV_FIXED_SMEM;
 
-bool ends_with(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
 // A TMA descriptor of a bf16 matrix [rows, cols] (row-major, `cols` apart) at `base`, for the
 // wgmma bodies (kernels/hopper/*.cuh): boxes of box_rows x 64 values (128 bytes) with the 128-byte
 // swizzle their wgmma descriptors read; rows and columns past the matrix arrive as zeros.
@@ -313,7 +309,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                     std::to_string(di.w_cols));
       // The wgmma bodies' TMA views: the GEMM's A (activation rows [in_row0 + rows, K]) and B (the
       // weight [N, K]) in 128-row boxes; flash prefill's Q ([rows, q_stride]) and K and V caches
-      // ([slots, kv width]) in 64-row boxes.
+      // ([slots, kv width]) in 64-row boxes, for the head dims that body keeps (the others go to
+      // the mma.sync body: met_entry_route_flash_prefill_wgmma).
       auto view = [&](const char* operand, std::int64_t r, std::int64_t c, std::uint32_t box) -> Expected<void> {
         const int ti = emit::tensor_index(*op, operand);
         if (ti < 0 || di.ops[ti] == 0) return fail(where + ": " + op->name + " has no " + operand + " operand");
@@ -330,12 +327,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         for (std::size_t j = 1; j < sh.size(); ++j) cols *= static_cast<std::int64_t>(sh[j]);
         return {static_cast<std::int64_t>(sh[0]), cols};
       };
-      if (gemm && ends_with(op->name, "_wgmma")) {
+      if (gemm && op->name.ends_with("_wgmma")) {
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         MET_CHECK(view("x", named(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
         MET_CHECK(view("w", di.w_rows, di.w_cols, MET_GEMM_TILE));
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
-      } else if (op->family == "attention_prefill" && ends_with(op->name, "_wgmma") &&
+      } else if (op->family == "attention_prefill" && op->name.ends_with("_wgmma") &&
                  (named(*op, d, "head_dim") == 64 || named(*op, d, "head_dim") == 128)) {
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         const auto kc = shape_of("k_cache"), vc = shape_of("v_cache");
