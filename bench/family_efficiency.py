@@ -5,9 +5,11 @@ ceiling it reaches), and the per-packet overhead (launch time not covered by any
 per instruction and per fused-plan group: the planner adds the latter to each group's time). These are the figures kernels/<class>/KERNEL_FAMILIES.toml may carry as
 `efficiency` with `evidence` naming the campaign file.
 
-    python3 bench/family_efficiency.py CAMPAIGN.json CONFIG.json [MET]
+    python3 bench/family_efficiency.py CAMPAIGN.json[,CAMPAIGN.json...] CONFIG.json [MET]
 
 CAMPAIGN.json comes from `met circuit run --campaign` (perf-data/<device>/<model>/<stamp>.json);
+with several, each case comes from the newest file that measured today's plan of it
+(bench/campaign_set.py: a case whose plan changed since every file is refused);
 CONFIG.json is the model's config.json (the planner needs nothing else); MET defaults to
 build/src/cli/met. The ceilings are recomputed by `met circuit plan` for the same device, mode,
 rows and context (datasheet basis)."""
@@ -18,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 import tomllib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import campaign_set  # noqa: E402
 
 
 def family_of_kernel(root):
@@ -51,13 +56,15 @@ def main():
     if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    campaign = json.load(open(sys.argv[1]))
+    paths = campaign_set.split_paths(sys.argv[1])
     met = sys.argv[3] if len(sys.argv) == 4 else os.path.join(root, "build", "src", "cli", "met")
     families = family_of_kernel(root)
     with tempfile.TemporaryDirectory() as model_dir:
         with open(sys.argv[2]) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
             dst.write(src.read())
-        print(f"# Family efficiencies: {campaign['model']} on {campaign['device']} ({os.path.relpath(sys.argv[1], root)})\n")
+        hardware = campaign_set.load(paths)[0][1]["hardware"]
+        campaign = campaign_set.select(paths, lambda case: plan(met, hardware, model_dir, case)["plan"]["digest"])
+        print(f"# Family efficiencies: {campaign['model']} on {campaign['device']} ({campaign_set.rel(campaign['sources'], root)})\n")
         print("| case | family | ceiling ms | measured ms | efficiency |")
         print("|---|---|---:|---:|---:|")
         for case in campaign["cases"]:

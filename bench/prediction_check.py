@@ -3,7 +3,10 @@
 check of a calibration on shapes it was not fitted on (kernels/<class>/KERNEL_FAMILIES.toml names
 the campaign each efficiency came from; any other campaign of the same binary is held out).
 
-    python3 bench/prediction_check.py CAMPAIGN.json CONFIG.json [--max-gmean X] [--max-worst Y] [MET]
+    python3 bench/prediction_check.py CAMPAIGN.json[,CAMPAIGN.json...] CONFIG.json [--max-gmean X] [--max-worst Y] [MET]
+
+With several campaign files, each case comes from the newest that measured today's plan of it
+(bench/campaign_set.py).
 
 Prints a Markdown table (case, measured ms, predicted ms, predicted / measured) and the geometric
 mean of max(r, 1/r) over the cases. With --max-gmean / --max-worst it exits 1 when the geometric
@@ -18,7 +21,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from family_efficiency import plan_args  # noqa: E402
+import campaign_set  # noqa: E402
+from family_efficiency import plan, plan_args  # noqa: E402
 
 
 def predicted_ms(met, hardware, model_dir, case):
@@ -43,13 +47,16 @@ def main():
     if len(args) not in (2, 3):
         sys.exit(__doc__)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    campaign = json.load(open(args[0]))
+    paths = campaign_set.split_paths(args[0])
     met = args[2] if len(args) == 3 else os.path.join(root, "build", "src", "cli", "met")
     off = []
     with tempfile.TemporaryDirectory() as model_dir:
         with open(args[1]) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
             dst.write(src.read())
-        print(f"# Predictions against {os.path.basename(args[0])}: {campaign['model']} on {campaign['device']}\n")
+        hardware = campaign_set.load(paths)[0][1]["hardware"]
+        campaign = campaign_set.select(paths, lambda case: plan(met, hardware, model_dir, case)["plan"]["digest"])
+        names = ", ".join(os.path.basename(p) for p in campaign["sources"])
+        print(f"# Predictions against {names}: {campaign['model']} on {campaign['device']}\n")
         print("| case | measured ms | predicted ms | predicted / measured |")
         print("|---|---:|---:|---:|")
         for case in campaign["cases"]:

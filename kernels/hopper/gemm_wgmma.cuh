@@ -1,9 +1,19 @@
 // Prefill GEMM body of the hopper interpreter on the warpgroup tensor cores: one slice is one
 // output tile of at most 128 rows x 256 columns of y = x W^T (bf16 in, fp32 accumulate, bf16 out),
-// the tiles emit cuts (src/emit/slice.cpp, kernels/common/interp/smem.h).
+// the tiles emit cuts (src/emit/slice.cpp, kernels/common/interp/smem.h), with the plan's fused
+// epilogue where it has one (the opcode says which): the residual add (o, down: y += x W^T in
+// place) or the gated activation (gate_up + silu_mul / gelu_mul: y = act(gate) * up).
+//
+// B views are 3-D (host-made, src/interp/cuda_backend.cpp), one box of 128 rows x 64 values per B
+// tile: a plain weight [N, K] as [N][1][K], a gated one ([2 x dim, K], gate rows then up rows) as
+// [dim][gate, up][K], so a gated box holds 64 output columns with each column's gate row and up
+// row next to each other, and a thread's accumulator pair (i, i + 1) is the gate and the up of one
+// output column. A 256-wide gated tile is then 128 output columns, its activation needs no value
+// of another thread or index, and gate_up never goes to memory. (One load form for both: a branch
+// between a 2-D and a 3-D copy in the producer cost the kernel's function local memory.)
 //
 // Loads: TMA. The host makes two tensor maps per instruction at load time (A: the activation rows
-// [in_row0 + rows, K]; B: the weight [N, K]; boxes of 128 rows x 64 bf16 with the 128-byte
+// [in_row0 + rows, K]; B: the weight, as below; boxes of 128 rows x 64 bf16 with the 128-byte
 // swizzle, src/interp/cuda_backend.cpp) and passes their address in the instruction
 // (MetDevInstr.tmaps). Rows past the tensor arrive as zeros.
 //
@@ -29,9 +39,37 @@ namespace met_interp {
 // kBN = 128 or 256 output columns (the slice's): a 256-wide tile reads each A tile for twice the
 // columns, and each warpgroup's wgmma m64n256k16 reads 10 KB of shared memory per 128 clocks of
 // tensor work where two m64n128k16 read 12 KB.
+enum GemmEpi : int { kEpiPlain, kEpiSilu, kEpiGelu, kEpiResidual };
+
+// The gated epilogue's second half: y[r][c] = act(gate) * up for rows [0, M) x columns [0, Nt) of
+// the tile (y rows `ys` apart), from the staged (gate, up) bf16 pairs (`stride` words a row).
+__device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, int M, int Nt, u16* y, int64_t ys, bool silu) {
+#pragma unroll 1
+  for (int item = threadIdx.x; item < M * 32; item += MET_INTERP_THREADS) {
+    const int row = item / 32, col = 4 * (item % 32);
+    if (col >= Nt) continue;
+    const uint4 p = *reinterpret_cast<const uint4*>(stage + row * stride + col);
+    const uint32_t w[4] = {p.x, p.y, p.z, p.w};
+    u16 o[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float g = bf(static_cast<u16>(w[e] & 0xffffu)), u = bf(static_cast<u16>(w[e] >> 16));
+      o[e] = to_bf((silu ? silu_f(g) : gelu_f(g)) * u);
+    }
+    u16* yr = y + row * ys + col;
+    if (col + 4 <= Nt && (reinterpret_cast<uintptr_t>(yr) & 7) == 0) {
+      *reinterpret_cast<uint2*>(yr) = make_uint2(o[0] | (static_cast<uint32_t>(o[1]) << 16), o[2] | (static_cast<uint32_t>(o[3]) << 16));
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (col + e < Nt) yr[e] = o[e];
+    }
+  }
+}
+
 template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
-                                             int64_t K, u16* Y, unsigned char* smem) {
+                                             int64_t K, int epi, u16* Y, unsigned char* smem) {
   using namespace met_sm90;
   constexpr int kBK = MET_WGMMA_BK;
   constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one 128-row tile of A or B: 128 rows x 128 bytes
@@ -50,13 +88,14 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   auto empty = [&](int s) { return bars + 8u * static_cast<uint32_t>(kStages + s); };
   const int kt_count = static_cast<int>(K / kBK);
   const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
+  const int b_step = epi == kEpiSilu || epi == kEpiGelu ? 64 : 128;  // output columns of one B box
   auto issue = [&](int kt) {  // thread 0: the copies of K step kt into its stage
     const int s = kt % kStages;
     mbar_arrive_expect(full(s), kStageBytes);
     tma_load_2d(tiles + s * kStageBytes, tmap_a, kt * kBK, row_a, full(s));
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b)
-      tma_load_2d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, kt * kBK, row_b + 128 * b, full(s));
+      tma_load_3d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, kt * kBK, 0, row_b + b_step * b, full(s));
   };
 
   if (threadIdx.x == 0) {
@@ -109,21 +148,42 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
       mbar_inval(empty(s));
     }
 
-  // Epilogue: bf16 pairs straight from the accumulator fragment (sm90.cuh).
+  // Epilogue: bf16 pairs straight from the accumulator fragment (sm90.cuh): fragment index i of a
+  // thread is row 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2) of its warpgroup's 64 and column
+  // 8 (i / 4) + 2 (t % 4) + i % 2. Every epilogue rounds where the unfused ops round: the products
+  // to bf16 first.
   const int t = threadIdx.x % 128;
+  // Gated: the (gate, up) pairs go to shared memory as bf16 (the ring is free: every copy landed
+  // and was read) through the same store loop, then the block takes 4 columns of a row per thread
+  // for the activations and one 8-byte store.
+  const bool gated = epi == kEpiSilu || epi == kEpiGelu;
+  constexpr int kStride = 2 * (128 + 4);  // bf16 per staged row: 8 rows x 4 pairs hit 32 banks
+  u16* const stage = reinterpret_cast<u16*>(smem + (tiles - base));
+  u16* const yb = gated ? stage : Y + rr.begin * N + cc.begin;
+  const int64_t ys = gated ? kStride : N, m_lim = gated ? 128 : M, n_lim = gated ? kBN : Nt;
 #pragma unroll
   for (int i = 0; i < kBN / 2; i += 2) {
     const int64_t row = wg * 64 + 16 * (t / 32) + (t % 32) / 4 + 8 * ((i / 2) % 2);
     const int64_t col = 8 * (i / 4) + 2 * (t % 4);
-    if (row >= M || col >= Nt) continue;
-    u16* y = Y + (rr.begin + row) * N + cc.begin + col;
-    if (col + 1 < Nt && (reinterpret_cast<uintptr_t>(y) & 3) == 0) {
-      *reinterpret_cast<uint32_t*>(y) = met_pack_bf16x2(d[i], d[i + 1]);
+    if (row >= m_lim || col >= n_lim) continue;
+    u16* y = yb + row * ys + col;
+    float v0 = d[i], v1 = d[i + 1];
+    if (col + 1 < n_lim && (reinterpret_cast<uintptr_t>(y) & 3) == 0) {
+      if (epi == kEpiResidual) {
+        const uint32_t old = *reinterpret_cast<const uint32_t*>(y);
+        v0 = bf(static_cast<u16>(old & 0xffffu)) + bf(to_bf(v0));
+        v1 = bf(static_cast<u16>(old >> 16)) + bf(to_bf(v1));
+      }
+      *reinterpret_cast<uint32_t*>(y) = met_pack_bf16x2(v0, v1);
     } else {
-      y[0] = to_bf(d[i]);
-      if (col + 1 < Nt) y[1] = to_bf(d[i + 1]);
+      y[0] = to_bf(epi == kEpiResidual ? bf(y[0]) + bf(to_bf(v0)) : v0);
+      if (col + 1 < n_lim) y[1] = to_bf(epi == kEpiResidual ? bf(y[1]) + bf(to_bf(v1)) : v1);
     }
   }
+  if (!gated) return;
+  __syncthreads();
+  gated_rows(reinterpret_cast<const uint32_t*>(stage), kStride / 2, static_cast<int>(M), static_cast<int>(Nt), Y + rr.begin * N + cc.begin,
+             N, epi == kEpiSilu);
 }
 
 // Every shape the host accepts runs here (common/interp/loop.cuh).
@@ -145,19 +205,37 @@ __device__ __forceinline__ void gemm_tile_of(uint32_t s, uint32_t slices, uint32
   col_part = local / size;
 }
 
-MET_ENTRY(gemm_bf16_wgmma) {
+// One slice of any of the GEMMs (their operands are the same: x, w, y, rows, in_row0, col_slices);
+// the opcode picks the epilogue. A gated GEMM's output has half the weight's rows, and its tiles
+// are 128 columns wide (256 B rows).
+template <class A>
+__device__ __forceinline__ void gemm_wgmma_slice(const A& a, uint32_t slice, unsigned char* smem) {
+  const uint32_t op = a.geom.opcode;
+  const int epi = op == MET_OP_gemm_silu_bf16_wgmma       ? kEpiSilu
+                  : op == MET_OP_gemm_gelu_bf16_wgmma     ? kEpiGelu
+                  : op == MET_OP_gemm_residual_bf16_wgmma ? kEpiResidual
+                                                          : kEpiPlain;
+  const bool gated = epi == kEpiSilu || epi == kEpiGelu;
   int64_t rp = 0, cp = 0;
   gemm_tile_of(slice, a.geom.slices, a.geom.col_parts, rp, cp);
-  const int64_t rows = a.rows, N = a.geom.w_rows, C = a.geom.col_parts;
+  const int64_t rows = a.rows, N = gated ? a.geom.w_rows / 2 : a.geom.w_rows, C = a.geom.col_parts;
   const int64_t R = max(static_cast<int64_t>(a.geom.slices) / C, static_cast<int64_t>(1));
   const SliceRange rr = {min(rp * rows / R, rows), min((rp + 1) * rows / R, rows)};
   const SliceRange cc = {cp * N / C, (cp + 1) * N / C};
   if (rr.end <= rr.begin || cc.end <= cc.begin) return;
-  if (cc.end - cc.begin > 128)
-    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, a.y, smem);
+  if (gated || cc.end - cc.begin > 128)
+    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, epi, a.y, smem);
   else
-    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, a.y, smem);
+    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, epi, a.y, smem);
 }
+
+MET_ENTRY(gemm_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
+
+// The fused-epilogue GEMMs run gemm_bf16_wgmma's code in the loop (kernels/hopper/interp.cu names
+// them in MET_INTERP_ENTRY_ALIASES), so the kernel's function keeps one copy of the tile loop.
+MET_ENTRY(gemm_silu_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
+MET_ENTRY(gemm_gelu_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
+MET_ENTRY(gemm_residual_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
 #endif  // MET_HAS_WGMMA && MET_HAS_TMA
 
 }  // namespace met_interp

@@ -52,9 +52,12 @@ Expected<void> bind_qkv_rope(const KernelSite& site);
 Expected<void> bind_attention(const KernelSite& site);
 Expected<void> bind_rope(const KernelSite& site);
 Expected<void> bind_kv_append(const KernelSite& site);
-// bind_linear.cpp: plain projections (gemv, the gemm family) and the fused gemv ops.
+// bind_linear.cpp: plain projections (gemv, the gemm family), the fused gemv ops and the GEMMs with
+// a fused epilogue.
 Expected<void> bind_linear(const KernelSite& site);
 Expected<void> bind_residual_gemv(const KernelSite& site);
+Expected<void> bind_gemm_gated(const KernelSite& site);
+Expected<void> bind_gemm_residual(const KernelSite& site);
 Expected<void> bind_gate_up(const KernelSite& site);
 Expected<void> bind_lm_head(const KernelSite& site);
 // bind_pointwise.cpp: embedding, norms, residual add, gated activations, argmax, softcap.

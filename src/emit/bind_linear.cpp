@@ -72,6 +72,28 @@ Expected<void> bind_residual_gemv(const KernelSite& site) {
   return {};
 }
 
+// The GEMMs with a fused epilogue. gate_up + gated activation: xn -> h ([rows, dim], dim half the
+// weight's rows); o or down + residual: attn or h -> x, added in place.
+Expected<void> bind_gemm_gated(const KernelSite& site) {
+  const auto* lin = site.node("linear", "gate_up");
+  if (!lin) return site.where("expects linear:gate_up");
+  MET_TRY(auto w, site.weight(lin));
+  const std::int64_t in = param(*lin, "in"), out_w = param(*lin, "out");
+  if (out_w % 2 != 0) return site.where("gate_up has an odd number of outputs (" + std::to_string(out_w) + ")");
+  MET_CHECK(site.add({site.b.act("xn", site.R, in), w, site.b.act("h", site.R, out_w / 2)}, {site.R, 0, /*col_slices=*/1}, {}));
+  return {};
+}
+
+Expected<void> bind_gemm_residual(const KernelSite& site) {
+  const auto* lin = site.node("linear");
+  if (!lin || (lin->role != "o" && lin->role != "down"))
+    return site.where("expects linear:o or linear:down before the residual, not " + (lin ? "linear:" + lin->role : "none"));
+  MET_TRY(auto w, site.weight(lin));
+  const auto in = site.b.act(lin->role == "o" ? "attn" : "h", site.R, param(*lin, "in"));
+  MET_CHECK(site.add({in, w, site.x}, {site.R, 0, /*col_slices=*/1}, {}));
+  return {};
+}
+
 // gemv_rmsnorm_gate_up_silu and _gelu: x -> h.
 Expected<void> bind_gate_up(const KernelSite& site) {
   MET_TRY(const auto nl, norm_linear(site, "gate_up"));

@@ -198,6 +198,21 @@ void body_gemm(const MetArgs_gemm& a, const InstrDesc& d, std::uint32_t s) {
   met_gemm(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
 }
 
+void body_gemm_silu(const MetArgs_gemm_silu& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows / 2);
+  met_gemm_silu(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * (a.w->rows / 2), r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemm_gelu(const MetArgs_gemm_gelu& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows / 2);
+  met_gemm_gelu(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * (a.w->rows / 2), r.end - r.begin, c.begin, c.end);
+}
+
+void body_gemm_residual(const MetArgs_gemm_residual& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
+  met_gemm_residual(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
+}
+
 void body_rmsnorm(const MetArgs_rmsnorm& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   for (std::int64_t row = r.begin; row < r.end; ++row)

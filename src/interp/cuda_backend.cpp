@@ -46,6 +46,25 @@ Expected<cu::TensorMap> bf16_tmap(const cu::Api& api, cu::DevicePtr base, std::i
   return map;
 }
 
+// The wgmma GEMM's B view of a weight [rows, K] (kernels/hopper/gemm_wgmma.cuh): 3-D, boxes of 128
+// rows x 64 values with the 128-byte swizzle. Plain: [rows][1][K], a box is 128 consecutive rows.
+// Gated (gate rows, then up rows): [rows / 2][gate, up][K], a box is 64 output columns, each
+// column's gate row followed by its up row.
+Expected<cu::TensorMap> gemm_b_tmap(const cu::Api& api, cu::DevicePtr base, std::int64_t rows, std::int64_t K, bool gated) {
+  if (rows <= 0 || K <= 0 || rows >= (std::int64_t{1} << 31) || K % 8 != 0 || base % 16 != 0 || (gated && rows % 2 != 0))
+    return fail("a TMA view of a GEMM weight needs a 16-byte aligned matrix with rows of a multiple of 8 values, fewer than 2^31 "
+                "rows (an even number when gated), not [" + std::to_string(rows) + ", " + std::to_string(K) + "]");
+  cu::TensorMap map{};
+  const auto k = static_cast<std::uint64_t>(K), n = static_cast<std::uint64_t>(gated ? rows / 2 : rows);
+  const std::uint64_t dims[3] = {k, gated ? 2u : 1u, n};
+  const std::uint64_t strides[2] = {gated ? n * k * 2 : k * 2, k * 2};
+  const std::uint32_t box[3] = {64, gated ? 2u : 1u, gated ? 64u : 128u};
+  const std::uint32_t step[3] = {1, 1, 1};
+  MET_CU(api, TensorMapEncodeTiled(&map, cu::kTmapBf16, 3, reinterpret_cast<void*>(base), dims, strides, box, step,
+                                   cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
+  return map;
+}
+
 bool input_field(emit::IoField f) {
   return f == emit::IoField::tokens || f == emit::IoField::positions || f == emit::IoField::slots ||
          f == emit::IoField::seq_base || f == emit::IoField::seq_len || f == emit::IoField::sample_params;
@@ -307,8 +326,8 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if ((gemv || gemm) && di.w_cols % k_align != 0)
         return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
                     std::to_string(di.w_cols));
-      // The wgmma bodies' TMA views: the GEMM's A (activation rows [in_row0 + rows, K]) and B (the
-      // weight [N, K]) in 128-row boxes; flash prefill's Q ([rows, q_stride]) and K and V caches
+      // The wgmma bodies' TMA views: the GEMM's A (activation rows [in_row0 + rows, K], 128-row
+      // boxes) and B (the weight, 3-D: gemm_b_tmap); flash prefill's Q ([rows, q_stride]) and K and V caches
       // ([slots, kv width]) in 64-row boxes, for the head dims that body keeps (the others go to
       // the mma.sync body: met_entry_route_flash_prefill_wgmma).
       auto view = [&](const char* operand, std::int64_t r, std::int64_t c, std::uint32_t box) -> Expected<void> {
@@ -328,9 +347,22 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         return {static_cast<std::int64_t>(sh[0]), cols};
       };
       if (gemm && op->name.ends_with("_wgmma")) {
+        // A slice is one tile: at most 128 rows and 256 output columns, or 128 for a gated GEMM,
+        // whose two B tiles are the gate's and the up's rows of the [2 x dim, K] weight.
+        const bool gated = op->cpu_ref == "gemm_silu" || op->cpu_ref == "gemm_gelu";
+        const std::int64_t n_out = gated ? di.w_rows / 2 : di.w_rows, parts = std::max<std::int64_t>(1, di.col_parts);
+        const std::int64_t max_cols = gated ? MET_GEMM_TILE : MET_WGMMA_MAX_COLS;
+        if (gated && di.w_rows % 2 != 0)
+          return fail(where + ": " + op->name + " weight has " + std::to_string(di.w_rows) + " rows; a gated GEMM needs gate and up halves");
+        if (slice_rows > MET_GEMM_TILE || (n_out + parts - 1) / parts > max_cols)
+          return fail(where + ": " + op->name + " tiles of " + std::to_string(slice_rows) + " x " +
+                      std::to_string((n_out + parts - 1) / parts) + "; the body takes at most " + std::to_string(MET_GEMM_TILE) +
+                      " x " + std::to_string(max_cols));
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         MET_CHECK(view("x", named(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
-        MET_CHECK(view("w", di.w_rows, di.w_cols, MET_GEMM_TILE));
+        auto wmap = gemm_b_tmap(*api, di.ops[emit::tensor_index(*op, "w")], di.w_rows, di.w_cols, gated);
+        if (!wmap) return fail(where + ": " + op->name + " w: " + wmap.error().message);
+        tmaps.push_back(*wmap);
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
       } else if (op->family == "attention_prefill" && op->name.ends_with("_wgmma") &&
                  (named(*op, d, "head_dim") == 64 || named(*op, d, "head_dim") == 128)) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The measured figures a class carries (KERNEL_FAMILIES.toml efficiencies, HARDWARE.toml
-packet_overhead_us) must be what bench/family_efficiency.py computes from the campaign file their
-evidence names: each `efficiency_by_rows` point from the campaign case of that mode and rows
+packet_overhead_us) must be what bench/family_efficiency.py computes from the campaign files their
+evidence names (one set for the class, comma-separated; each case from the newest file that
+measured today's plan of it, so a plan change without a new campaign fails here): each `efficiency_by_rows` point from the campaign case of that mode and rows
 (decode C=rows at context 4096, prefill T=rows), a plain `efficiency` (the fallback of a mode
 without points) from the largest prefill case, the overhead per plan group from decode C=1. A
 typed number that drifts from its source fails.
@@ -27,8 +28,8 @@ def main():
         hw = tomllib.load(f)
     sources = {fam["evidence"] for fam in families.values()} | {hw.get("packet_overhead_evidence")} - {None}
     if len(sources) != 1:
-        sys.exit(f"{klass}: expected one evidence file, found {sorted(sources)}")
-    campaign = os.path.join(root, sources.pop())
+        sys.exit(f"{klass}: expected one evidence set, found {sorted(sources)}")
+    campaign = ",".join(os.path.join(root, p) for p in sources.pop().split(","))
     table = subprocess.run([sys.executable, os.path.join(root, "bench", "family_efficiency.py"), campaign, config, met],
                            check=True, capture_output=True, text=True).stdout
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| ")]

@@ -16,6 +16,7 @@ namespace met_interp {
 typedef unsigned short u16;
 
 struct MetGeom {
+  uint32_t opcode;             // the instruction's (bodies shared by several ops tell them apart)
   uint32_t slices, col_parts;  // as the packet (col_parts >= 1)
   int64_t w_rows, w_cols;      // shape of the matrix weight operand (0 when none)
   const void* tmaps;           // the instruction's TMA descriptors (MetDevInstr.tmaps), or null
@@ -36,6 +37,7 @@ typedef const float* T_table;
 #define MET_OP(name, family, cpu)                                                                 \
   __device__ __forceinline__ MetArgs_##name met_load_##name(const MetDevInstr& in) {              \
     MetArgs_##name a;                                                                             \
+    a.geom.opcode = in.opcode;                                                                    \
     a.geom.slices = in.slices;                                                                    \
     a.geom.col_parts = in.col_parts > 0 ? in.col_parts : 1;                                       \
     a.geom.w_rows = in.w_rows;                                                                    \

@@ -34,15 +34,37 @@ __device__ __forceinline__ unsigned long long globaltimer() {
 // body's file defines met_entry_route_<op>(instr): 0 to run it here, or the opcode whose body (of
 // the same operand layout) run_body runs instead, for the shapes the wgmma body does not take;
 // that keeps the other body's registers and calls out of the kernel's function.
+//
+// MET_INTERP_ENTRY_ALIASES(X) X(op, body) ... names ops of the same operand layout that run an entry
+// body's code (one copy of it in the kernel's function): the body tells them apart by
+// `a.geom.opcode` (the GEMMs whose epilogue differs).
 #ifndef MET_INTERP_ENTRY_BODIES
 #define MET_INTERP_ENTRY_BODIES(X)
+#endif
+#ifndef MET_INTERP_ENTRY_ALIASES
+#define MET_INTERP_ENTRY_ALIASES(X)
 #endif
 __device__ constexpr bool runs_in_entry(uint32_t op) {
 #define MET_X(name) \
   if (op == MET_OP_##name) return true;
+#define MET_XA(name, body) \
+  if (op == MET_OP_##name) return true;
   MET_INTERP_ENTRY_BODIES(MET_X)
+  MET_INTERP_ENTRY_ALIASES(MET_XA)
 #undef MET_X
+#undef MET_XA
   return false;
+}
+// The entry body an opcode runs: its alias's, or its own.
+__device__ __forceinline__ uint32_t entry_body_of(uint32_t op) {
+  switch (op) {
+#define MET_XA(name, body) \
+  case MET_OP_##name:      \
+    return MET_OP_##body;
+    MET_INTERP_ENTRY_ALIASES(MET_XA)
+#undef MET_XA
+    default: return op;
+  }
 }
 
 __device__ void run_body(const MetDevInstr& in, uint32_t opcode, uint32_t s, unsigned char* smem) {
@@ -87,8 +109,9 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
       if (sp.stamps) sp.stamps[2 * idx] = globaltimer();
     }
     __syncthreads();
-    uint32_t body = in.opcode;  // what run_body runs, or 0: an entry body runs here
-    switch (in.opcode) {
+    const uint32_t eop = entry_body_of(in.opcode);
+    uint32_t body = eop;  // what run_body runs, or 0: an entry body runs here
+    switch (eop) {
 #define MET_X(name)                       \
   case MET_OP_##name:                     \
     body = met_entry_route_##name(in);    \
@@ -100,7 +123,7 @@ __device__ __forceinline__ void interp_main(const MetInterpParams& p) {
     if (body) {
       run_body(in, body, en.slice, smem);  // one call site: the kernel's registers around it are saved once
     } else {
-      switch (in.opcode) {
+      switch (eop) {
 #define MET_X(name)                                    \
   case MET_OP_##name:                                  \
     met_##name(met_load_##name(in), en.slice, smem);   \
