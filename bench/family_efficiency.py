@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Per kernel family: the planner's ceiling for a campaign case next to the time the interpreter's
-timestamps measured for that family, their ratio (the family's efficiency: the share of its
-ceiling it reaches), and the per-packet overhead (launch time not covered by any instruction,
+"""Per kernel family: the planner's ceiling for a campaign case (a gemm's compute over the share
+of the SMs its output tiles keep busy, where the class names its GEMM tile) next to the time the
+interpreter's timestamps measured for that family, their ratio (the family's efficiency: the share
+of that ceiling it reaches), and the per-packet overhead (launch time not covered by any instruction,
 per instruction and per fused-plan group: the planner adds the latter to each group's time). These are the figures kernels/<class>/KERNEL_FAMILIES.toml may carry as
 `efficiency` with `evidence` naming the campaign file.
 
@@ -73,7 +74,9 @@ def main():
             for g in p["groups"]:
                 first = g["kernels"].split(",")[0].strip()
                 fam = families.get(first, "?")
-                ceil[fam] = ceil.get(fam, 0.0) + g["seconds_per_layer"] * g["layers"] * 1e3  # the ceiling, not the prediction
+                # what the planner divides by the efficiency: the ceiling, with a gemm's compute over the share of the
+                # SMs its tiles keep busy (HARDWARE.toml gemm_tile), not the prediction
+                ceil[fam] = ceil.get(fam, 0.0) + g["fit_seconds_per_layer"] * g["layers"] * 1e3
             name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
             for fam, measured in sorted(case["family_ms"].items()):
                 c = ceil.get(fam, 0.0)

@@ -99,6 +99,12 @@ Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path) 
     return f.error_at("packet_overhead_us", "must be positive and come with packet_overhead_evidence (the campaign it was measured in)");
   if (overhead_evidence && !c.packet_overhead_us) return f.error_at("packet_overhead_evidence", "without packet_overhead_us");
   c.packet_overhead_evidence = overhead_evidence.value_or("");
+  MET_TRY(auto tile, f.int_list("gemm_tile"));
+  if (!tile.empty()) {
+    if (tile.size() != 2 || tile[0] <= 0 || tile[1] <= 0)
+      return f.error_at("gemm_tile", "must be [rows, columns], both positive (the interpreter GEMM body's output tile)");
+    c.gemm_tile = std::make_pair(tile[0], tile[1]);
+  }
   MET_TRY(c.sources, f.str_list("sources"));
   std::set<std::string> seen;
   for (const auto& s : c.sources) {

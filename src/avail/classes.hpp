@@ -2,9 +2,11 @@
 // ancestors (root first) into the sources it compiles and the defines it builds with.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "avail/guards.hpp"
@@ -38,6 +40,10 @@ struct ClassInfo {
   // only: a child class never inherits it (its interpreter is another program).
   std::optional<double> packet_overhead_us;
   std::string packet_overhead_evidence;
+  // Output tile of the class's interpreter GEMM body, rows x columns (a gated GEMM's columns are
+  // its activation's, each reading a gate and an up row): the prediction of a gemm group divides
+  // its compute by the share of the SMs the tiles keep busy. Not inherited, like the overhead.
+  std::optional<std::pair<std::int64_t, std::int64_t>> gemm_tile;
   std::string location;              // "kernels/hopper/HARDWARE.toml"
 };
 

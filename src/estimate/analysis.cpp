@@ -77,17 +77,40 @@ struct ScopeSum {
 // divides the datasheet-basis ceiling by the measured time). A prediction divides that same
 // ceiling, whichever basis the report's ceiling uses: dividing a measured-basis ceiling by it would
 // count the device's shortfall twice.
+// The share of the SMs a GEMM group's output tiles keep busy: tiles / (waves x SMs), 1 where the
+// class names no GEMM tile or the group is no GEMM. A short prompt's o projection on Llama-3.2-1B
+// (T = 128, 2048 columns) is 16 tiles of 128 x 128 for 132 SMs: its products take the time of
+// one tile, not a 132nd of the total. Gated GEMMs tile their activation's columns.
+double tile_occupancy(const planner::Group& g, const planner::Scope& scope, std::int64_t rows, const avail::ClassInfo& cls,
+                      int units) {
+  if (!cls.gemm_tile || units <= 0 || g.family != "gemm" || rows <= 0) return 1.0;
+  std::int64_t cols = 0;
+  bool gated = false;
+  for (int idx : g.nodes) {
+    const auto& n = scope.nodes[static_cast<std::size_t>(idx)];
+    if (n.op == "linear" && n.params.count("out")) cols = static_cast<std::int64_t>(n.params.at("out"));
+    if (n.op == "silu_mul" || n.op == "gelu_mul") gated = true;
+  }
+  if (gated) cols /= 2;
+  if (cols <= 0) return 1.0;
+  const auto [tm, tn] = *cls.gemm_tile;
+  const std::int64_t tiles = ((rows + tm - 1) / tm) * ((cols + tn - 1) / tn);
+  const std::int64_t waves = (tiles + units - 1) / units;
+  return static_cast<double>(tiles) / static_cast<double>(waves * units);
+}
+
 void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Scope& scope, const StepShape& shape, const Basis& basis,
-                    const Basis& fit_basis, const planner::RuleSet& rules, const avail::ClassInfo& cls,
+                    const Basis& fit_basis, const planner::RuleSet& rules, const avail::ClassInfo& cls, int units,
                     std::vector<GroupRow>* rows) {
   for (const auto& g : scope.groups) {
     const GroupCost c = group_cost(g, scope, shape, basis);
     double pred = c.seconds;
+    const GroupCost fc = basis.choice == fit_basis.choice ? c : group_cost(g, scope, shape, fit_basis);
+    const double fit_seconds = std::max(fc.memory_seconds, fc.compute_seconds / tile_occupancy(g, scope, shape.rows, cls, units));
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
       const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(shape.prefill, shape.rows) : std::nullopt;
       if (eff) {
-        const double fit_seconds = basis.choice == fit_basis.choice ? c.seconds : group_cost(g, scope, shape, fit_basis).seconds;
         pred = fit_seconds / *eff;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
@@ -120,6 +143,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       r.unit = g.unit;
       r.exec = exec_text(g);
       r.cost = c;
+      r.fit_seconds = fit_seconds;
       r.step_seconds = n * pred;
       rows->push_back(std::move(r));
     }
@@ -177,7 +201,8 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     shape.rows = rows;
     shape.seqs = rows;
     shape.context = context;
-    for (const auto& s : plan.scopes) add_scope_cost(sum, plan, s, shape, basis, fit_basis, target.rules, target.chain.leaf(), groups);
+    for (const auto& s : plan.scopes)
+      add_scope_cost(sum, plan, s, shape, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
@@ -205,7 +230,8 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
           sh.prefill = true;
           sh.prior = prior;
         }
-        add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), i == 0 ? groups : nullptr);
+        add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units,
+                       i == 0 ? groups : nullptr);
       }
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
       prior += chunks[i];

@@ -36,6 +36,8 @@ struct GroupRow {
   std::string unit;
   std::string exec;           // "bf16 x bf16 native" / "fp8-e4m3 x bf16 emulate (bf16)" / "no path"
   GroupCost cost;             // per layer
+  double fit_seconds = 0;     // per layer: what the family's efficiency divides (the datasheet-basis
+                              // ceiling, its compute over the tiles' share of the SMs for a gemm)
   double step_seconds = 0;    // cost.seconds * count (prediction basis)
   double share = 0;           // of the step
 };

@@ -197,6 +197,8 @@ GroupCost group_cost(const planner::Group& g, const planner::Scope& scope, const
     const double peak = basis.peak(out.peak_key).value;
     compute_s = peak > 0 ? out.flops / peak : 0;
   }
+  out.memory_seconds = mem_s;
+  out.compute_seconds = compute_s;
   out.seconds = std::max(mem_s, compute_s);
   out.bound = compute_s > mem_s ? "compute" : "memory";
   return out;

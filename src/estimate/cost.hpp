@@ -49,7 +49,8 @@ struct GroupCost {
   double kv_bytes = 0;
   double other_bytes = 0;  // activations and state
   double flops = 0;
-  double seconds = 0;      // the ceiling
+  double seconds = 0;      // the ceiling: max(memory_seconds, compute_seconds)
+  double memory_seconds = 0, compute_seconds = 0;
   std::string bound;       // memory | compute
   std::string peak_key;    // fp32, bf16, fp8, ... ("" for memory-only units)
   double bytes() const { return weight_bytes + kv_bytes + other_bytes; }

@@ -71,6 +71,7 @@ std::string render_json(const estimate::Analysis& an, const Provenance& prov) {
                       {"other_bytes", g.cost.other_bytes},
                       {"flops", g.cost.flops},
                       {"seconds_per_layer", g.cost.seconds},
+                      {"fit_seconds_per_layer", g.fit_seconds},
                       {"bound", g.cost.bound},
                       {"peak", g.cost.peak_key},
                       {"step_seconds", g.step_seconds},

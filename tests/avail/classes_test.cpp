@@ -143,6 +143,21 @@ TEST_CASE("a measured packet overhead needs its evidence, must be positive, and 
         std::string::npos);
 }
 
+TEST_CASE("a GEMM tile is [rows, columns], both positive, and stays with its class") {
+  auto with = [](const std::string& extra) {
+    MemTree tree = base_tree();
+    auto& f = tree.files()["hopper/HARDWARE.toml"];
+    f.replace(f.find("inherits = "), 0, extra);
+    return tree;
+  };
+  auto r = load_classes(with("gemm_tile = [128, 64]\n"));
+  REQUIRE(r.ok());
+  CHECK(r->at("hopper").gemm_tile == std::make_pair<std::int64_t, std::int64_t>(128, 64));
+  CHECK(!r->at("ampere").gemm_tile);
+  CHECK(load_error(with("gemm_tile = [128]\n")).find("'gemm_tile': must be [rows, columns], both positive") != std::string::npos);
+  CHECK(load_error(with("gemm_tile = [0, 128]\n")).find("both positive") != std::string::npos);
+}
+
 TEST_CASE("resolving an unknown class names the known ones") {
   MemTree tree = base_tree();
   auto classes = load_classes(tree);

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "planner/real_tree.hpp"
 
@@ -522,4 +525,35 @@ TEST_CASE("each gap says what is missing: no kernel, no format path or no rule (
   }
   CHECK(seen.count("no kernel") == 1);  // moe_down: met_moe_down is not defined by the class
   CHECK(seen.count("no rule") == 1);    // moe_gate_up: no rule covers it
+}
+
+TEST_CASE("a short prompt's GEMMs are predicted on the share of the SMs their 128 x 128 tiles fill (catches a prediction that "
+          "ignores tile occupancy)") {
+  // meta-llama/Llama-3.2-1B-Instruct: hidden 2048, 32 heads and 8 KV heads of 64, intermediate 8192.
+  const Loaded l;
+  const auto graph = l.graph("llama-3.2-1b-instruct");
+  const auto target = l.target("h200-sxm");
+  REQUIRE(target.device->units == 132);
+  const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  std::vector<estimate::GroupRow> groups;
+  estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, 128, 4096, 1, &groups);
+  // Output columns -> 128 x 128 tiles at T = 128: qkv 3072 (24), o 2048 (16), gate_up's activation
+  // 8192 (64), down 2048 (16); each fits one wave of 132 SMs.
+  const std::map<std::string, double> tiles = {{"linear:qkv", 24}, {"linear:o", 16}, {"linear:gate_up", 64}, {"linear:down", 16}};
+  int seen = 0;
+  for (const auto& g : groups) {
+    CAPTURE(g.nodes);
+    if (g.kernels.find("gemm") == std::string::npos) {
+      CHECK(g.fit_seconds == doctest::Approx(g.cost.seconds).epsilon(1e-12));
+      continue;
+    }
+    for (const auto& [node, n] : tiles)
+      if (g.nodes.find(node) != std::string::npos) {
+        ++seen;
+        CHECK(g.fit_seconds ==
+              doctest::Approx(std::max(g.cost.memory_seconds, g.cost.compute_seconds * 132 / n)).epsilon(1e-12));
+        CHECK(g.fit_seconds > g.cost.seconds);
+      }
+  }
+  CHECK(seen == 4);
 }
