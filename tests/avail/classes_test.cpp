@@ -43,6 +43,14 @@ std::string load_error(const MemTree& tree) {
   return r.error().message;
 }
 
+// The base tree with `extra` keys in hopper's HARDWARE.toml.
+MemTree hopper_with(const std::string& extra) {
+  MemTree tree = base_tree();
+  auto& f = tree.files()["hopper/HARDWARE.toml"];
+  f.replace(f.find("inherits = "), 0, extra);
+  return tree;
+}
+
 }  // namespace
 
 TEST_CASE("a chain lists ancestors root first, sources inherited first and once, child defines win") {
@@ -122,40 +130,28 @@ TEST_CASE("schema mistakes are located errors") {
 }
 
 TEST_CASE("a measured packet overhead needs its evidence, must be positive, and stays with its class") {
-  auto with = [](const std::string& extra) {
-    MemTree tree = base_tree();
-    auto& f = tree.files()["hopper/HARDWARE.toml"];
-    f.replace(f.find("inherits = "), 0, extra);
-    return tree;
-  };
   {
-    auto r = load_classes(with("packet_overhead_us = 4.2\npacket_overhead_evidence = \"perf-data/x.json\"\n"));
+    auto r = load_classes(hopper_with("packet_overhead_us = 4.2\npacket_overhead_evidence = \"perf-data/x.json\"\n"));
     REQUIRE(r.ok());
     CHECK(r->at("hopper").packet_overhead_us == 4.2);
     CHECK(r->at("hopper").packet_overhead_evidence == "perf-data/x.json");
     CHECK(!r->at("ampere").packet_overhead_us);
   }
-  CHECK(load_error(with("packet_overhead_us = 4.2\n")).find("'packet_overhead_us': must be positive and come with "
+  CHECK(load_error(hopper_with("packet_overhead_us = 4.2\n")).find("'packet_overhead_us': must be positive and come with "
                                                            "packet_overhead_evidence") != std::string::npos);
-  CHECK(load_error(with("packet_overhead_us = -1.0\npacket_overhead_evidence = \"x\"\n")).find("must be positive") !=
+  CHECK(load_error(hopper_with("packet_overhead_us = -1.0\npacket_overhead_evidence = \"x\"\n")).find("must be positive") !=
         std::string::npos);
-  CHECK(load_error(with("packet_overhead_evidence = \"x\"\n")).find("'packet_overhead_evidence': without packet_overhead_us") !=
+  CHECK(load_error(hopper_with("packet_overhead_evidence = \"x\"\n")).find("'packet_overhead_evidence': without packet_overhead_us") !=
         std::string::npos);
 }
 
 TEST_CASE("a GEMM tile is [rows, columns], both positive, and stays with its class") {
-  auto with = [](const std::string& extra) {
-    MemTree tree = base_tree();
-    auto& f = tree.files()["hopper/HARDWARE.toml"];
-    f.replace(f.find("inherits = "), 0, extra);
-    return tree;
-  };
-  auto r = load_classes(with("gemm_tile = [128, 64]\n"));
+  auto r = load_classes(hopper_with("gemm_tile = [128, 64]\n"));
   REQUIRE(r.ok());
   CHECK(r->at("hopper").gemm_tile == std::make_pair<std::int64_t, std::int64_t>(128, 64));
   CHECK(!r->at("ampere").gemm_tile);
-  CHECK(load_error(with("gemm_tile = [128]\n")).find("'gemm_tile': must be [rows, columns], both positive") != std::string::npos);
-  CHECK(load_error(with("gemm_tile = [0, 128]\n")).find("both positive") != std::string::npos);
+  CHECK(load_error(hopper_with("gemm_tile = [128]\n")).find("'gemm_tile': must be [rows, columns], both positive") != std::string::npos);
+  CHECK(load_error(hopper_with("gemm_tile = [0, 128]\n")).find("both positive") != std::string::npos);
 }
 
 TEST_CASE("resolving an unknown class names the known ones") {
