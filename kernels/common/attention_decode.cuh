@@ -1,9 +1,11 @@
 // Decode attention: split-KV (one row and one split per slice, every head) and the merge of the
 // split states (one (row, head) per slice, the whole block over its splits). In a split, one warp
 // owns one (row, KV head): lanes take 32 keys at a time for the scores, then the lanes own output
-// dims for P V. Where the class has cp.async and the K head has at most MET_ATTN_MAX_HD dims, each
-// 32-key chunk is first staged in the warp's shared memory (attend_staged_t); otherwise the lanes
-// read the cache directly (attend_group_t). Caches are [slot][kv_heads][dim] bf16; a sequence's
+// dims for P V. Where the class has cp.async and mma.sync and the k and v heads are both 64 or 128
+// dims, the chunks are staged in the warp's shared memory and folded on the tensor cores, the query
+// heads as the rows of one mma tile (attend_mma_t); otherwise, where the class has cp.async and the
+// K head has at most MET_ATTN_MAX_HD dims, staged and folded on the CUDA cores (attend_staged_t);
+// otherwise the lanes read the cache directly (attend_group_t). Caches are [slot][kv_heads][dim] bf16; a sequence's
 // position p lives at slot base + p.
 #pragma once
 #include "common/interp/prims.cuh"
@@ -13,6 +15,11 @@
 // The launch's shared memory (smem.h, sized by the host) stays the staged path's.
 #ifndef MET_ATTN_STAGED
 #define MET_ATTN_STAGED 1
+#endif
+// A/B switch: 0 folds every head dim on the CUDA cores (attend_staged_t); 1 folds head dims 64 and
+// 128 (k and v alike) on the tensor cores (attend_mma_t).
+#ifndef MET_ATTN_MMA
+#define MET_ATTN_MMA 1
 #endif
 
 namespace met_interp {
@@ -250,6 +257,158 @@ __device__ void attend_staged_dpl(const u16* q, const u16* kc, const u16* vc, in
 }
 #endif  // MET_HAS_CP_ASYNC
 
+#if MET_HAS_CP_ASYNC && MET_HAS_MMA_SYNC
+// d += a * b for the top 8 rows of an m16n8k16 tile whose rows 8-15 are zero (a1 = a3 = 0): the
+// accumulators of rows 8-15 are fed zero and dropped, which saves a register pair per tile.
+__device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2, const uint32_t (&b)[2]) {
+  float x2 = 0.f, x3 = 0.f;  // rows 8-15, fed zero each time
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(x2), "+f"(x3)
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b[0]), "r"(b[1]));
+}
+
+// The fold of keys [lo, hi) on the tensor cores, for k and v heads of HD (64 or 128) dims, writing
+// the warp's split state itself. The query heads are the rows of one 16-row mma tile (rows past
+// the group are zero), so S = Q K^T of a 32-key chunk is 4 tiles of 8 keys, and each lane holds
+// the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the chunk's softmax
+// is a reduction over the lane's 8 scores and its quad. Those accumulators are already P's A
+// fragments for O += P V (P rounded to bf16, and l summed from the rounded weights, so the
+// normalisation matches what is multiplied). K and V rows sit in the warp's stage padded to
+// MET_ATTN_KSTRIDE, so the 8 rows of an ldmatrix hit different banks (the query rows come from
+// global memory into registers, which frees the query stage for the padding). Keys past hi are zero-filled, so their zero weights meet finite values.
+// The copy pipeline is attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K
+// once the scores are taken, its V once P V is done.
+template <int HD>
+__device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
+                             int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
+                             int64_t head_step) {
+  constexpr int kPieces = HD / 8;  // 16-byte pieces per key row, and 8-dim output tiles
+  const int lane = threadIdx.x % 32;
+  const int h = lane / 4, qd = lane % 4;  // the head row this lane holds, its place in the quad
+  const bool real = h < group;
+  const int64_t w = static_cast<int64_t>(kv_heads) * HD;
+  const u16* kh = kc + static_cast<int64_t>(kv_head) * HD;
+  const u16* vh = vc + static_cast<int64_t>(kv_head) * HD;
+  // The rows of keys [c0, c0 + 32) to a stage; keys at or past hi are zero-filled. Lane l copies
+  // piece l % kPieces of keys l / kPieces, l / kPieces + kStep, ...
+  constexpr int kStep = 32 / kPieces;
+  const int key0 = lane / kPieces, piece = lane % kPieces;
+  auto copy_rows = [&](u16* dst, const u16* src, int64_t c0) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const u16* first = src + (base + c0) * w + piece * 8;
+#pragma unroll 4
+    for (int key = key0; key < 32; key += kStep) {
+      const bool live = key < n;
+      met_copy16(dst + key * MET_ATTN_KSTRIDE + piece * 8, live ? first + key * w : first, live);
+    }
+    met_copy_commit();
+  };
+  const u16* qh = q + h * HD + 2 * qd;  // the lane's query row (rows past the group are zero)
+  float o[kPieces][2];  // O of row h: dims 8 t + 2 qd + {0, 1}
+#pragma unroll
+  for (int t = 0; t < kPieces; ++t) o[t][0] = o[t][1] = 0.f;
+  float m = -INFINITY, l = 0.f;
+  if (lo < hi) {
+    copy_rows(ks, kh, lo);
+    copy_rows(vs, vh, lo);
+  }
+  for (int64_t c0 = lo; c0 < hi; c0 += 32) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const bool next = c0 + 32 < hi;
+    met_copy_wait<1>();  // this chunk's K
+    __syncwarp();
+    float s[4][2];  // scores of head h, keys 8 t + 2 qd + {0, 1}
+#pragma unroll
+    for (int t = 0; t < 4; ++t) s[t][0] = s[t][1] = 0.f;
+    // Not unrolled, like the P V loop over kk below: unrolled, the loads of every step were hoisted
+    // and run_body (which inlines this) spilled.
+#pragma unroll 1
+    for (int kq = 0; kq < HD / 32; ++kq) {  // 32 dims a step
+      uint32_t qa[4] = {0u, 0u, 0u, 0u};    // A fragments of dims 32 kq + 2 qd, + 8, + 16, + 24
+      if (real) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) qa[x] = *reinterpret_cast<const uint32_t*>(qh + kq * 32 + x * 8);
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        uint32_t r[4];
+        met_ldmatrix_x4(r, ks + (t * 8 + lane % 8) * MET_ATTN_KSTRIDE + kq * 32 + (lane / 8) * 8);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_top8(s[t], qa[0], qa[1], b0);
+        mma_top8(s[t], qa[2], qa[3], b1);
+      }
+    }
+    __syncwarp();  // every lane has read the K stage
+    if (next) copy_rows(ks, kh, c0 + 32);
+    float cmax = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float score = s[t][e] * scale;
+        if (softcap > 0.f) score = softcap * tanhf(score / softcap);
+        s[t][e] = t * 8 + 2 * qd + e < n ? score : -INFINITY;
+        cmax = fmaxf(cmax, s[t][e]);
+      }
+    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 1));
+    cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 2));
+    const float m_new = fmaxf(m, cmax);  // finite: a chunk's first key is live
+    const float carry = m == -INFINITY ? 0.f : expf(m - m_new);
+    uint32_t pa[2][2];  // P's A fragments (rows 0-7) of keys 16 kk + 2 qd (+8)
+    float psum = 0.f;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float p0 = s[t][0] == -INFINITY ? 0.f : expf(s[t][0] - m_new);
+      const float p1 = s[t][1] == -INFINITY ? 0.f : expf(s[t][1] - m_new);
+      const uint32_t pk = met_pack_bf16x2(p0, p1);
+      psum += __uint_as_float(pk << 16) + __uint_as_float(pk & 0xffff0000u);
+      pa[t / 2][t % 2] = pk;
+    }
+    psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+    psum += __shfl_xor_sync(0xffffffffu, psum, 2);
+    l = l * carry + psum;
+    m = m_new;
+#pragma unroll
+    for (int t = 0; t < kPieces; ++t) {
+      o[t][0] *= carry;
+      o[t][1] *= carry;
+    }
+    if (next) {
+      met_copy_wait<1>();  // this chunk's V (the next K may still be in flight)
+    } else {
+      met_copy_wait<0>();
+    }
+    __syncwarp();
+#pragma unroll 1
+    for (int kk = 0; kk < 2; ++kk) {  // 16 keys a step
+      const uint32_t p0 = kk ? pa[1][0] : pa[0][0], p1 = kk ? pa[1][1] : pa[0][1];
+#pragma unroll
+      for (int dp = 0; dp < HD / 16; ++dp) {
+        const int mat = lane / 8;
+        uint32_t r[4];
+        met_ldmatrix_x4_trans(r, vs + (kk * 16 + (mat % 2) * 8 + lane % 8) * MET_ATTN_KSTRIDE + dp * 16 + (mat / 2) * 8);
+        const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        mma_top8(o[2 * dp], p0, p1, b0);
+        mma_top8(o[2 * dp + 1], p0, p1, b1);
+      }
+    }
+    __syncwarp();  // every lane has read the V stage
+    if (next) copy_rows(vs, vh, c0 + 32);
+  }
+  if (real) {
+    float* out = po + h * head_step * HD;
+#pragma unroll
+    for (int t = 0; t < kPieces; ++t) *reinterpret_cast<float2*>(out + t * 8 + 2 * qd) = make_float2(o[t][0], o[t][1]);
+    if (qd == 0) {
+      pml[2 * h * head_step] = m;
+      pml[2 * h * head_step + 1] = l;
+    }
+  }
+}
+#endif
+
 // One warp's fold of keys [lo, hi): staged through the warp's shared memory where the class has
 // cp.async and the K head fits the stage (smem is the block's; the warp takes its own part),
 // straight from global memory otherwise.
@@ -307,6 +466,22 @@ MET_ENTRY(attn_decode_split) {
       const int kv = static_cast<int>(it % kvh);
       const int64_t i = sp.begin + it / kvh;
       const int64_t k0 = min(len, lo + i * chunk), k1 = min(len, k0 + chunk);
+#if MET_HAS_CP_ASYNC && MET_HAS_MMA_SYNC
+      if (MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= 8) {
+        // Head g of the group has split state idx0 + g * splits.
+        const int64_t idx0 = (row * heads + kv * group) * splits + i;
+        u16* ks = reinterpret_cast<u16*>(smem + warp * MET_ATTN_WARP_SMEM);
+        u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
+        const u16* q = a.q + row * q_stride + kv * group * hd;
+        if (hd == 128)
+          attend_mma_t<128>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+                            part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
+        else
+          attend_mma_t<64>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+                           part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
+        continue;
+      }
+#endif
       WarpAttn st[kMaxGroup];
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
@@ -329,46 +504,64 @@ MET_ENTRY(attn_decode_split) {
 }
 
 // Normalised bf16 output of one (row, head)'s split states and an optional sink logit (the cpu's
-// merge_states), by the whole block: threads over splits for the max and the weights (w_s), then
+// merge_states), by the whole block: a thread per split for the max and the weights (w_s), then
 // groups of threads over splits, each thread 4 output dims, summed across groups in a fixed order.
+// Each thread loads its split's (m, l) once and its first kEarly partial rows before the first
+// barrier, so the loads of the state overlap the reductions (8B C=1: 7.6 -> 6.1 us a layer).
 __device__ void merge_block(const float* po, const float* pml, int64_t splits, int vhd, const u16* sink, u16* out,
                             float* w_s, float* acc_s, float* red) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  float m = -INFINITY;
-  for (int64_t i = tid; i < splits; i += MET_INTERP_THREADS) m = fmaxf(m, pml[2 * i]);
-  m = met_warp_reduce_max(m);
+  const int cols = vhd / 4, groups = MET_INTERP_THREADS / cols;
+  const int col = tid % cols, grp = tid / cols;
+  // The thread's split state (splits <= MET_MERGE_MAX_SPLITS == threads) and its first P V rows,
+  // all loaded before the first barrier.
+  float ml_m = -INFINITY, ml_l = 0.f;
+  if (tid < splits) {
+    ml_m = pml[2 * tid];
+    ml_l = pml[2 * tid + 1];
+  }
+  static_assert(MET_MERGE_MAX_SPLITS <= MET_INTERP_THREADS, "one split state per thread");
+  constexpr int kEarly = 4;
+  float4 early[kEarly];
+#pragma unroll
+  for (int u = 0; u < kEarly; ++u) {
+    const int64_t i = grp + u * groups;
+    early[u] = i < splits ? *reinterpret_cast<const float4*>(po + i * vhd + col * 4) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  float m = met_warp_reduce_max(ml_m);
   if (lane == 0) red[warp] = m;
   __syncthreads();
   m = sink ? bf(*sink) : -INFINITY;
   for (int w = 0; w < MET_INTERP_WARPS; ++w) m = fmaxf(m, red[w]);
-  float l = 0.f;
-  for (int64_t i = tid; i < splits; i += MET_INTERP_THREADS) {
-    const float w = pml[2 * i + 1] == 0.f ? 0.f : expf(pml[2 * i] - m);
-    w_s[i] = w;
-    l += pml[2 * i + 1] * w;
-  }
-  l = met_warp_reduce(l);
+  const float wt = ml_l == 0.f ? 0.f : expf(ml_m - m);
+  if (tid < splits) w_s[tid] = wt;
+  float l = met_warp_reduce(ml_l * wt);
   if (lane == 0) red[32 + warp] = l;
   __syncthreads();
   l = 0.f;
   for (int w = 0; w < MET_INTERP_WARPS; ++w) l += red[32 + w];
   if (sink) l += expf(bf(*sink) - m);
   const float inv = l > 0.f ? 1.f / l : 0.f;
-  const int cols = vhd / 4, groups = MET_INTERP_THREADS / cols;
-  const int col = tid % cols, grp = tid / cols;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  if (grp < groups) {
-#pragma unroll 8
-    for (int64_t i = grp; i < splits; i += groups) {
-      const float4 v = *reinterpret_cast<const float4*>(po + i * vhd + col * 4);
-      const float w = w_s[i];
-      acc[0] += v.x * w;
-      acc[1] += v.y * w;
-      acc[2] += v.z * w;
-      acc[3] += v.w * w;
-    }
-    *reinterpret_cast<float4*>(acc_s + (grp * cols + col) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+  for (int u = 0; u < kEarly; ++u) {
+    const int64_t i = grp + u * groups;
+    const float w = i < splits ? w_s[i] : 0.f;
+    acc[0] += early[u].x * w;
+    acc[1] += early[u].y * w;
+    acc[2] += early[u].z * w;
+    acc[3] += early[u].w * w;
   }
+#pragma unroll 8
+  for (int64_t i = grp + kEarly * groups; i < splits; i += groups) {
+    const float4 v = *reinterpret_cast<const float4*>(po + i * vhd + col * 4);
+    const float w = w_s[i];
+    acc[0] += v.x * w;
+    acc[1] += v.y * w;
+    acc[2] += v.z * w;
+    acc[3] += v.w * w;
+  }
+  *reinterpret_cast<float4*>(acc_s + (grp * cols + col) * 4) = make_float4(acc[0], acc[1], acc[2], acc[3]);
   __syncthreads();
   for (int d = tid; d < vhd; d += MET_INTERP_THREADS) {
     float sum = 0.f;
