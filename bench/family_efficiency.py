@@ -48,9 +48,15 @@ def plan_args(met, hardware, model_dir, case):
     return args
 
 
+_plans = {}
+
+
 def plan(met, hardware, model_dir, case):
+    """The planner's JSON for a case, once per (met, device, model, case)."""
     args = plan_args(met, hardware, model_dir, case) + ["--format", "json"]
-    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    if tuple(args) not in _plans:
+        _plans[tuple(args)] = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    return _plans[tuple(args)]
 
 
 def main():
@@ -77,7 +83,7 @@ def main():
                 # what the planner divides by the efficiency: the ceiling, with a gemm's compute over the share of the
                 # SMs its tiles keep busy (HARDWARE.toml gemm_tile), not the prediction
                 ceil[fam] = ceil.get(fam, 0.0) + g["fit_seconds_per_layer"] * g["layers"] * 1e3
-            name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
+            name = campaign_set.case_name(case)
             for fam, measured in sorted(case["family_ms"].items()):
                 c = ceil.get(fam, 0.0)
                 print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.4g} |")

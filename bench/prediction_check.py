@@ -12,7 +12,6 @@ Prints a Markdown table (case, measured ms, predicted ms, predicted / measured) 
 mean of max(r, 1/r) over the cases. With --max-gmean / --max-worst it exits 1 when the geometric
 mean or the worst case is off by more than that factor. MET defaults to build/src/cli/met; the
 prediction is the report of `met circuit plan` for the campaign's device, mode, rows and context."""
-import json
 import math
 import os
 import re
@@ -62,7 +61,7 @@ def main():
         for case in campaign["cases"]:
             measured = case["ms"]["median"]
             pred = predicted_ms(met, campaign["hardware"], model_dir, case)
-            name = f"decode C={case['rows']} ctx={case['ctx']}" if case["kind"] == "decode" else f"prefill T={case['rows']}"
+            name = campaign_set.case_name(case)
             ratio = pred / measured
             off.append(max(ratio, 1 / ratio))
             print(f"| {name} | {measured:.3f} | {pred:.3f} | {ratio:.3f} |")

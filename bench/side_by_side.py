@@ -62,12 +62,11 @@ def main():
             met = case["ms"]["median"]
             ceil = case["ceiling_ms"]
             ceil_m = case.get("ceiling_measured_basis_ms")
+            name = campaign_set.case_name(case)
             if case["kind"] == "decode":
-                name = f"decode C={case['rows']} ctx={case['ctx']}"
                 eager = peer_ms(peers, f"eager decode b{case['rows']} ctx{case['ctx']}")
                 graph = peer_ms(peers, f"graph decode b{case['rows']} ctx{case['ctx']}")
             else:
-                name = f"prefill T={case['rows']}"
                 eager = peer_ms(peers, f"prefill b1 p{case['rows']}")
                 graph = None
             ratio = f"{graph / met:.2f}x faster" if graph else "-"

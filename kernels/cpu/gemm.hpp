@@ -12,38 +12,31 @@
 
 namespace met::cpu {
 inline constexpr std::int64_t kGemmRowBlock = 32;  // activation rows sharing one decoded weight row
+
+// Products of weight rows [w0, w0 + n) for x's rows: p[r * ldp + j] (bf16), each weight row decoded
+// once per block of kGemmRowBlock rows; sums in column order.
+inline void gemm_products(const std::uint16_t* x, const MetHostWeight* w, std::int64_t rows, std::int64_t w0, std::int64_t n,
+                          std::uint16_t* p, std::int64_t ldp) {
+  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kGemmRowBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + kGemmRowBlock);
+    for (std::int64_t j = 0; j < n; ++j) {
+      weight_row(*w, w0 + j, wrow.data());
+      for (std::int64_t r = r0; r < r1; ++r) p[r * ldp + j] = f32_to_bf16(dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols));
+    }
+  }
 }
+}  // namespace met::cpu
 
 // x: [rows, w->cols]; y: [rows, w->rows], output columns [out0, out1) written (a tile of y).
 extern "C" void met_gemm(const std::uint16_t* x, const MetHostWeight* w, std::uint16_t* y, std::int64_t rows, std::int64_t out0, std::int64_t out1) {
-  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += met::cpu::kGemmRowBlock) {
-    const std::int64_t r1 = std::min(rows, r0 + met::cpu::kGemmRowBlock);
-    for (std::int64_t o = out0; o < out1; ++o) {
-      met::cpu::weight_row(*w, o, wrow.data());
-      for (std::int64_t r = r0; r < r1; ++r)
-        y[r * w->rows + o] = met::cpu::f32_to_bf16(met::cpu::dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols));
-    }
-  }
+  met::cpu::gemm_products(x, w, rows, out0, out1 - out0, y + out0, w->rows);
 }
 
 // The GEMMs with their epilogue fused: each product rounds to bf16 as met_gemm's does, then the
 // epilogue op's own span function applies, so the values equal the unfused pair's (gemm, then
 // silu_mul / gelu_mul / residual_add).
 namespace met::cpu {
-// Products of weight rows [w0, w0 + n) for x's rows: p[r * n + j] (bf16).
-inline void gemm_products(const std::uint16_t* x, const MetHostWeight* w, std::int64_t rows, std::int64_t w0, std::int64_t n,
-                          std::uint16_t* p) {
-  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += kGemmRowBlock) {
-    const std::int64_t r1 = std::min(rows, r0 + kGemmRowBlock);
-    for (std::int64_t j = 0; j < n; ++j) {
-      weight_row(*w, w0 + j, wrow.data());
-      for (std::int64_t r = r0; r < r1; ++r) p[r * n + j] = f32_to_bf16(dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols));
-    }
-  }
-}
-
 // out [rows, dim] columns [out0, out1) = act(gate) * up, gate and up the rows o and dim + o of the
 // [2 * dim, K] gate_up weight.
 template <class Span>
@@ -52,8 +45,8 @@ void gemm_gated(const std::uint16_t* x, const MetHostWeight* w, std::uint16_t* o
   const std::int64_t dim = w->rows / 2, n = out1 - out0;
   if (n <= 0 || rows <= 0) return;
   std::vector<std::uint16_t> gate(static_cast<std::size_t>(rows * n)), up(gate.size());
-  gemm_products(x, w, rows, out0, n, gate.data());
-  gemm_products(x, w, rows, dim + out0, n, up.data());
+  gemm_products(x, w, rows, out0, n, gate.data(), n);
+  gemm_products(x, w, rows, dim + out0, n, up.data(), n);
   for (std::int64_t r = 0; r < rows; ++r) span(gate.data() + r * n, up.data() + r * n, out + r * dim + out0, n);
 }
 }  // namespace met::cpu
@@ -74,6 +67,6 @@ extern "C" void met_gemm_residual(const std::uint16_t* x, const MetHostWeight* w
   const std::int64_t n = out1 - out0;
   if (n <= 0 || rows <= 0) return;
   std::vector<std::uint16_t> p(static_cast<std::size_t>(rows * n));
-  met::cpu::gemm_products(x, w, rows, out0, n, p.data());
+  met::cpu::gemm_products(x, w, rows, out0, n, p.data(), n);
   for (std::int64_t r = 0; r < rows; ++r) met::cpu::residual_row(y + r * w->rows + out0, p.data() + r * n, n);
 }

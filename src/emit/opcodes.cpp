@@ -221,6 +221,8 @@ bool extents_overlap(const Extent& a, const Extent& b) {
   return first < st.count && st.begin + first * st.stride < c.end;
 }
 
+bool gated_gemm(const OpcodeInfo& op) { return op.cpu_ref == "gemm_silu" || op.cpu_ref == "gemm_gelu"; }
+
 std::int64_t col_parts(const InstrDesc& instr) {
   const OpcodeInfo* op = find_opcode(instr.opcode);
   const int k = op ? int_index(*op, "col_slices") : -1;

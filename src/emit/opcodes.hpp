@@ -74,6 +74,9 @@ RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice);
 // Column parts of an instruction (its "col_slices" int; 1 when the opcode has none), and the range
 // [begin, end) of n output columns slice `slice` covers.
 std::int64_t col_parts(const InstrDesc& instr);
+// A GEMM whose epilogue is a gated activation (its cpu reference is gemm_silu or gemm_gelu): its
+// output has half the weight's rows, and a GPU tile's columns each read a gate and an up row.
+bool gated_gemm(const OpcodeInfo& op);
 RowRange slice_cols(const InstrDesc& instr, std::uint32_t slice, std::int64_t n);
 // Index of an int / tensor operand by name in the opcode's row; -1 when the opcode has none.
 int int_index(const OpcodeInfo& op, std::string_view name);

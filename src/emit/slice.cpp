@@ -100,9 +100,8 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         // The wgmma GEMM also takes 256-column tiles (kernels/hopper/gemm_wgmma.cuh), which read
         // less per product; they are cut where they still give every stream a tile. A gated
         // GEMM's 128 output columns already take 256 weight rows (the gate's and the up's).
-        const bool gated = op->cpu_ref == "gemm_silu" || op->cpu_ref == "gemm_gelu";
         const std::int64_t wide = (n + MET_WGMMA_MAX_COLS - 1) / MET_WGMMA_MAX_COLS;
-        if (op->name.ends_with("_wgmma") && !gated && row_parts * wide >= sm)
+        if (op->name.ends_with("_wgmma") && !gated_gemm(*op) && row_parts * wide >= sm)
           parts = wide;
       } else if (gpu && op->family == "attention_prefill") {
         // Slices of rows x heads, placed round-robin: each stream gets early (short) and late

@@ -198,15 +198,17 @@ void body_gemm(const MetArgs_gemm& a, const InstrDesc& d, std::uint32_t s) {
   met_gemm(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
 }
 
-void body_gemm_silu(const MetArgs_gemm_silu& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows / 2);
-  met_gemm_silu(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * (a.w->rows / 2), r.end - r.begin, c.begin, c.end);
+// A gated GEMM's slice: its output has half the weight's rows.
+template <class A, class Kernel>
+void gated_gemm_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel kernel) {
+  const std::int64_t dim = a.w->rows / 2;
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, dim);
+  kernel(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * dim, r.end - r.begin, c.begin, c.end);
 }
 
-void body_gemm_gelu(const MetArgs_gemm_gelu& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows / 2);
-  met_gemm_gelu(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * (a.w->rows / 2), r.end - r.begin, c.begin, c.end);
-}
+void body_gemm_silu(const MetArgs_gemm_silu& a, const InstrDesc& d, std::uint32_t s) { gated_gemm_slice(a, d, s, met_gemm_silu); }
+
+void body_gemm_gelu(const MetArgs_gemm_gelu& a, const InstrDesc& d, std::uint32_t s) { gated_gemm_slice(a, d, s, met_gemm_gelu); }
 
 void body_gemm_residual(const MetArgs_gemm_residual& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);

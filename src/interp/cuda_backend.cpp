@@ -28,6 +28,18 @@ namespace {
 // chunks, the merge weights. Each program launches with what its own bodies need.
 constexpr std::uint64_t kGemvFixedSmem = MET_GEMV_FIXED_SMEM;
 
+// A bf16 tensor map of `rank` dims (innermost first; strides in bytes of dims 1..) with the
+// 128-byte swizzle the wgmma descriptors read and zeros past the tensor.
+Expected<cu::TensorMap> encode_bf16_tmap(const cu::Api& api, cu::DevicePtr base, std::uint32_t rank,
+                                         std::array<std::uint64_t, 3> dims, std::array<std::uint64_t, 2> strides,
+                                         std::array<std::uint32_t, 3> box) {
+  cu::TensorMap map{};
+  const std::uint32_t step[3] = {1, 1, 1};
+  MET_CU(api, TensorMapEncodeTiled(&map, cu::kTmapBf16, rank, reinterpret_cast<void*>(base), dims.data(), strides.data(), box.data(),
+                                   step, cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
+  return map;
+}
+
 // A TMA descriptor of a bf16 matrix [rows, cols] (row-major, `cols` apart) at `base`, for the
 // wgmma bodies (kernels/hopper/*.cuh): boxes of box_rows x 64 values (128 bytes) with the 128-byte
 // swizzle their wgmma descriptors read; rows and columns past the matrix arrive as zeros.
@@ -36,14 +48,8 @@ Expected<cu::TensorMap> bf16_tmap(const cu::Api& api, cu::DevicePtr base, std::i
   if (rows <= 0 || cols <= 0 || rows >= (std::int64_t{1} << 31) || cols % 8 != 0 || base % 16 != 0)
     return fail("a TMA view needs a 16-byte aligned matrix with rows of a multiple of 8 values and fewer than 2^31 rows, not [" +
                 std::to_string(rows) + ", " + std::to_string(cols) + "]");
-  cu::TensorMap map{};
-  const std::uint64_t dims[2] = {static_cast<std::uint64_t>(cols), static_cast<std::uint64_t>(rows)};
-  const std::uint64_t strides[1] = {static_cast<std::uint64_t>(cols) * 2};
-  const std::uint32_t box[2] = {64, box_rows};
-  const std::uint32_t step[2] = {1, 1};
-  MET_CU(api, TensorMapEncodeTiled(&map, cu::kTmapBf16, 2, reinterpret_cast<void*>(base), dims, strides, box, step,
-                                   cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
-  return map;
+  const auto c = static_cast<std::uint64_t>(cols);
+  return encode_bf16_tmap(api, base, 2, {c, static_cast<std::uint64_t>(rows)}, {c * 2}, {64, box_rows});
 }
 
 // The wgmma GEMM's B view of a weight [rows, K] (kernels/hopper/gemm_wgmma.cuh): 3-D, boxes of 128
@@ -54,15 +60,9 @@ Expected<cu::TensorMap> gemm_b_tmap(const cu::Api& api, cu::DevicePtr base, std:
   if (rows <= 0 || K <= 0 || rows >= (std::int64_t{1} << 31) || K % 8 != 0 || base % 16 != 0 || (gated && rows % 2 != 0))
     return fail("a TMA view of a GEMM weight needs a 16-byte aligned matrix with rows of a multiple of 8 values, fewer than 2^31 "
                 "rows (an even number when gated), not [" + std::to_string(rows) + ", " + std::to_string(K) + "]");
-  cu::TensorMap map{};
   const auto k = static_cast<std::uint64_t>(K), n = static_cast<std::uint64_t>(gated ? rows / 2 : rows);
-  const std::uint64_t dims[3] = {k, gated ? 2u : 1u, n};
-  const std::uint64_t strides[2] = {gated ? n * k * 2 : k * 2, k * 2};
-  const std::uint32_t box[3] = {64, gated ? 2u : 1u, gated ? 64u : 128u};
-  const std::uint32_t step[3] = {1, 1, 1};
-  MET_CU(api, TensorMapEncodeTiled(&map, cu::kTmapBf16, 3, reinterpret_cast<void*>(base), dims, strides, box, step,
-                                   cu::kTmapInterleaveNone, cu::kTmapSwizzle128, cu::kTmapL2Promote256, cu::kTmapOobZero));
-  return map;
+  return encode_bf16_tmap(api, base, 3, {k, gated ? 2u : 1u, n}, {gated ? n * k * 2 : k * 2, k * 2},
+                          {64, gated ? 2u : 1u, gated ? 64u : 128u});
 }
 
 bool input_field(emit::IoField f) {
@@ -349,7 +349,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if (gemm && op->name.ends_with("_wgmma")) {
         // A slice is one tile: at most 128 rows and 256 output columns, or 128 for a gated GEMM,
         // whose two B tiles are the gate's and the up's rows of the [2 x dim, K] weight.
-        const bool gated = op->cpu_ref == "gemm_silu" || op->cpu_ref == "gemm_gelu";
+        const bool gated = emit::gated_gemm(*op);
         const std::int64_t n_out = gated ? di.w_rows / 2 : di.w_rows, parts = std::max<std::int64_t>(1, di.col_parts);
         const std::int64_t max_cols = gated ? MET_GEMM_TILE : MET_WGMMA_MAX_COLS;
         if (gated && di.w_rows % 2 != 0)

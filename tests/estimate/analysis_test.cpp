@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/interp/smem.h"
 #include "planner/real_tree.hpp"
 
 using met::testing::analyse;
@@ -534,6 +535,8 @@ TEST_CASE("a short prompt's GEMMs are predicted on the share of the SMs their 12
   const auto graph = l.graph("llama-3.2-1b-instruct");
   const auto target = l.target("h200-sxm");
   REQUIRE(target.device->units == 132);
+  // The class's tile is its GEMM body's (kernels/common/interp/smem.h), not a second figure.
+  REQUIRE(target.chain.leaf().gemm_tile == std::make_pair<std::int64_t, std::int64_t>(MET_GEMM_TILE, MET_GEMM_TILE));
   const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
   std::vector<estimate::GroupRow> groups;
   estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, 128, 4096, 1, &groups);
