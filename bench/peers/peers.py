@@ -58,33 +58,50 @@ def mode_list(text):
     return [m for m in MODES if m in values]
 
 
-def parse_args(argv):
-    ap = argparse.ArgumentParser(description="time Hugging Face transformers on a met checkpoint (bf16, one GPU)")
+def decode_parser(description):
+    """The options peers.py and compiled.py share: checkpoint, output, decode batch sizes, context, steps."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--checkpoint", required=True, help="directory with config.json and *.safetensors")
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--batch", type=int_list, default=[1, 16], help="decode batch sizes (default 1,16)")
     ap.add_argument("--ctx", type=int, default=4096, help="decode context: a prompt of ctx-1 tokens is prefilled")
     ap.add_argument("--steps", type=int, default=32, help="timed decode steps (default 32)")
-    ap.add_argument("--prefill", type=int_list, default=[128, 512, 4096], help="prefill prompt lengths, batch 1")
-    ap.add_argument("--modes", type=mode_list, default=list(MODES), help="subset of eager,graph,prefill")
     ap.add_argument("--seed", type=int, default=1, help="seed of the random prompts")
-    ap.add_argument("--cudnn-attention", choices=("on", "off"), default="off",
-                    help="let torch's SDPA use its cuDNN backend (default off, see README.md)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def check_args(ap, args):
+    """Refuses a short context or no steps, a checkpoint directory without config.json or *.safetensors
+    and an output whose directory does not exist, before torch is loaded."""
     if args.ctx < 2:
         ap.error("--ctx must be at least 2 (the prompt is ctx-1 tokens)")
     if args.steps < 1:
         ap.error("--steps must be at least 1")
-    if not os.path.isdir(args.checkpoint):
-        fail(f"--checkpoint {args.checkpoint}: no such directory")
-    if not os.path.isfile(os.path.join(args.checkpoint, "config.json")):
-        fail(f"--checkpoint {args.checkpoint}: no config.json")
-    if not any(f.endswith(".safetensors") for f in os.listdir(args.checkpoint)):
-        fail(f"--checkpoint {args.checkpoint}: no .safetensors files")
-    out_dir = os.path.dirname(os.path.abspath(args.out))
-    if not os.path.isdir(out_dir):
-        fail(f"--out {args.out}: directory {out_dir} does not exist")
+    check_paths(args.checkpoint, args.out)
+
+
+def parse_args(argv):
+    ap = decode_parser("time Hugging Face transformers on a met checkpoint (bf16, one GPU)")
+    ap.add_argument("--prefill", type=int_list, default=[128, 512, 4096], help="prefill prompt lengths, batch 1")
+    ap.add_argument("--modes", type=mode_list, default=list(MODES), help="subset of eager,graph,prefill")
+    ap.add_argument("--cudnn-attention", choices=("on", "off"), default="off",
+                    help="let torch's SDPA use its cuDNN backend (default off, see README.md)")
+    args = ap.parse_args(argv)
+    check_args(ap, args)
     return args
+
+
+def check_paths(checkpoint, out):
+    """The checkpoint directory holds config.json and *.safetensors; the output's directory exists."""
+    if not os.path.isdir(checkpoint):
+        fail(f"--checkpoint {checkpoint}: no such directory")
+    if not os.path.isfile(os.path.join(checkpoint, "config.json")):
+        fail(f"--checkpoint {checkpoint}: no config.json")
+    if not any(f.endswith(".safetensors") for f in os.listdir(checkpoint)):
+        fail(f"--checkpoint {checkpoint}: no .safetensors files")
+    out_dir = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(out_dir):
+        fail(f"--out {out}: directory {out_dir} does not exist")
 
 
 def summary(samples_ms):
@@ -101,13 +118,138 @@ def summary(samples_ms):
             "mean": statistics.fmean(s), "min": s[0], "max": s[-1]}
 
 
+# Helpers shared with compiled.py (the compiled PyTorch peer). They import torch when called, so
+# that bad arguments are refused before torch is loaded.
+
+def time_events(pairs):
+    import torch
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
+
+
+def event_pair():
+    import torch
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def random_ids(seed, vocab, rows, cols, salt):
+    """Seeded prompt ids on the GPU; a CPU generator gives the same ids on any GPU and torch build."""
+    import torch
+    gen = torch.Generator().manual_seed(seed * 1000003 + salt)
+    return torch.randint(0, vocab, (rows, cols), generator=gen, dtype=torch.long).to("cuda")
+
+
+def free_memory():
+    import torch
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def prefill_chunks(model, prompt, cache):
+    """Runs the prompt through the model into cache; returns the last position's logits (float)."""
+    logits = None
+    for begin in range(0, prompt.shape[1], PREFILL_CHUNK):
+        out = model(input_ids=prompt[:, begin:begin + PREFILL_CHUNK], past_key_values=cache,
+                    use_cache=True, logits_to_keep=1)
+        logits = out.logits[:, -1, :]
+        del out
+    return logits.float()
+
+
+def eager_decode(model, prompt, steps):
+    """Greedy decode with a DynamicCache: DECODE_WARMUP_STEPS untimed steps, then `steps` timed
+    ones. Returns the per-step times and the reference for the graph check: the prefill logits,
+    the tokens fed at each warm-up step and the logits each produced."""
+    from transformers import DynamicCache
+    cache = DynamicCache(config=model.config)
+    first = prefill_chunks(model, prompt, cache)
+    tok = first.argmax(-1, keepdim=True)
+    ref = {"prefill_logits": first, "inputs": [], "logits": []}
+    pairs = []
+    for i in range(DECODE_WARMUP_STEPS + steps):
+        timed = i >= DECODE_WARMUP_STEPS
+        if timed:
+            pairs.append(event_pair())
+            pairs[-1][0].record()
+        if not timed:
+            ref["inputs"].append(tok)
+        out = model(input_ids=tok, past_key_values=cache, use_cache=True)
+        last = out.logits[:, -1, :]
+        tok = last.argmax(-1, keepdim=True)
+        if timed:
+            pairs[-1][1].record()
+        else:
+            ref["logits"].append(last.float())
+        del out, last
+    times = time_events(pairs)
+    del cache
+    return times, ref
+
+
+def compare(got, want):
+    """Per sequence of the batch: max |got - want| / max |want| over the vocabulary, and whether
+    the argmax agrees. Returns the worst ratio and the count of agreeing sequences."""
+    got = got.float()
+    scale = want.abs().amax(-1).clamp_min(1e-30)
+    rel = (got - want).abs().amax(-1) / scale
+    same = got.argmax(-1) == want.argmax(-1)
+    return float(rel.max()), int(same.sum())
+
+
+def device_info():
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    return {"name": torch.cuda.get_device_name(0), "capability": f"{props.major}.{props.minor}",
+            "memory_bytes": props.total_memory}
+
+
+def software_info():
+    import torch
+    info = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    for name in ("transformers", "safetensors"):
+        try:
+            info[name] = __import__(name).__version__
+        except ImportError:
+            info[name] = None
+    return info
+
+
+def utc_now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def finish(result, out, title):
+    """Records the failed cases, writes the JSON, prints the closing Markdown table (case, ms median,
+    p10, p90) and exits 1 when a case failed."""
+    failed = [c["name"] for c in result["cases"] if "error" in c]
+    result["failed"] = failed
+    with open(out, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    print()
+    print(title)
+    print()
+    print("| case | ms median | p10 | p90 |")
+    print("|---|---|---|---|")
+    for case in result["cases"]:
+        if "error" in case:
+            print(f"| {case['name']} | FAILED | | |")
+        else:
+            ms = case["ms"]
+            print(f"| {case['name']} | {ms['median']:.3f} | {ms['p10']:.3f} | {ms['p90']:.3f} |")
+    print()
+    print(f"wrote {out}")
+    if failed:
+        fail(f"{len(failed)} case(s) failed: {', '.join(failed)}")
+
+
 def main():
     args = parse_args(sys.argv[1:])
     command = "python3 " + shlex.join(sys.argv)
 
     import torch
     import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, StaticCache
+    from transformers import AutoConfig, AutoModelForCausalLM, StaticCache
     from transformers.cache_utils import StaticLayer
 
     if not torch.cuda.is_available():
@@ -120,69 +262,6 @@ def main():
         fail(f"--checkpoint {args.checkpoint}: quantized checkpoints are not measured here (bf16 only)")
     device = torch.device("cuda")
     vocab = config.vocab_size
-
-    def time_events(pairs):
-        torch.cuda.synchronize()
-        return [start.elapsed_time(end) for start, end in pairs]
-
-    def event_pair():
-        return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def random_ids(rows, cols, salt):
-        # A CPU generator: the same ids on any GPU and torch build for a given seed.
-        gen = torch.Generator().manual_seed(args.seed * 1000003 + salt)
-        return torch.randint(0, vocab, (rows, cols), generator=gen, dtype=torch.long).to(device)
-
-    def prefill_chunks(model, prompt, cache):
-        """Runs the prompt through the model into cache; returns the last position's logits (float)."""
-        logits = None
-        for begin in range(0, prompt.shape[1], PREFILL_CHUNK):
-            out = model(input_ids=prompt[:, begin:begin + PREFILL_CHUNK], past_key_values=cache,
-                        use_cache=True, logits_to_keep=1)
-            logits = out.logits[:, -1, :]
-            del out
-        return logits.float()
-
-    def free_memory():
-        gc.collect()
-        torch.cuda.empty_cache()
-
-    def eager_decode(model, prompt, steps):
-        """Greedy decode with a DynamicCache: DECODE_WARMUP_STEPS untimed steps, then `steps` timed
-        ones. Returns the per-step times and the reference for the graph check: the prefill logits,
-        the tokens fed at each warm-up step and the logits each produced."""
-        cache = DynamicCache(config=model.config)
-        first = prefill_chunks(model, prompt, cache)
-        tok = first.argmax(-1, keepdim=True)
-        ref = {"prefill_logits": first, "inputs": [], "logits": []}
-        pairs = []
-        for i in range(DECODE_WARMUP_STEPS + steps):
-            timed = i >= DECODE_WARMUP_STEPS
-            if timed:
-                pairs.append(event_pair())
-                pairs[-1][0].record()
-            if not timed:
-                ref["inputs"].append(tok)
-            out = model(input_ids=tok, past_key_values=cache, use_cache=True)
-            last = out.logits[:, -1, :]
-            tok = last.argmax(-1, keepdim=True)
-            if timed:
-                pairs[-1][1].record()
-            else:
-                ref["logits"].append(last.float())
-            del out, last
-        times = time_events(pairs)
-        del cache
-        return times, ref
-
-    def compare(got, want):
-        """Per sequence of the batch: max |got - want| / max |want| over the vocabulary, and whether
-        the argmax agrees. Returns the worst ratio and the count of agreeing sequences."""
-        got = got.float()
-        scale = want.abs().amax(-1).clamp_min(1e-30)
-        rel = (got - want).abs().amax(-1) / scale
-        same = got.argmax(-1) == want.argmax(-1)
-        return float(rel.max()), int(same.sum())
 
     def graph_decode(model, prompt, steps, ref):
         """Greedy decode with a StaticCache and one captured decode step. The captured step reads
@@ -270,7 +349,7 @@ def main():
         return times, check
 
     def prefill_times(model, length):
-        prompt = random_ids(1, length, salt=length)
+        prompt = random_ids(args.seed, vocab, 1, length, salt=length)
         pairs = []
         for i in range(PREFILL_WARMUP + PREFILL_REPEATS):
             timed = i >= PREFILL_WARMUP
@@ -290,15 +369,12 @@ def main():
     model = model.cuda().eval()
     params = list(model.parameters())
     text = model.config.get_text_config(decoder=True)
-    props = torch.cuda.get_device_properties(0)
     result = {
         "schema": "met-peers-transformers/1",
         "command": command,
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "device": {"name": torch.cuda.get_device_name(0), "capability": f"{props.major}.{props.minor}",
-                   "memory_bytes": props.total_memory},
-        "software": {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                     "transformers": transformers.__version__},
+        "date_utc": utc_now(),
+        "device": device_info(),
+        "software": software_info(),
         "checkpoint": {
             "path": os.path.abspath(args.checkpoint),
             "architectures": raw_config.get("architectures"),
@@ -330,11 +406,6 @@ def main():
         "cases": [],
     }
     del params
-    try:
-        import safetensors
-        result["software"]["safetensors"] = safetensors.__version__
-    except ImportError:
-        result["software"]["safetensors"] = None
 
     def run_case(case, body):
         """Runs body() -> (times_ms, extra) and records the case; an exception is recorded, not raised."""
@@ -364,7 +435,7 @@ def main():
         for batch in args.batch:
             if "eager" not in args.modes and "graph" not in args.modes:
                 break
-            prompt = random_ids(batch, prompt_len, salt=batch)
+            prompt = random_ids(args.seed, vocab, batch, prompt_len, salt=batch)
             ref = {}
 
             def eager_body():
@@ -397,28 +468,8 @@ def main():
         if "error" not in case:
             tokens = case["batch"] if case["mode"] != "prefill" else case["tokens"]
             case["tokens_per_s"] = tokens * 1000.0 / case["ms"]["median"]
-    failed = [c["name"] for c in result["cases"] if "error" in c]
-    result["failed"] = failed
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-
-    print()
-    print(f"transformers {transformers.__version__}, torch {torch.__version__}, {result['device']['name']}, "
-          f"{os.path.basename(os.path.normpath(args.checkpoint))}")
-    print()
-    print("| case | ms median | p10 | p90 |")
-    print("|---|---|---|---|")
-    for case in result["cases"]:
-        if "error" in case:
-            print(f"| {case['name']} | FAILED | | |")
-        else:
-            ms = case["ms"]
-            print(f"| {case['name']} | {ms['median']:.3f} | {ms['p10']:.3f} | {ms['p90']:.3f} |")
-    print()
-    print(f"wrote {args.out}")
-    if failed:
-        fail(f"{len(failed)} case(s) failed: {', '.join(failed)}")
+    finish(result, args.out, f"transformers {transformers.__version__}, torch {torch.__version__}, "
+           f"{result['device']['name']}, {os.path.basename(os.path.normpath(args.checkpoint))}")
 
 
 if __name__ == "__main__":
