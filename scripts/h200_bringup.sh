@@ -9,7 +9,9 @@
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
 # scripts/device_pack.sh); bench/configs/*.json; tests/oracle/ and bench/peers/. Work goes to
 # WORK (default /tmp/metw); results to OUT (default ./out-h200): log.txt, results.tar.gz with the
-# campaign JSON/Markdown (perf/<device>/<model>/), the peers' JSON and every comparison's output.
+# campaign JSON/Markdown (perf/<device>/<model>/), the peers' JSON (peers-<model>.json and
+# peers-compiled-<model>.json, filed in perf-data/<device>/<model>/ as <stamp>-peers.json and
+# <stamp>-peers-compiled.json beside the campaign's <stamp>.json) and every comparison's output.
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
 #   tiny      tiny-llama3 and tiny-qwen3: optest on cuda, cuda vs the transformers fixtures of
@@ -20,7 +22,9 @@
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
 #             free-running and teacher-forced (run --follow; compare.py --forced)
 #   campaign  met circuit run --campaign decode:1,2,4,8,16@ctx=4096 --campaign prefill:128,512,4096
-#   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint
+#   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint;
+#             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
+#             hand-captured CUDA graph), checked against transformers' logits before it is timed
 set -uo pipefail
 stages="${1:-tiny,optest,campaign,peers,oracle}"
 models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
@@ -118,6 +122,7 @@ for m in ${models//,/ }; do
   fi
   if has peers; then
     step "$m peers" 400 python3 bench/peers/peers.py --checkpoint "$ck" --out "$WORK/res/peers-$m.json"
+    step "$m peers compiled" 400 python3 bench/peers/compiled.py --checkpoint "$ck" --out "$WORK/res/peers-compiled-$m.json"
   fi
   if has oracle; then
     # The 2 most decisive of 16 seeded random prompts (random weights give flat logits; each case
