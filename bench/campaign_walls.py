@@ -12,9 +12,10 @@ import sys
 
 d, prefix = sys.argv[1:3]
 for f in sorted(glob.glob(d + "/**/*.json", recursive=True)):
-    if f.endswith("-peers.json"):
+    rec = json.load(open(f))
+    if rec.get("schema") != "met-campaign/1":  # the peers' and the oracle's files beside the campaigns
         continue
-    for c in json.load(open(f))["cases"]:
+    for c in rec["cases"]:
         rows = f"{'T' if c.get('kind') == 'prefill' else 'C'}={c['rows']:<2}"
         ks = " ".join(f"{k}={v:.3f}" for k, v in sorted(c.get("kernel_ms", {}).items()))
         idle = c["timestamped_ms"] - c["instr_wall_sum_ms"]
