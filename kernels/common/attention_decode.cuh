@@ -432,6 +432,23 @@ __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t 
   attend_group(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vhd, group, scale, softcap, st);
 }
 
+// A warp's states of its `group` query heads: head g's output dims to po + g * head_step * vhd (the
+// lane's dims lane * DPL + k) and its (m, l) to pml + 2 * g * head_step.
+__device__ __forceinline__ void store_states(const WarpAttn* st, int group, int vhd, float* po, float* pml, int64_t head_step) {
+  const int lane = threadIdx.x % 32, dpl = vhd / 32;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+#pragma unroll
+    for (int k = 0; k < kMaxVDims; ++k)
+      if (k < dpl) po[g * head_step * vhd + lane * dpl + k] = st[g].o[k];
+    if (lane == 0) {
+      pml[2 * g * head_step] = st[g].m;
+      pml[2 * g * head_step + 1] = st[g].l;
+    }
+  }
+}
+
 __device__ __forceinline__ void attn_init(WarpAttn& st) {
   st.m = -INFINITY;
   st.l = 0.f;
@@ -450,13 +467,12 @@ MET_ENTRY(attn_decode_split) {
   const int64_t window = a.window, splits = a.splits, q_stride = a.q_stride;
   const SliceRange sp = slice_cols(a, slice, splits);
   const int group = heads / kvh;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
   const int64_t* base = a.seq_base;
   const int* seq_len = a.seq_len;
   float* part_o = a.part_o;
   float* part_ml = a.part_ml;
   const int64_t n_split = sp.end - sp.begin;
-  const int dpl = vhd / 32;
   for (int64_t row = rr.begin; row < rr.end; ++row) {
     const int64_t len = seq_len[row];
     const int64_t lo = window_start(len - 1, window);
@@ -487,18 +503,8 @@ MET_ENTRY(attn_decode_split) {
       for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
       attend_warp(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, group,
                   a.scale, a.softcap, st, smem);
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= group) break;
-        const int64_t idx = (row * heads + kv * group + g) * splits + i;
-#pragma unroll
-        for (int k = 0; k < kMaxVDims; ++k)
-          if (k < dpl) part_o[idx * vhd + lane * dpl + k] = st[g].o[k];
-        if (lane == 0) {
-          part_ml[2 * idx] = st[g].m;
-          part_ml[2 * idx + 1] = st[g].l;
-        }
-      }
+      const int64_t idx0 = (row * heads + kv * group) * splits + i;  // head g's state is idx0 + g * splits
+      store_states(st, group, vhd, part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
     }
   }
 }
@@ -587,5 +593,183 @@ MET_ENTRY(attn_decode_merge) {
                   a.out + (row * heads + h) * vhd, w_s, acc_s, red);
     }
 }
+
+#if MET_HAS_CP_ASYNC && MET_HAS_MMA_SYNC
+// Arrival counters of attn_decode_split_merge, one per (row, KV head): the splits whose states are
+// written. The last to arrive merges them and puts the counter back to 0, so programs with other
+// split counts find it at 0 too (the next instruction to use it is ordered after by its data).
+__device__ unsigned long long met_attn_arrivals[MET_ATTN_MAX_COUNTERS];
+
+// Where warp w leaves its state in its own stage once its fold is done: o [group][vhd], then
+// (m, l) [group][2]. The flag word of the arrival sits past every warp's state.
+__device__ __forceinline__ float* warp_state(unsigned char* smem, int w) {
+  return reinterpret_cast<float*>(smem + w * MET_ATTN_WARP_SMEM);
+}
+constexpr int kStateFlagOffset = 8 * 128 * 4 + 8 * 2 * 4;  // past the largest state (8 heads of 128 dims)
+static_assert(kStateFlagOffset + 16 <= MET_ATTN_WARP_SMEM, "a warp's state and the flag fit its stage");
+// The last split's merge works past the flag: (m, l) of 8 heads x MET_ATTN_MAX_SPLITS, 8 inverses.
+static_assert(kStateFlagOffset + 16 + (2 * 8 * MET_ATTN_MAX_SPLITS + 8) * 4 <= MET_ATTN_SMEM, "the merge's scratch fits");
+
+// Merges the states of `splits` splits of query heads [h0, h0 + group) of one row (part_o and
+// part_ml of that row; other blocks wrote them, so they are read from L2) and a sink logit per head
+// into out, by the whole block: the (m, l) pairs to shared memory (`scratch`), a warp per head for
+// the max, the weights and the denominator, then a thread per output value.
+__device__ void merge_group(const float* po, const float* pml, int64_t splits, int group, int vhd, int64_t h0, const u16* sinks,
+                            u16* out, unsigned char* scratch) {
+  float* wm = reinterpret_cast<float*>(scratch);  // [group][splits] max, then weight
+  float* wl = wm + group * splits;             // [group][splits] sum
+  float* inv = wl + group * splits;            // [group] 1 / denominator
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int64_t x = tid; x < group * splits; x += MET_INTERP_THREADS) {
+    const int64_t g = x / splits, s = x % splits;
+    const float2 ml = __ldcg(reinterpret_cast<const float2*>(pml + 2 * ((h0 + g) * splits + s)));
+    wm[x] = ml.x;
+    wl[x] = ml.y;
+  }
+  __syncthreads();
+  for (int g = warp; g < group; g += MET_INTERP_WARPS) {
+    const float sink = sinks ? bf(sinks[h0 + g]) : -INFINITY;
+    float m = sink;
+    for (int64_t s = lane; s < splits; s += 32) m = fmaxf(m, wm[g * splits + s]);
+    m = met_warp_reduce_max(m);
+    float l = 0.f;
+    for (int64_t s = lane; s < splits; s += 32) {
+      const float w = wl[g * splits + s] == 0.f ? 0.f : expf(wm[g * splits + s] - m);
+      wm[g * splits + s] = w;
+      l += wl[g * splits + s] * w;
+    }
+    l = met_warp_reduce(l);
+    if (sinks) l += expf(sink - m);
+    if (lane == 0) inv[g] = l > 0.f ? 1.f / l : 0.f;
+  }
+  __syncthreads();
+  for (int x = tid; x < group * vhd; x += MET_INTERP_THREADS) {
+    const int g = x / vhd, d = x % vhd;
+    const float* o = po + (h0 + g) * splits * vhd + d;
+    const float* w = wm + g * splits;
+    float acc = 0.f;
+#pragma unroll 8
+    for (int64_t s = 0; s < splits; ++s) acc += __ldcg(o + s * vhd) * w[s];
+    out[(h0 + g) * vhd + d] = to_bf(acc * inv[g]);
+  }
+  __syncthreads();
+}
+
+// One warp's fold of keys [lo, hi) for the query heads of KV head `kv` on the CUDA cores
+// (attend_warp), its state left in the warp's stage (warp_state). Out of line: its many template
+// variants, inlined beside the tensor-core folds, spilled split_merge_slice's registers.
+__device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi,
+                                                int kv, int kvh, int hd, int vhd, int group, float scale, float softcap,
+                                                unsigned char* smem) {
+  const int warp = threadIdx.x / 32;
+  float* st = warp_state(smem, warp);
+  float* sml = st + group * vhd;
+  WarpAttn ws[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) attn_init(ws[g]);
+  attend_warp(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, ws, smem);
+  __syncwarp();  // every lane is done with the stage
+  store_states(ws, group, vhd, st, sml, 1);
+}
+
+// The same on the tensor cores (attend_mma_t), for k and v head dims of 64 or 128.
+__device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv,
+                                              int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem) {
+  if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= 8)) {
+    fold_to_state_cuda(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, smem);
+    return;
+  }
+  const int warp = threadIdx.x / 32;
+  float* st = warp_state(smem, warp);
+  u16* ks = reinterpret_cast<u16*>(smem + warp * MET_ATTN_WARP_SMEM);
+  u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
+  // The state goes to the stage the fold used: it writes it after its last read of the stage.
+  if (hd == 128)
+    attend_mma_t<128>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+  else
+    attend_mma_t<64>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+}
+
+// The instruction's arguments, for split_merge_slice: out of line, it reads them from shared
+// memory. Inlined into run_body beside the split's copy of the same folds, the interpreter's
+// registers spilled around them; as arguments of the call, they did too (a struct lives in local
+// memory, and 21 scalars took more registers than the call may save).
+__shared__ MetArgs_attn_decode_split_merge met_split_merge_args;
+
+__device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* smem) {
+  // Every field is read where it is used: the call of the CUDA-core fold leaves nothing of them to
+  // keep in registers.
+  __syncthreads();  // thread 0 has written the arguments
+  const MetArgs_attn_decode_split_merge& a = met_split_merge_args;
+  const SliceRange rr = slice_rows(a, slice);
+  const SliceRange us = slice_cols(a, slice, a.kv_heads * a.splits);
+  int* flag = reinterpret_cast<int*>(smem + kStateFlagOffset);
+  for (int64_t row = rr.begin; row < rr.end; ++row)
+    for (int64_t u = us.begin; u < us.end; ++u) {
+      {
+        const int64_t splits = a.splits, len = a.seq_len[row];
+        const int64_t lo = window_start(len - 1, a.window);
+        const int64_t chunk = (len - lo + splits - 1) / splits;
+        const int64_t k0 = min(len, lo + (u % splits) * chunk), k1 = min(len, k0 + chunk);
+        // The warp's keys: the split's 32-key chunks dealt evenly over the warps.
+        const int64_t per = ((k1 - k0 + MET_INTERP_WARPS - 1) / MET_INTERP_WARPS + 31) / 32 * 32;
+        const int64_t w0 = min(k1, k0 + (threadIdx.x / 32) * per), w1 = min(k1, w0 + per);
+        const int kvh = static_cast<int>(a.kv_heads), kv = static_cast<int>(u / splits), group = static_cast<int>(a.heads) / kvh;
+        const int hd = static_cast<int>(a.head_dim);
+        fold_to_state(a.q + row * a.q_stride + kv * group * hd, a.k_cache, a.v_cache, a.seq_base[row], w0, w1, kv, kvh, hd,
+                      static_cast<int>(a.v_head_dim), group, a.scale, a.softcap, smem);
+      }
+      __syncthreads();
+      const int heads = static_cast<int>(a.heads), group = heads / static_cast<int>(a.kv_heads), vhd = static_cast<int>(a.v_head_dim);
+      const int64_t splits = a.splits, i = u % splits, h0 = (u / splits) * group;
+      // The block's state of each (query head, output dim): the warps' states merged.
+      for (int x = threadIdx.x; x < group * vhd; x += MET_INTERP_THREADS) {
+        const int g = x / vhd, d = x % vhd;
+        float m = -INFINITY;
+        for (int w = 0; w < MET_INTERP_WARPS; ++w) m = fmaxf(m, warp_state(smem, w)[group * vhd + 2 * g]);
+        float l = 0.f, o = 0.f;
+        for (int w = 0; w < MET_INTERP_WARPS; ++w) {
+          const float* ws = warp_state(smem, w);
+          const float lw = ws[group * vhd + 2 * g + 1];
+          const float wt = lw == 0.f ? 0.f : expf(ws[group * vhd + 2 * g] - m);
+          l += lw * wt;
+          o += ws[g * vhd + d] * wt;
+        }
+        if (splits == 1) {  // the cpu's merge of one state with the sink
+          const float sink = a.sinks ? bf(a.sinks[h0 + g]) : -INFINITY;
+          const float mm = fmaxf(m, sink);
+          const float wt = l == 0.f ? 0.f : expf(m - mm);
+          const float den = l * wt + (a.sinks ? expf(sink - mm) : 0.f);
+          a.out[(row * heads + h0 + g) * vhd + d] = to_bf(den > 0.f ? o * wt / den : 0.f);
+        } else {
+          const int64_t idx = (row * heads + h0 + g) * splits + i;
+          a.part_o[idx * vhd + d] = o;
+          if (d == 0) {
+            a.part_ml[2 * idx] = m;
+            a.part_ml[2 * idx + 1] = l;
+          }
+        }
+      }
+      __syncthreads();
+      if (splits == 1) continue;
+      if (threadIdx.x == 0) {
+        unsigned long long* c = met_attn_arrivals + row * a.kv_heads + u / splits;  // the host bounds rows x kv_heads
+        const bool last = atom_add_acq_rel(c, 1ull) == static_cast<unsigned long long>(splits - 1);
+        if (last) atomicExch(c, 0ull);
+        *flag = last ? 1 : 0;
+      }
+      __syncthreads();
+      if (*flag)
+        merge_group(a.part_o + row * heads * splits * vhd, a.part_ml + row * heads * splits * 2, splits, group, vhd, h0, a.sinks,
+                    a.out + row * heads * vhd, smem + kStateFlagOffset + 16);
+      __syncthreads();
+    }
+}
+
+MET_ENTRY(attn_decode_split_merge) {
+  if (threadIdx.x == 0) met_split_merge_args = a;
+  split_merge_slice(slice, smem);
+}
+#endif
 
 }  // namespace met_interp

@@ -288,12 +288,6 @@ MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
 // share them are ordered by their data (each layer's qkv waits on the previous layer's).
 __device__ unsigned long long met_qkv_arrivals[MET_QKV_MAX_COUNTERS];
 
-__device__ __forceinline__ unsigned long long atom_add_acq_rel(unsigned long long* p, unsigned long long v) {
-  unsigned long long old;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
-  return old;
-}
-
 // rmsnorm -> qkv over output rows [u0, u1) * unit_rows -> [q/k norm] -> rope -> q out, K/V to the
 // cache slot. qn / kn (the q and k norm weights) are null for the plain rope op.
 // Each slice writes its rows (bf16, before norm and rope) where they belong; a q or k head is then

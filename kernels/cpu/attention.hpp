@@ -119,6 +119,42 @@ extern "C" void met_attn_decode_merge(const float* part_o, const float* part_ml,
     }
 }
 
+// Decode, split-KV with the merge folded in, for one row: units [unit0, unit1) of kv_heads x splits
+// (unit u: KV head u / splits, split u % splits). With splits > 1 each unit writes the states of its
+// KV head's query heads at its split (part_o / part_ml laid out as met_attn_decode_split's, for
+// this row); a unit that is its KV head's last split writes those heads' out, from their whole key
+// range (the GPU body merges the splits' states there instead: the same values, to rounding).
+extern "C" void met_attn_decode_split_merge(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, std::int64_t seq_base, std::int32_t seq_len, const MetAttnShape* shape, std::int32_t splits, std::int64_t unit0, std::int64_t unit1, const std::uint16_t* sinks, float* part_o, float* part_ml, std::uint16_t* out) {
+  const MetAttnShape& s = *shape;
+  const std::int32_t group = s.heads / s.kv_heads;
+  const std::int64_t len = seq_len, lo = met::cpu::window_start(len - 1, s.window);
+  const std::int64_t chunk = (len - lo + splits - 1) / splits;
+  std::vector<float> o(static_cast<std::size_t>(s.v_head_dim));
+  for (std::int64_t u = unit0; u < unit1; ++u) {
+    const std::int32_t kv = static_cast<std::int32_t>(u / splits), i = static_cast<std::int32_t>(u % splits);
+    for (std::int32_t h = kv * group; h < (kv + 1) * group; ++h) {
+      const std::uint16_t* qh = q + static_cast<std::int64_t>(h) * s.head_dim;
+      if (splits > 1) {
+        const std::int64_t idx = static_cast<std::int64_t>(h) * splits + i;
+        float* po = part_o + idx * s.v_head_dim;
+        std::fill(po, po + s.v_head_dim, 0.0f);
+        met::cpu::SoftmaxState st;
+        const std::int64_t a = std::min(len, lo + i * chunk), b = std::min(len, a + chunk);
+        met::cpu::attend_range(qh, k_cache, v_cache, seq_base, a, b, kv, s, st, po);
+        part_ml[2 * idx] = st.m;
+        part_ml[2 * idx + 1] = st.l;
+      }
+      if (i != splits - 1) continue;
+      std::fill(o.begin(), o.end(), 0.0f);
+      met::cpu::SoftmaxState st;
+      met::cpu::attend_range(qh, k_cache, v_cache, seq_base, lo, len, kv, s, st, o.data());
+      const float ml[2] = {st.m, st.l};
+      met::cpu::merge_states(o.data(), ml, /*splits=*/1, s.v_head_dim, sinks ? sinks + h : nullptr,
+                             out + static_cast<std::int64_t>(h) * s.v_head_dim);
+    }
+  }
+}
+
 // Prefill: q [tokens, heads*head_dim] at positions start_pos + t of one sequence whose keys
 // 0 .. start_pos+tokens-1 are already in the cache at seq_base + p; causal, windowed, sinks.
 // out: [tokens, heads*v_head_dim]. Heads [head0, head1) are computed (a slice may own a range).

@@ -15,6 +15,7 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"gemv_rmsnorm_qkv_qknorm_rope", bind_qkv_rope},
     {"attn_decode_split", bind_attention},
     {"attn_decode_merge", bind_attention},
+    {"attn_decode_split_merge", bind_attention},
     {"gemv_o_residual", bind_residual_gemv},
     {"gemv_down_residual", bind_residual_gemv},
     {"gemm_silu", bind_gemm_gated},

@@ -2,6 +2,7 @@
 // V to the cache), split-KV decode attention and its merge, flash prefill attention, and the
 // separate rope and kv_append of the unfused path. Attention reads q where its producer left it
 // (Builder::q_src, q_stride).
+#include <algorithm>
 #include <cmath>
 
 #include "emit/bind.hpp"
@@ -43,8 +44,8 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   return {};
 }
 
-// attn_decode_split and attn_decode_merge (the split state in part_o / part_ml), and every opcode of
-// the attention_prefill family.
+// attn_decode_split and attn_decode_merge (the split state in part_o / part_ml), the two in one
+// (attn_decode_split_merge), and every opcode of the attention_prefill family.
 Expected<void> bind_attention(const KernelSite& site) {
   Builder& b = site.b;
   const auto& c = site.c;
@@ -66,8 +67,14 @@ Expected<void> bind_attention(const KernelSite& site) {
   const std::int64_t qstride = b.q_stride;
   const auto& kv = b.sh->kv.at(c.layer);
   const auto out = b.act("attn", R, heads * vhd);
-  const std::uint64_t S = static_cast<std::uint64_t>(b.splits);
-  const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge";
+  const bool fused = k == "attn_decode_split_merge";
+  // The fused op's units are (KV head, split) pairs: enough splits per KV head to give every stream
+  // of a GPU one unit of each row; one split (no state) where the rows' KV heads already fill them.
+  const std::int64_t splits =
+      fused ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * kvh), 1, std::max<std::int64_t>(1, b.gpu_splits_max))
+            : b.splits;
+  const std::uint64_t S = static_cast<std::uint64_t>(splits);
+  const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge" || (fused && splits > 1);
   const auto po =
       split_state
           ? b.buffer("part_o", MET_DTYPE_F32,
@@ -80,6 +87,9 @@ Expected<void> bind_attention(const KernelSite& site) {
   if (k == "attn_decode_split") {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
                        {R, heads, kvh, hd, vhd, window, b.splits, qstride, /*col_slices=*/1}, {softcap, scale}));
+  } else if (fused) {
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), sinks, po, pml, out},
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1}, {softcap, scale}));
   } else if (k == "attn_decode_merge") {
     MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits, /*col_slices=*/1}, {softcap, scale}));
   } else {

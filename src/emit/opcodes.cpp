@@ -23,7 +23,10 @@ enum class Span {
   k_heads,   // the k heads of the slice's units, in every slot of its rows' regions
   v_heads,   // the v heads likewise
   splits,    // [rows, heads, splits, x] partial states: the slice's split range (col_slices over splits)
-  out_heads  // [rows, heads * v_head_dim] merged heads: the slice's head range (col_slices over heads)
+  out_heads, // [rows, heads * v_head_dim] merged heads: the slice's head range (col_slices over heads)
+  // (KV head, split) units of attn_decode_split_merge, kv_heads x splits of them (col_slices over units):
+  kv_splits, // [rows, heads, splits, x] states: the query heads of the slice's KV heads at its splits
+  kv_out     // [rows, heads * v_head_dim]: the query heads of the KV heads whose last split the slice holds
 };
 
 // One tensor operand of a registry row.
@@ -164,6 +167,30 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
     const Wide head_bytes = row_bytes / heads;
     return strided(add(mul(r0, row_bytes), mul(hr.begin, head_bytes)), mul(add(hr.end, -Wide{hr.begin}), head_bytes), row_bytes,
                    nrows);
+  }
+  if ((span == Span::kv_splits && t.shape.size() == 4) || (span == Span::kv_out && t.shape.size() == 2)) {
+    // Unit u is split u % splits of KV head u / splits. The last split of a (row, KV head) to arrive
+    // merges the others' states, ordered after their writes by its arrival counter; its bytes are
+    // counted here against the slice that holds the KV head's last split.
+    const Wide heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), S = named_int(*op, d, "splits");
+    if (heads <= 0 || kvh <= 0 || S <= 0 || heads % kvh != 0 || mul(kvh, S) > INT64_MAX) return kPastEveryTensor;
+    const Wide G = heads / kvh;
+    const RowRange u = slice_cols(d, slice, static_cast<std::int64_t>(mul(kvh, S)));
+    if (u.begin >= u.end) return {};
+    const Wide kv0 = u.begin / S, kv_last = (u.end - 1) / S;
+    if (span == Span::kv_out) {
+      const Wide kv1 = u.end / S;  // KV heads [kv0, kv1) have their last split here
+      if (kv0 >= kv1) return {};
+      const Wide head_bytes = row_bytes / heads;
+      return strided(add(mul(r0, row_bytes), mul(mul(kv0, G), head_bytes)), mul(mul(kv1 - kv0, G), head_bytes), row_bytes, nrows);
+    }
+    const Wide x = mul(t.shape[3], dtype_bytes(t.dtype));
+    if (nrows == 1 && kv0 == kv_last) {  // one KV head's splits [i0, i1) in each of its query heads
+      const Wide i0 = u.begin % S, i1 = (u.end - 1) % S + 1;
+      return strided(mul(add(mul(add(mul(r0, heads), mul(kv0, G)), S), i0), x), mul(i1 - i0, x), mul(S, x), G);
+    }
+    return contiguous(mul(mul(add(mul(r0, heads), mul(kv0, G)), S), x),
+                      mul(mul(add(mul(add(r1, -1), heads), mul(kv_last + 1, G)), S), x));
   }
   if (span == Span::splits && t.shape.size() == 4) {
     const Wide n = t.shape[2], x = mul(t.shape[3], dtype_bytes(t.dtype));

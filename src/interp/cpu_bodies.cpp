@@ -132,6 +132,18 @@ void body_attn_decode_merge(const MetArgs_attn_decode_merge& a, const InstrDesc&
                         a.out + r.begin * a.heads * a.v_head_dim);
 }
 
+// Row by row, as the split: q may be a strided view.
+void body_attn_decode_split_merge(const MetArgs_attn_decode_split_merge& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  const MetAttnShape sh = attn_shape(a);
+  const std::int64_t per_row = a.heads * a.splits;
+  const RowRange u = emit::slice_cols(d, s, a.kv_heads * a.splits);
+  for (std::int64_t row = r.begin; row < r.end; ++row)
+    met_attn_decode_split_merge(a.q + row * a.q_stride, a.k_cache, a.v_cache, a.seq_base[row], a.seq_len[row], &sh,
+                                i32(a.splits), u.begin, u.end, a.sinks, a.part_o ? a.part_o + row * per_row * a.v_head_dim : nullptr,
+                                a.part_ml ? a.part_ml + row * per_row * 2 : nullptr, a.out + row * a.heads * a.v_head_dim);
+}
+
 // Row by row: each row reads its own (sequence base, position), so padding rows may point anywhere
 // harmless and one slice may hold rows of different chunks.
 void body_attn_prefill(const MetArgs_attn_prefill& a, const InstrDesc& d, std::uint32_t s) {

@@ -408,6 +408,25 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
                       " query heads per KV head: the decode body takes v head dims 32, 64 or 128 and 1, 2 or 4 heads per KV head");
       }
+      if (op->name == "attn_decode_split_merge") {
+        need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // the stages hold the warps' states and the merge's scratch
+        const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
+        const bool mma = hd == vhd && (hd == 64 || hd == 128);
+        if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4 && !(group == 8 && mma)))
+          return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
+                      " query heads per KV head: the body takes v head dims 32, 64 or 128 with 1, 2 or 4 heads per KV head, "
+                      "and 8 where the k and v head dims are both 64 or 128");
+        const std::int64_t splits = named(*op, d, "splits"), arows = named(*op, d, "rows");
+        const auto has = [&](const char* t) { return d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, t))] != MET_NO_TENSOR; };
+        if (splits > 1 && (!has("part_o") || !has("part_ml")))
+          return fail(where + ": " + op->name + " with " + std::to_string(splits) + " splits has no part_o / part_ml state");
+        if (splits < 1 || splits > MET_ATTN_MAX_SPLITS)
+          return fail(where + ": " + op->name + " merges " + std::to_string(splits) + " splits; the body takes 1 to " +
+                      std::to_string(MET_ATTN_MAX_SPLITS));
+        if (arows < 0 || kvh < 1 || arows > MET_ATTN_MAX_COUNTERS / kvh)
+          return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(kvh) +
+                      " arrival counters; the body has " + std::to_string(MET_ATTN_MAX_COUNTERS));
+      }
       if (op->name == "attn_decode_merge" && named(*op, d, "splits") > MET_MERGE_MAX_SPLITS)
         return fail(where + ": " + op->name + " merges " + std::to_string(named(*op, d, "splits")) +
                     " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "../interp/tiny_model.hpp"
 #include "emit/disasm.hpp"
@@ -406,6 +407,61 @@ TEST_CASE("a GPU cuts the fused qkv into units of 16-row multiples that make the
     CHECK(gpu.unit_rows == sh.unit_rows);
     CHECK(gpu.slices == sh.slices);
     CHECK(decode1_qkv(ck, "host-cpu").unit_rows == sh.hd);
+  }
+}
+
+TEST_CASE("with attn_decode_split_merge ranked first, a GPU decode runs attention as one instruction of (row, KV head, split) slices: splits fill the streams, one split carries no state; the cpu keeps split + merge, and so does the shipped tree") {
+  // 32 heads over 8 KV heads on 132 SMs: C=1 takes 16 splits per KV head (128 slices, with states),
+  // C=16 one (128 slices, no state); the cpu runs split then merge.
+  const std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "intermediate_size": 256,
+    "num_attention_heads": 32, "num_hidden_layers": 1, "num_key_value_heads": 8, "head_dim": 64,
+    "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256,
+    "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})";
+  const auto ck = testing::tiny_checkpoint("attn-split-merge", cfg);
+  // The tree with the fused rule above attn_decode_split (kernels/common/FUSIONS.toml ranks it
+  // below until its precision is raised), as an A/B with `met --kernels DIR` would have it.
+  MemTree tree = snapshot(DiskTree(std::string(MET_SOURCE_DIR) + "/kernels", "kernels/"));
+  std::string& rules = tree.files().at("common/FUSIONS.toml");
+  const auto at = rules.find("id = \"attn_decode_split_merge\"");
+  REQUIRE(at != std::string::npos);
+  const auto pr = rules.find("priority = 5\n", at);
+  REQUIRE(pr != std::string::npos);
+  rules.replace(pr, 12, "priority = 20");
+  const testing::TreeLib raised(std::move(tree));
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.rungs = {1, 16};
+  s.buckets = {128};
+  s.max_ctx = 4096;
+  auto a = testing::emit_checkpoint(ck, s, raised);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  std::map<std::string, std::pair<std::int64_t, std::uint32_t>> seen;  // program -> (splits, slices)
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      CHECK(op->name != "attn_decode_split");
+      CHECK(op->name != "attn_decode_merge");
+      if (op->name != "attn_decode_split_merge") continue;
+      const std::int64_t splits = d.ints[static_cast<std::size_t>(emit::int_index(*op, "splits"))];
+      seen[p.name] = {splits, d.slices};
+      const bool state = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part_o"))] != MET_NO_TENSOR;
+      CHECK(state == (splits > 1));
+    }
+  CHECK(seen.at("decode_1") == std::pair<std::int64_t, std::uint32_t>{16, 128});
+  CHECK(seen.at("decode_16") == std::pair<std::int64_t, std::uint32_t>{1, 128});
+  for (const auto& [device, tl] : {std::pair<std::string, const testing::TreeLib*>{"host-cpu", &raised},
+                                   std::pair<std::string, const testing::TreeLib*>{"h200-sxm", &testing::tree_lib()}}) {
+    s.device = device;
+    auto c = testing::emit_checkpoint(ck, s, *tl);
+    REQUIRE(c.ok());
+    std::set<std::string> ops;
+    for (const auto& p : c->packet.programs)
+      for (const auto& d : p.instrs) ops.insert(emit::find_opcode(d.opcode)->name);
+    CAPTURE(device);
+    CHECK(ops.count("attn_decode_split") == 1);
+    CHECK(ops.count("attn_decode_merge") == 1);
+    CHECK(ops.count("attn_decode_split_merge") == 0);
   }
 }
 

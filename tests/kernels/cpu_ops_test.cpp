@@ -692,11 +692,26 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
       ref.insert(ref.end(), o.begin(), o.end());
     }
   check_close(out, ref);
+  // The fused op, its (KV head, split) units in two ranges (the second holds every KV head's last
+  // split when the first ends mid-head): the same out, and the split's states where there are splits.
+  Bf16 fused(out.size(), 0);
+  std::vector<float> fpo(po.size(), 0.0f), fpml(pml.size(), 0.0f);
+  const std::int64_t units = static_cast<std::int64_t>(s.kv_heads) * c.splits, cut = units / 2 + (c.splits > 1 ? 1 : 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (const auto& [u0, u1] : {std::pair{std::int64_t{0}, cut}, std::pair{cut, units}})
+      met_attn_decode_split_merge(q.data() + r * s.heads * s.head_dim, kc.data(), vc.data(), base[sz(r)], lens[sz(r)], &s,
+                                  c.splits, u0, u1, c.sinks ? sinks.data() : nullptr, fpo.data() + r * s.heads * c.splits * s.v_head_dim,
+                                  fpml.data() + r * s.heads * c.splits * 2, fused.data() + r * s.heads * s.v_head_dim);
+  check_close(fused, ref);
+  if (c.splits > 1) {
+    CHECK(fpo == po);
+    CHECK(fpml == pml);
+  }
 }
 
 }  // namespace
 
-TEST_CASE("attn_decode_split+merge heads=8 kv_heads=2 head_dim=64 lens={1,37,128} match fp64 (a wrong split bound or GQA map fails)") {
+TEST_CASE("attn_decode_split+merge and attn_decode_split_merge heads=8 kv_heads=2 head_dim=64 lens={1,37,128} match fp64 (a wrong split bound, unit map or GQA map fails)") {
   AttnCase c;
   const std::vector<std::int32_t> lens = {1, 37, 128};
   SUBCASE("splits=1") { c.splits = 1; run_decode(c, lens); }

@@ -36,6 +36,16 @@ __device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, s
 }
 #endif
 
+#if !defined(__HIP_PLATFORM_AMD__)
+// An arrival on a counter other blocks of the launch count too: releases the block's writes that a
+// barrier ordered before it, and acquires the writes of the arrivals before it.
+__device__ __forceinline__ unsigned long long atom_add_acq_rel(unsigned long long* p, unsigned long long v) {
+  unsigned long long old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory");
+  return old;
+}
+#endif
+
 // 8 bf16 values of one 16-byte word, and back (each value rounded once, as the scalar paths do).
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};

@@ -52,6 +52,11 @@
 #define MET_ATTN_KSTRIDE (MET_ATTN_MAX_HD + 8)
 #define MET_ATTN_WARP_SMEM ((32 * (MET_ATTN_KSTRIDE + 128) + 4 * MET_ATTN_MAX_HD) * 2)
 #define MET_ATTN_SMEM (MET_INTERP_WARPS * MET_ATTN_WARP_SMEM)
+/* split-KV decode with the merge folded in (attn_decode_split_merge): the split stages above, each
+ * warp's state in its own stage once its fold is done; the last split of a (row, KV head) to arrive
+ * (one of MET_ATTN_MAX_COUNTERS counters) merges at most MET_ATTN_MAX_SPLITS states per query head. */
+#define MET_ATTN_MAX_COUNTERS 65536
+#define MET_ATTN_MAX_SPLITS 256
 /* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
 #define MET_MERGE_SMEM (MET_MERGE_MAX_SPLITS * 4 + MET_INTERP_THREADS * 4 * 4 + 64 * 4)
