@@ -450,10 +450,11 @@ TEST_CASE("with attn_decode_split_merge ranked first, a GPU decode runs attentio
     }
   CHECK(seen.at("decode_1") == std::pair<std::int64_t, std::uint32_t>{16, 128});
   CHECK(seen.at("decode_16") == std::pair<std::int64_t, std::uint32_t>{1, 128});
-  for (const auto& [device, tl] : {std::pair<std::string, const testing::TreeLib*>{"host-cpu", &raised},
-                                   std::pair<std::string, const testing::TreeLib*>{"h200-sxm", &testing::tree_lib()}}) {
+  for (const auto& case_ : {std::pair<std::string, const testing::TreeLib*>{"host-cpu", &raised},
+                            std::pair<std::string, const testing::TreeLib*>{"h200-sxm", &testing::tree_lib()}}) {
+    const std::string device = case_.first;  // a named variable: clang's CAPTURE cannot take a structured binding
     s.device = device;
-    auto c = testing::emit_checkpoint(ck, s, *tl);
+    auto c = testing::emit_checkpoint(ck, s, *case_.second);
     REQUIRE(c.ok());
     std::set<std::string> ops;
     for (const auto& p : c->packet.programs)
