@@ -4,7 +4,7 @@
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
 #     STAGES: comma list of tiny,optest,campaign,peers,oracle (default: all; run in that order per model)
-#     MODELS: comma list of llama-3.2-1b,qwen3-0.6b,llama-3.1-8b (default: all three)
+#     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
 # scripts/device_pack.sh); bench/configs/*.json; tests/oracle/ and bench/peers/. Work goes to

@@ -274,13 +274,15 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
 // the group are zero), so S = Q K^T of a 32-key chunk is 4 tiles of 8 keys, and each lane holds
 // the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the chunk's softmax
 // is a reduction over the lane's 8 scores and its quad. Those accumulators are already P's A
-// fragments for O += P V (P rounded to bf16, and l summed from the rounded weights, so the
-// normalisation matches what is multiplied). K and V rows sit in the warp's stage padded to
+// fragments for O += P V. With kExactP, P goes in as two bf16 terms (its rounding and the
+// remainder, one more mma per P V step) and l is summed in fp32: P carries about 16 bits, as the
+// fp32 weights of the CUDA-core folds nearly do. Without it, P is rounded to bf16 and l summed from
+// the rounded weights, so the normalisation matches what is multiplied. K and V rows sit in the warp's stage padded to
 // MET_ATTN_KSTRIDE, so the 8 rows of an ldmatrix hit different banks (the query rows come from
 // global memory into registers, which frees the query stage for the padding). Keys past hi are zero-filled, so their zero weights meet finite values.
 // The copy pipeline is attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K
 // once the scores are taken, its V once P V is done.
-template <int HD>
+template <int HD, bool kExactP>
 __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                              int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
                              int64_t head_step) {
@@ -357,13 +359,20 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     const float m_new = fmaxf(m, cmax);  // finite: a chunk's first key is live
     const float carry = m == -INFINITY ? 0.f : expf(m - m_new);
     uint32_t pa[2][2];  // P's A fragments (rows 0-7) of keys 16 kk + 2 qd (+8)
+    uint32_t pr[2][2];  // with kExactP, the remainders P - bf16(P), in the same places
     float psum = 0.f;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const float p0 = s[t][0] == -INFINITY ? 0.f : expf(s[t][0] - m_new);
       const float p1 = s[t][1] == -INFINITY ? 0.f : expf(s[t][1] - m_new);
       const uint32_t pk = met_pack_bf16x2(p0, p1);
-      psum += __uint_as_float(pk << 16) + __uint_as_float(pk & 0xffff0000u);
+      const float r0 = __uint_as_float(pk << 16), r1 = __uint_as_float(pk & 0xffff0000u);
+      if (kExactP) {
+        psum += p0 + p1;
+        pr[t / 2][t % 2] = met_pack_bf16x2(p0 - r0, p1 - r1);
+      } else {
+        psum += r0 + r1;
+      }
       pa[t / 2][t % 2] = pk;
     }
     psum += __shfl_xor_sync(0xffffffffu, psum, 1);
@@ -384,6 +393,7 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
 #pragma unroll 1
     for (int kk = 0; kk < 2; ++kk) {  // 16 keys a step
       const uint32_t p0 = kk ? pa[1][0] : pa[0][0], p1 = kk ? pa[1][1] : pa[0][1];
+      const uint32_t q0 = kExactP ? (kk ? pr[1][0] : pr[0][0]) : 0u, q1 = kExactP ? (kk ? pr[1][1] : pr[0][1]) : 0u;
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         const int mat = lane / 8;
@@ -392,6 +402,10 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         mma_top8(o[2 * dp], p0, p1, b0);
         mma_top8(o[2 * dp + 1], p0, p1, b1);
+        if (kExactP) {
+          mma_top8(o[2 * dp], q0, q1, b0);
+          mma_top8(o[2 * dp + 1], q0, q1, b1);
+        }
       }
     }
     __syncwarp();  // every lane has read the V stage
@@ -490,10 +504,10 @@ MET_ENTRY(attn_decode_split) {
         u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
         const u16* q = a.q + row * q_stride + kv * group * hd;
         if (hd == 128)
-          attend_mma_t<128>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+          attend_mma_t<128, false>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
                             part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
         else
-          attend_mma_t<64>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+          attend_mma_t<64, false>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
                            part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
         continue;
       }
@@ -605,10 +619,12 @@ __device__ unsigned long long met_attn_arrivals[MET_ATTN_MAX_COUNTERS];
 __device__ __forceinline__ float* warp_state(unsigned char* smem, int w) {
   return reinterpret_cast<float*>(smem + w * MET_ATTN_WARP_SMEM);
 }
-constexpr int kStateFlagOffset = 8 * 128 * 4 + 8 * 2 * 4;  // past the largest state (8 heads of 128 dims)
+constexpr int kMaxMmaGroup = 8;  // query heads of one tensor-core fold: the top rows of its mma tile
+// Past the largest state: o and (m, l) of kMaxMmaGroup heads of MET_ATTN_MAX_HD dims, in floats.
+constexpr int kStateFlagOffset = kMaxMmaGroup * (MET_ATTN_MAX_HD + 2) * 4;
 static_assert(kStateFlagOffset + 16 <= MET_ATTN_WARP_SMEM, "a warp's state and the flag fit its stage");
-// The last split's merge works past the flag: (m, l) of 8 heads x MET_ATTN_MAX_SPLITS, 8 inverses.
-static_assert(kStateFlagOffset + 16 + (2 * 8 * MET_ATTN_MAX_SPLITS + 8) * 4 <= MET_ATTN_SMEM, "the merge's scratch fits");
+// The last split's merge works past the flag: (m, l) of kMaxMmaGroup heads x MET_ATTN_MAX_SPLITS, their inverses.
+static_assert(kStateFlagOffset + 16 + (2 * kMaxMmaGroup * MET_ATTN_MAX_SPLITS + kMaxMmaGroup) * 4 <= MET_ATTN_SMEM, "the merge's scratch fits");
 
 // Merges the states of `splits` splits of query heads [h0, h0 + group) of one row (part_o and
 // part_ml of that row; other blocks wrote them, so they are read from L2) and a sink logit per head
@@ -675,7 +691,7 @@ __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, con
 // The same on the tensor cores (attend_mma_t), for k and v head dims of 64 or 128.
 __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv,
                                               int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem) {
-  if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= 8)) {
+  if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= kMaxMmaGroup)) {
     fold_to_state_cuda(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, smem);
     return;
   }
@@ -685,9 +701,9 @@ __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const
   u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
   // The state goes to the stage the fold used: it writes it after its last read of the stage.
   if (hd == 128)
-    attend_mma_t<128>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+    attend_mma_t<128, true>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
   else
-    attend_mma_t<64>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+    attend_mma_t<64, true>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
 }
 
 // The instruction's arguments, for split_merge_slice: out of line, it reads them from shared

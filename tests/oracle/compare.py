@@ -93,7 +93,7 @@ def main():
     extra = (f"; argmax judged at {judged} steps, {ties} near-tie steps not judged" if forced else
              f"; {parted} of {len(cases)} cases parted at a near tie" if parted else "")
     print(f"{fixture['checkpoint']}: {len(cases)} prompts x {steps} steps{' (forced)' if forced else ''}, {compared} steps compared, "
-          f"worst relative logit difference {worst:.4g} (tolerance {tol}){extra}")
+          f"worst relative logit difference {worst:.5g} (tolerance {tol}){extra}")
     sys.exit(1 if failures else 0)
 
 
