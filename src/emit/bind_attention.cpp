@@ -68,11 +68,13 @@ Expected<void> bind_attention(const KernelSite& site) {
   const auto& kv = b.sh->kv.at(c.layer);
   const auto out = b.act("attn", R, heads * vhd);
   const bool fused = k == "attn_decode_split_merge";
-  // The fused op's units are (KV head, split) pairs: enough splits per KV head to give every stream
-  // of a GPU one unit of each row; one split (no state) where the rows' KV heads already fill them.
+  // The splits of a row's keys. On a GPU, enough to give every stream one slice: the split's slices
+  // are (row, split) units, the fused op's (row, KV head, split) ones, so it takes one split (and no
+  // state) where the rows' KV heads already fill the streams. The cpu keeps b.splits_max.
+  const std::int64_t per_row = fused ? kvh : 1;
   const std::int64_t splits =
-      fused ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * kvh), 1, std::max<std::int64_t>(1, b.gpu_splits_max))
-            : b.splits;
+      b.streams > 0 ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * per_row), 1, std::max<std::int64_t>(1, b.splits_max))
+                    : b.splits_max;
   const std::uint64_t S = static_cast<std::uint64_t>(splits);
   const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge" || (fused && splits > 1);
   const auto po =
@@ -86,12 +88,12 @@ Expected<void> bind_attention(const KernelSite& site) {
   const std::int64_t window = param(*at, "window");
   if (k == "attn_decode_split") {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
-                       {R, heads, kvh, hd, vhd, window, b.splits, qstride, /*col_slices=*/1}, {softcap, scale}));
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1}, {softcap, scale}));
   } else if (fused) {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), sinks, po, pml, out},
                        {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1}, {softcap, scale}));
   } else if (k == "attn_decode_merge") {
-    MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, b.splits, /*col_slices=*/1}, {softcap, scale}));
+    MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, splits, /*col_slices=*/1}, {softcap, scale}));
   } else {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::positions, R), b.io(IoField::seq_base, R), sinks, out},
                        {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1}, {softcap, scale}));

@@ -153,14 +153,10 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
     b.rows = want.rows;
     b.cfg = cfg;
     b.max_ctx = options.max_ctx;
-    // A GPU decode splits each row's keys across the streams (the split-KV slices run in parallel);
-    // the cpu keeps one split per kKeysPerSplit keys of context.
-    b.splits = gpu ? std::clamp<std::int64_t>(static_cast<std::int64_t>(sm) / want.rows, 1,
-                                              std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit))
-                   : splits;
-    // attn_decode_split_merge's slices are (row, KV head, split) units: as many splits per KV head
-    // as fill the streams (bind_attention divides them by the KV heads).
-    b.gpu_splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit) : 0;
+    // A GPU decode splits each row's keys across the streams, at most one split per
+    // kMinKeysPerGpuSplit keys (bind_attention's key_splits); the cpu keeps one split per
+    // kKeysPerSplit keys of context.
+    b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit) : splits;
     b.streams = gpu ? static_cast<std::int64_t>(sm) : 0;
     std::vector<std::uint32_t> scope_base;  // flat index of each scope's first group
     std::uint32_t flat = 0;
