@@ -154,7 +154,7 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
     b.cfg = cfg;
     b.max_ctx = options.max_ctx;
     // A GPU decode splits each row's keys across the streams, at most one split per
-    // kMinKeysPerGpuSplit keys (bind_attention's key_splits); the cpu keeps one split per
+    // kMinKeysPerGpuSplit keys (bind_attention divides the streams); the cpu keeps one split per
     // kKeysPerSplit keys of context.
     b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit) : splits;
     b.streams = gpu ? static_cast<std::int64_t>(sm) : 0;
