@@ -114,6 +114,12 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
         pred = fit_seconds / *eff;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
+        // The family's fixed time per instruction, where it was fitted from two model sizes.
+        const double fixed = fam->second.fixed_seconds_at(shape.prefill, shape.rows);
+        if (fixed > 0) {
+          pred += fixed;
+          sum.evidence.insert(fam->second.fixed_evidence);
+        }
       }
       // The interpreter's measured per-packet overhead (the class's own figure, never inherited).
       if (cls.packet_overhead_us) {

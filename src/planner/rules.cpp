@@ -122,26 +122,39 @@ Expected<Family> parse_family(const std::string& file, const toml::table& t, con
   if (fam.efficiency && (*fam.efficiency <= 0.0 || *fam.efficiency > 1.0)) {
     return f.error_at("efficiency", "must be in (0, 1]");
   }
-  MET_TRY(const toml::table* by_rows, f.table("efficiency_by_rows"));
-  if (by_rows) {
-    Fields b(file, *by_rows, fmt::format("family '{}' efficiency_by_rows", fam.id));
-    for (const auto& [mode, points] : {std::pair{"decode", &fam.efficiency_decode}, std::pair{"prefill", &fam.efficiency_prefill}}) {
+  // A `{ decode = [[rows, value], ...], prefill = ... }` table of points ascending in rows, each
+  // value checked by `ok` (`what` names the range in the error).
+  auto by_rows = [&](const char* key, std::vector<std::pair<double, double>>& decode, std::vector<std::pair<double, double>>& prefill,
+                     auto ok, const char* what) -> Expected<bool> {
+    MET_TRY(const toml::table* table, f.table(key));
+    if (!table) return false;
+    Fields b(file, *table, fmt::format("family '{}' {}", fam.id, key));
+    for (const auto& [mode, points] : {std::pair{"decode", &decode}, std::pair{"prefill", &prefill}}) {
       MET_TRY(const toml::array* list, b.array(mode));
       if (!list) continue;
       for (const auto& item : *list) {
         const auto* pair = item.as_array();
         const auto rows = pair && pair->size() == 2 ? (*pair)[0].value<double>() : std::nullopt;
-        const auto share = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
-        if (!rows || !share || *rows < 1 || *share <= 0.0 || *share > 1.0)
-          return b.error_at(mode, "each point is [rows >= 1, efficiency in (0, 1]]");
+        const auto value = pair && pair->size() == 2 ? (*pair)[1].value<double>() : std::nullopt;
+        if (!rows || !value || *rows < 1 || !ok(*value)) return b.error_at(mode, fmt::format("each point is [rows >= 1, {}]", what));
         if (!points->empty() && *rows <= points->back().first) return b.error_at(mode, "rows must ascend");
-        points->emplace_back(*rows, *share);
+        points->emplace_back(*rows, *value);
       }
     }
     MET_CHECK(b.done());
-  }
+    return true;
+  };
+  MET_CHECK(by_rows("efficiency_by_rows", fam.efficiency_decode, fam.efficiency_prefill,
+                    [](double v) { return v > 0.0 && v <= 1.0; }, "efficiency in (0, 1]"));
+  MET_TRY(auto has_fixed, by_rows("fixed_us_by_rows", fam.fixed_us_decode, fam.fixed_us_prefill,
+                                  [](double v) { return v >= 0.0; }, "microseconds >= 0"));
+  MET_TRY(auto fixed_evidence, f.opt_str("fixed_evidence"));
+  fam.fixed_evidence = fixed_evidence.value_or("");
+  if (has_fixed != !fam.fixed_evidence.empty())
+    return f.error_at(has_fixed ? "fixed_us_by_rows" : "fixed_evidence", "fixed_us_by_rows and fixed_evidence come together");
   const bool measured = fam.efficiency || !fam.efficiency_decode.empty() || !fam.efficiency_prefill.empty();
   if (measured && fam.evidence == "unmeasured") return f.error_at("evidence", "an efficiency needs the evidence it came from");
+  if (has_fixed && !measured) return f.error_at("fixed_us_by_rows", "a fixed time is fitted with an efficiency");
   MET_CHECK(f.done());
   return fam;
 }
@@ -246,6 +259,12 @@ std::optional<double> Family::efficiency_at(bool prefill, std::int64_t rows) con
   const auto& points = prefill ? efficiency_prefill : efficiency_decode;
   if (points.empty()) return efficiency;
   return interpolate_log_rows(points, static_cast<double>(std::max<std::int64_t>(1, rows)));
+}
+
+double Family::fixed_seconds_at(bool prefill, std::int64_t rows) const {
+  const auto& points = prefill ? fixed_us_prefill : fixed_us_decode;
+  if (points.empty()) return 0.0;
+  return interpolate_log_rows(points, static_cast<double>(std::max<std::int64_t>(1, rows))) * 1e-6;
 }
 
 }  // namespace met::planner

@@ -58,9 +58,16 @@ struct Family {
   // outside takes the nearest point's. A mode without points falls back to `efficiency`.
   std::vector<std::pair<double, double>> efficiency_decode, efficiency_prefill;
   std::string evidence;              // "unmeasured" or where the efficiency came from
+  // Fixed time per instruction (microseconds; one instruction per group and layer) by step rows,
+  // interpolated like the efficiency: fitted with it from two model sizes (`fixed_evidence` is the
+  // second size's campaign), so the share divides only what grows with the bytes and FLOPs.
+  std::vector<std::pair<double, double>> fixed_us_decode, fixed_us_prefill;
+  std::string fixed_evidence;  // empty when the family carries no fixed time
 
   // The family's measured share of the ceiling for a step of `rows` rows, if it has one.
   std::optional<double> efficiency_at(bool prefill, std::int64_t rows) const;
+  // Its fixed time per instruction in seconds (0 without points for the mode).
+  double fixed_seconds_at(bool prefill, std::int64_t rows) const;
   std::string klass;
   std::string location;
 };

@@ -44,6 +44,20 @@ estimate::Options datasheet() {
   return o;
 }
 
+// The real tree with the common gemv family measured: `figures` takes the place of its
+// `evidence = "unmeasured"` line (an ampere device inherits common alone, so they are the only ones).
+met::MemTree gemv_measured(const std::string& figures) {
+  auto t = met::testing::real_tree();
+  std::string& f = t.files().at("common/KERNEL_FAMILIES.toml");
+  const auto at = f.find("id = \"gemv\"");
+  REQUIRE(at != std::string::npos);
+  const std::string from = "evidence = \"unmeasured\"";
+  const auto ev = f.find(from, at);
+  REQUIRE(ev != std::string::npos);
+  f.replace(ev, from.size(), figures);
+  return t;
+}
+
 }  // namespace
 
 TEST_CASE("llama-3.1-8b key figures: 16.06 GB of weights, 131072 KV bytes per token, 15.01 GB read per decode step") {
@@ -472,18 +486,7 @@ TEST_CASE("a class's measured packet overhead adds to every group's time, naming
 }
 
 TEST_CASE("a family's measured efficiency divides its groups' ceilings into the prediction, naming the evidence") {
-  Loaded l([] {
-    auto t = met::testing::real_tree();
-    std::string& f = t.files().at("common/KERNEL_FAMILIES.toml");
-    const auto at = f.find("id = \"gemv\"");
-    REQUIRE(at != std::string::npos);
-    const std::string from = "evidence = \"unmeasured\"";
-    const auto ev = f.find(from, at);
-    REQUIRE(ev != std::string::npos);
-    f.replace(ev, from.size(), "efficiency = 0.5\nevidence = \"perf-data/a100/test.json\"");
-    return t;
-  }());
-  // An ampere device: its class inherits common alone, so the doctored gemv figure is the only one.
+  Loaded l(gemv_measured("efficiency = 0.5\nevidence = \"perf-data/a100/test.json\""));
   auto c = analyse(l, "llama-3.1-8b-instruct", "a100-sxm-80g", datasheet());
   const auto& an = c->an;
   CHECK(an.requested.prediction_basis == "measured: perf-data/a100/test.json");
@@ -507,6 +510,23 @@ TEST_CASE("a family's measured efficiency divides its groups' ceilings into the 
   double shares = 0;
   for (const auto& g : an.groups) shares += g.share;
   CHECK(shares == doctest::Approx(1.0).epsilon(1e-9));
+}
+
+TEST_CASE("a family's fixed time per instruction is added once per group and layer on top of its efficiency (catches a fixed time "
+          "scaled by the efficiency, or added once per step)") {
+  Loaded l(gemv_measured("efficiency = 0.5\nevidence = \"perf-data/a100/test.json\"\nfixed_us_by_rows = { decode = [[1, 10.0]] }\n"
+                         "fixed_evidence = \"perf-data/a100/small.json\""));
+  auto c = analyse(l, "llama-3.1-8b-instruct", "a100-sxm-80g", datasheet());
+  const auto& an = c->an;
+  CHECK(an.requested.prediction_basis.find("perf-data/a100/small.json") != std::string::npos);
+  int gemv_groups = 0;
+  for (const auto& g : an.groups) {
+    if (g.kernels.rfind("met_gemv", 0) != 0) continue;
+    CAPTURE(g.group);
+    CHECK(g.step_seconds == doctest::Approx(g.count * (2 * g.cost.seconds + 10e-6)).epsilon(1e-12));
+    gemv_groups += g.count;
+  }
+  CHECK(gemv_groups > 0);
 }
 
 TEST_CASE("each gap says what is missing: no kernel, no format path or no rule (gemma-4-26b-a4b on h200-sxm has two kinds)") {

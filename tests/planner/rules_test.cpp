@@ -160,8 +160,27 @@ TEST_CASE("efficiency_by_rows: shares interpolated in log(rows) per mode, the ne
   CHECK_FALSE(bare->families.at("fam").efficiency_at(false, 1).has_value());
 }
 
-TEST_CASE("efficiency_by_rows refuses descending rows, shares outside (0, 1], unknown modes and points without evidence") {
+TEST_CASE("fixed_us_by_rows: microseconds per instruction interpolated in log(rows) like the efficiency, 0 for a mode without points") {
+  auto rs = load_family("efficiency_by_rows = { decode = [[1, 0.8], [16, 0.7]] }\nevidence = \"a.json\"\n"
+                        "fixed_us_by_rows = { decode = [[1, 8.0], [16, 12.0]] }\nfixed_evidence = \"b.json\"\n");
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  const auto& fam = rs->families.at("fam");
+  CHECK(fam.fixed_seconds_at(false, 1) == doctest::Approx(8e-6));
+  CHECK(fam.fixed_seconds_at(false, 4) == doctest::Approx(10e-6));  // halfway in log(rows)
+  CHECK(fam.fixed_seconds_at(false, 64) == doctest::Approx(12e-6));
+  CHECK(fam.fixed_seconds_at(true, 128) == 0.0);
+  CHECK(fam.fixed_evidence == "b.json");
+}
+
+TEST_CASE("efficiency_by_rows refuses descending rows, shares outside (0, 1], unknown modes and points without evidence; "
+          "fixed_us_by_rows refuses negative times, a fixed time without its evidence or without an efficiency") {
   const std::pair<const char*, const char*> cases[] = {
+      {"efficiency = 0.5\nevidence = \"a.json\"\nfixed_us_by_rows = { decode = [[1, -1.0]] }\nfixed_evidence = \"b.json\"\n",
+       "microseconds >= 0"},
+      {"efficiency = 0.5\nevidence = \"a.json\"\nfixed_us_by_rows = { decode = [[1, 8.0]] }\n", "come together"},
+      {"efficiency = 0.5\nevidence = \"a.json\"\nfixed_evidence = \"b.json\"\n", "come together"},
+      {"evidence = \"unmeasured\"\nfixed_us_by_rows = { decode = [[1, 8.0]] }\nfixed_evidence = \"b.json\"\n",
+       "fitted with an efficiency"},
       {"efficiency_by_rows = { decode = [[16, 0.5], [1, 0.2]] }\nevidence = \"c.json\"\n", "rows must ascend"},
       {"efficiency_by_rows = { decode = [[1, 1.5]] }\nevidence = \"c.json\"\n", "efficiency in (0, 1]"},
       {"efficiency_by_rows = { decode = [[0, 0.5]] }\nevidence = \"c.json\"\n", "rows >= 1"},
