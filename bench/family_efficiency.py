@@ -15,8 +15,8 @@ with several, each case comes from the newest file that measured today's plan of
 CONFIG.json is the model's config.json (the planner needs nothing else); MET defaults to
 build/src/cli/met. The ceilings are recomputed by `met circuit plan` for the same device, mode,
 rows and context (datasheet basis). With --second (the campaigns of another model size and its
-config.json), a second table splits each decode family's time into an efficiency and a fixed time
-per instruction (one instruction per plan group and layer), solved from the two sizes: what
+config.json), a second table splits each family's time in each case into an efficiency and a fixed
+time per instruction (one instruction per plan group and layer), solved from the two sizes: what
 KERNEL_FAMILIES.toml carries as `efficiency_by_rows` and `fixed_us_by_rows` with `fixed_evidence`."""
 import glob
 import json
@@ -116,7 +116,7 @@ def main():
             print(f"| {name} | {fam} | {c:.4f} | {measured:.4f} | {c / measured if measured > 0 else 0:.4g} |")
     if second is None:
         return
-    # Two model sizes: per decode case and family, measured = ceiling / efficiency + instructions x
+    # Two model sizes: per case and family, measured = ceiling / efficiency + instructions x
     # fixed, solved from the two (the family's time split into what grows with its bytes and FLOPs
     # and what each instruction costs whatever its size).
     other, rows2 = measure(campaign_set.split_paths(second[0]), second[1], met, root, families)
@@ -126,7 +126,7 @@ def main():
     print("| case | family | efficiency | fixed us per instruction |")
     print("|---|---|---:|---:|")
     for name, fam, c1, t1, n1 in rows:
-        if fam is None or not name.startswith("decode") or (name, fam) not in by_key:
+        if fam is None or (name, fam) not in by_key:
             continue
         c2, t2, n2 = by_key[(name, fam)]
         det = c1 * n2 - c2 * n1

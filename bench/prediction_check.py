@@ -3,14 +3,17 @@
 check of a calibration on shapes it was not fitted on (kernels/<class>/KERNEL_FAMILIES.toml names
 the campaign each efficiency came from; any other campaign of the same binary is held out).
 
-    python3 bench/prediction_check.py CAMPAIGN.json[,CAMPAIGN.json...] CONFIG.json [--max-gmean X] [--max-worst Y] [MET]
+    python3 bench/prediction_check.py CAMPAIGN.json[,CAMPAIGN.json...] CONFIG.json [--and CAMPAIGN2 CONFIG2 ...]
+        [--max-gmean X] [--max-worst Y] [--over R --max-share S] [MET]
 
 With several campaign files, each case comes from the newest that measured today's plan of it
 (bench/campaign_set.py).
 
 Prints a Markdown table (case, measured ms, predicted ms, predicted / measured) and the geometric
 mean of max(r, 1/r) over the cases. With --max-gmean / --max-worst it exits 1 when the geometric
-mean or the worst case is off by more than that factor. MET defaults to build/src/cli/met; the
+mean or the worst case is off by more than that factor; with --over R --max-share S, when more
+than the share S of the cases are off by more than the factor R. --and adds another model's
+campaigns (and its config.json) to the same count. MET defaults to build/src/cli/met; the
 prediction is the report of `met circuit plan` for the campaign's device, mode, rows and context."""
 import math
 import os
@@ -34,23 +37,11 @@ def predicted_ms(met, hardware, model_dir, case):
     return float(m.group(1)) * {"s": 1e3, "ms": 1.0, "µs": 1e-3}[m.group(2)]
 
 
-def main():
-    args, limits = [], {}
-    argv = sys.argv[1:]
-    while argv:
-        a = argv.pop(0)
-        if a in ("--max-gmean", "--max-worst"):
-            limits[a] = float(argv.pop(0))
-        else:
-            args.append(a)
-    if len(args) not in (2, 3):
-        sys.exit(__doc__)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = campaign_set.split_paths(args[0])
-    met = args[2] if len(args) == 3 else os.path.join(root, "build", "src", "cli", "met")
+def check(met, root, paths, config):
+    """Prints the table of one model's campaigns; returns max(r, 1/r) of each case."""
     off = []
     with tempfile.TemporaryDirectory() as model_dir:
-        with open(args[1]) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
+        with open(config) as src, open(os.path.join(model_dir, "config.json"), "w") as dst:
             dst.write(src.read())
         hardware = campaign_set.load(paths)[0][1]["hardware"]
         campaign = campaign_set.select(paths, lambda case: plan(met, hardware, model_dir, case)["plan"]["digest"])
@@ -65,9 +56,35 @@ def main():
             ratio = pred / measured
             off.append(max(ratio, 1 / ratio))
             print(f"| {name} | {measured:.3f} | {pred:.3f} | {ratio:.3f} |")
+    print()
+    return off
+
+
+def main():
+    args, limits, sets = [], {}, []
+    argv = sys.argv[1:]
+    while argv:
+        a = argv.pop(0)
+        if a in ("--max-gmean", "--max-worst", "--over", "--max-share"):
+            limits[a] = float(argv.pop(0))
+        elif a == "--and":
+            sets.append((argv.pop(0), argv.pop(0)))
+        else:
+            args.append(a)
+    if len(args) not in (2, 3) or (("--over" in limits) != ("--max-share" in limits)):
+        sys.exit(__doc__)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    met = args[2] if len(args) == 3 else os.path.join(root, "build", "src", "cli", "met")
+    off = []
+    for paths, config in [(args[0], args[1])] + sets:
+        off += check(met, root, campaign_set.split_paths(paths), config)
     gmean = math.exp(sum(math.log(x) for x in off) / len(off))
-    print(f"\ngeometric-mean error x{gmean:.3f}, worst x{max(off):.3f}, {sum(x <= 1.2 for x in off)} of {len(off)} within 20%")
+    over = limits.get("--over", 1.15)
+    n_over = sum(x > over for x in off)
+    print(f"geometric-mean error x{gmean:.3f}, worst x{max(off):.3f}, {sum(x <= 1.2 for x in off)} of {len(off)} within 20%, "
+          f"{n_over} of {len(off)} off by more than {round((over - 1) * 100)}%")
     bad = (gmean > limits.get("--max-gmean", math.inf)) or (max(off) > limits.get("--max-worst", math.inf))
+    bad = bad or n_over > limits.get("--max-share", 1.0) * len(off)
     sys.exit(1 if bad else 0)
 
 

@@ -5,8 +5,8 @@ evidence names (one set for the class, comma-separated; each case from the newes
 measured today's plan of it, so a plan change without a new campaign fails here): each `efficiency_by_rows` point from the campaign case of that mode and rows
 (decode C=rows at context 4096, prefill T=rows), a plain `efficiency` (the fallback of a mode
 without points) from the largest prefill case, the overhead per plan group from decode C=1; a
-family fitted from two model sizes (`fixed_us_by_rows`, `fixed_evidence`) takes its decode points
-and fixed times from family_efficiency.py --second. A typed number that drifts from its source fails.
+family fitted from two model sizes (`fixed_us_by_rows`, `fixed_evidence`) takes the efficiency
+points of each mode it has fixed times for, and those times, from family_efficiency.py --second. A typed number that drifts from its source fails.
 
     evidence_check.py MET CLASS CONFIG.json
 """
@@ -56,8 +56,8 @@ def main():
     for fid, fam in sorted(families.items()):
         for mode, points in sorted(fam.get("fixed_us_by_rows", {}).items()):
             for n, carried in points:
-                case = f"decode C={n} ctx=4096"
-                got = [float(r[3]) for r in two if r[0] == case and r[1] == fid and r[3] != "-"] if mode == "decode" else []
+                case = f"decode C={n} ctx=4096" if mode == "decode" else f"prefill T={n}"
+                got = [float(r[3]) for r in two if r[0] == case and r[1] == fid and r[3] != "-"]
                 ok = bool(got) and abs(carried - got[0]) <= max(0.01, 0.01 * got[0])
                 print(f"{'ok  ' if ok else 'FAIL'} {fid}: {mode} rows {n}: fixed {carried} us carried, "
                       f"{got[0] if got else 'no row'} computed ({case}, two sizes)")
@@ -65,7 +65,7 @@ def main():
         for mode, points in sorted(fam.get("efficiency_by_rows", {}).items()):
             for n, carried in points:
                 case = f"decode C={n} ctx=4096" if mode == "decode" else f"prefill T={n}"
-                if mode == "decode" and "fixed_us_by_rows" in fam:
+                if mode in fam.get("fixed_us_by_rows", {}):
                     got = [float(r[2]) for r in two if r[0] == case and r[1] == fid and r[2] != "-"]
                 else:
                     got = [float(r[4]) for r in rows if r[0] == case and r[1] == fid]
