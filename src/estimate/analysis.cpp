@@ -32,12 +32,7 @@ double param(const model::ModelGraph& m, const char* key) {
 
 std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.op + ":" + n.role; }
 
-std::string exec_text(const planner::Group& g) {
-  if (!g.exec) return "";
-  const auto& e = *g.exec;
-  if (e.how == "native" || e.how == "emulate") return fmt::format("{} x {} {} ({})", e.weight, e.act, e.how, e.math);
-  return fmt::format("{} x {} {}", e.weight, e.act, e.how);
-}
+std::string quantized_note(const planner::Exec& e) { return fmt::format("activations quantised to {} on the fly", e.act_math); }
 
 // Weight shards under TP: matrices split (vocab-parallel embedding and head included); small
 // parameters (norm scales, conv taps, sinks) are replicated.
@@ -141,7 +136,8 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       r.nodes = join(names, " ");
       r.kernels = g.gap ? "" : join(g.kernels, ", ");
       r.unit = g.unit;
-      r.exec = exec_text(g);
+      r.exec = g.exec ? exec_text(*g.exec, g.gap) : "";
+      r.exec_detail = g.exec;
       r.cost = c;
       r.fit_seconds = fit_seconds;
       r.step_seconds = n * pred;
@@ -181,6 +177,13 @@ planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, c
 }
 
 }  // namespace
+
+std::string exec_text(const planner::Exec& e, bool gap) {
+  if (gap) return fmt::format("{} {} x {} {}", e.path, e.weight, e.act_math, e.how);
+  std::string s = fmt::format("{} {} x {} {} ({})", e.path, e.weight, e.act, e.how, e.math);
+  if (e.quantizes_act()) s += ", " + quantized_note(e);
+  return s;
+}
 
 CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
                            const Basis& basis, planner::Mode mode, std::int64_t rows, std::int64_t context, int tp,
@@ -410,13 +413,20 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
     const auto& buckets = target.chain.leaf().defaults.prefill_buckets;
     const std::int64_t bucket = buckets.empty() ? 512 : *std::max_element(buckets.begin(), buckets.end());
     estimate_case(lib, target, model, an.basis, planner::Mode::prefill, bucket, an.context, 1, nullptr, &pre);
-    auto exec_of = [](const planner::Plan& plan, const std::string& scope, std::size_t node) -> std::string {
+    // The node's group in a plan: its exec text, the exec itself and the rule ("" for a gap).
+    auto exec_of = [](const planner::Plan& plan, const std::string& scope, std::size_t node, std::optional<planner::Exec>& exec,
+                      std::string& rule) -> std::string {
       for (const auto& s : plan.scopes) {
         if (s.name != scope) continue;
         for (const auto& g : s.groups) {
           if (std::find(g.nodes.begin(), g.nodes.end(), static_cast<int>(node)) == g.nodes.end()) continue;
-          if (g.gap) return g.exec ? g.exec->how : "gap";
-          return g.exec ? fmt::format("{} ({}, {})", g.exec->how, g.exec->math, g.rule) : g.rule;
+          exec = g.exec;
+          rule = g.rule;
+          if (g.gap) return g.exec ? fmt::format("{} {}", g.exec->path, g.exec->how) : "no kernel";
+          if (!g.exec) return g.rule;
+          std::string text = fmt::format("{} {} ({}, {}", g.exec->path, g.exec->how, g.exec->math, g.rule);
+          if (g.exec->quantizes_act()) text += "; " + quantized_note(*g.exec);
+          return text + ")";
         }
       }
       return "";
@@ -428,9 +438,10 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
         FormatRow r;
         r.node = s.name + " " + node_label(n);
         r.weight = std::string(format_name(*n.weight_format));
+        r.act = std::string(format_name(n.act_format.value_or(model.activation)));
         r.source = n.format_source;
-        r.decode = exec_of(dec, s.name, i);
-        r.prefill = exec_of(pre, s.name, i);
+        r.decode = exec_of(dec, s.name, i, r.decode_exec, r.decode_rule);
+        r.prefill = exec_of(pre, s.name, i, r.prefill_exec, r.prefill_rule);
         an.formats.push_back(std::move(r));
       }
     }

@@ -20,6 +20,7 @@ std::string node_text(const model::Node& n) {
   for (const auto& [k, v] : n.params) ps.push_back(k + "=" + fmt_exact(v));
   s += " {" + join(ps, ",") + "}";
   if (n.weight_format) s += fmt::format(" w={}", format_name(*n.weight_format));
+  if (n.act_format) s += fmt::format(" a={}", format_name(*n.act_format));
   return s;
 }
 
@@ -40,7 +41,10 @@ std::string canonical_text(const Plan& p, const model::ModelGraph& m) {
       for (int i : g.nodes) idx.push_back(std::to_string(i));
       out += fmt::format("  group [{}] {} {} unit {}", join(idx, ","), g.gap ? "gap" : "rule " + g.rule,
                          g.gap ? "" : "kernels " + join(g.kernels, ","), g.unit);
-      if (g.exec) out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
+      if (g.exec) {
+        out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
+        if (g.exec->quantizes_act()) out += fmt::format(" act_math {}", g.exec->act_math);
+      }
       out += "\n";
       // The why of a blocked candidate names the device ("... which mi300x lacks"); the digest
       // names only what the class decides, so devices of one class share it.

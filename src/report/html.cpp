@@ -257,6 +257,13 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
     s += table({"scope", "op", "share", "class", "missing", "why"}, rows);
   }
 
+  s += "<h2>Formats</h2>\n<p>Paths are named by the bits of the weights and of the activations the math consumes (W8A16: "
+       "weight-only; W8A8: activations quantised).</p>\n";
+  std::vector<std::vector<std::string>> format_rows;
+  for (const auto& f : an.formats) format_rows.push_back({f.node, f.weight, f.act, f.source, f.decode, f.prefill});
+  s += format_rows.empty() ? "<p>No weighted matrix nodes.</p>\n"
+                           : table({"node", "weight", "activations", "declared by", "decode", "prefill"}, format_rows);
+
   s += "<h2>Memory fit</h2>\n";
   const auto& f = an.fit;
   const double full = std::max(f.total, f.usable);

@@ -111,8 +111,10 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   }
 
   s += "\n## Formats\n\n";
-  s += md_head({"node", "weight", "declared by", "decode", "prefill"});
-  for (const auto& f : an.formats) s += md_row({f.node, f.weight, f.source, f.decode, f.prefill});
+  s += "Paths are named by the bits of the weights and of the activations the math consumes (W8A16: weight-only; W8A8: "
+       "activations quantised).\n\n";
+  s += md_head({"node", "weight", "activations", "declared by", "decode", "prefill"});
+  for (const auto& f : an.formats) s += md_row({f.node, f.weight, f.act, f.source, f.decode, f.prefill});
 
   s += "\n## Tensor-core policy\n\n";
   if (an.tc_audit.empty()) {

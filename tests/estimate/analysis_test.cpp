@@ -388,7 +388,7 @@ TEST_CASE("fp8 weights on a device without fp8 MMA show emulation or no path, ne
     CHECK(f.weight == "fp8-e4m3");
     for (const std::string* exec : {&f.decode, &f.prefill}) {
       CAPTURE(*exec);
-      CHECK((exec->rfind("emulate", 0) == 0 || *exec == "no path"));
+      CHECK((exec->rfind("W8A16 emulate", 0) == 0 || *exec == "W8A16 no path"));
       CHECK(exec->find("native") == std::string::npos);
     }
   }
@@ -401,7 +401,7 @@ TEST_CASE("fp8 weights on a device without fp8 MMA show emulation or no path, ne
     const bool fp8_linear = g.nodes.find("linear:") != std::string::npos && g.nodes.find("linear:lm_head") == std::string::npos;
     if (!fp8_linear) continue;
     CHECK(g.exec.find("bf16 x bf16") == std::string::npos);
-    CHECK(g.exec.rfind("fp8-e4m3 x bf16", 0) == 0);
+    CHECK(g.exec.rfind("W8A16 fp8-e4m3 x bf16", 0) == 0);
   }
 
   // Weights read per decode step, from the Qwen3-8B-FP8 config: hidden 4096, 36 layers, 32 heads,
