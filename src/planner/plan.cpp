@@ -10,6 +10,7 @@
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
 #include "planner/matrix_ops.hpp"
+#include "planner/units.hpp"
 
 namespace met::planner {
 namespace {
@@ -152,8 +153,10 @@ Plan build_plan(const PlanInput& in) {
           f.op = node.role.empty() ? node.op : node.op + ":" + node.role;
           f.unit = g.unit;
           f.rows = s.rows;
-          f.message = fmt::format("{} at {} rows runs on {}; class '{}' policy '{}' wants tensor cores from {} rows", f.op, s.rows,
-                                  g.gap ? "reference ops (gap)" : g.unit, leaf.id, leaf.tc_policy, leaf.tc_min_rows);
+          const std::string& vendor = in.device->vendor;
+          f.message = fmt::format("{} at {} rows runs on {}; class '{}' policy '{}' wants {} from {} rows", f.op, s.rows,
+                                  g.gap ? "reference ops (gap)" : unit_name(g.unit, vendor, /*plural=*/true), leaf.id,
+                                  leaf.tc_policy, unit_name("tensor_core", vendor, /*plural=*/true), leaf.tc_min_rows);
           p.tc_audit.push_back(std::move(f));
         }
       }

@@ -237,7 +237,9 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
   }
   if (rest) bars.push_back({fmt::format("{} small groups", rest), rest_share, pct(rest_share) + " " + dur(rest_seconds), "#bbbbbb"});
   s += bar_chart(bars);
-  s += "<p>Green: CUDA-core or memory kernels; blue: tensor-core kernels; red: gaps (unfused reference ops).</p>\n";
+  s += fmt::format("<p>Green: kernels on {} or memory-bound; blue: kernels on {}; red: gaps (unfused reference ops on {}).</p>\n",
+                   unit_name("cuda_core", d.vendor, /*plural=*/true), unit_name("tensor_core", d.vendor, /*plural=*/true),
+                   unit_name("cuda_core", d.vendor, /*plural=*/true));
   if (const std::string r = roofline(an); !r.empty()) {
     s += "<h2>Roofline</h2>\n" + r;
     s += "<p>Groups of this case with FLOPs and bytes: hollow at the ceiling, filled at the prediction, under the memory roof "

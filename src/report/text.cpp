@@ -35,18 +35,6 @@ std::string flop_text(double flops) {
   return fmt_sig(flops / 1e6, 4) + " MFLOP";
 }
 
-std::string unit_name(const std::string& unit, const std::string& vendor, bool plural) {
-  if (vendor == "amd") {
-    if (unit == "tensor_core") return plural ? "matrix cores" : "matrix core";
-    if (unit == "cuda_core") return plural ? "vector ALUs" : "vector ALU";
-    return unit;
-  }
-  if (!plural) return unit;
-  if (unit == "tensor_core") return "tensor cores";
-  if (unit == "cuda_core") return "CUDA cores";
-  return unit;
-}
-
 std::string md_escape(std::string s) {
   std::string out;
   for (char c : s) {

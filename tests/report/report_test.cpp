@@ -415,3 +415,25 @@ TEST_CASE(
     CHECK(asked);
   }
 }
+
+TEST_CASE(
+    "an AMD report's tensor-core findings and html legend name matrix cores and vector ALUs (catches 'tensor cores' or CUDA "
+    "wording in a cdna3 finding)") {
+  const Loaded l;
+  auto amd = analyse(l, "gpt-oss-20b", "mi300x");
+  REQUIRE_FALSE(amd->an.tc_audit.empty());
+  for (const auto& f : amd->an.tc_audit) {
+    CAPTURE(f.message);
+    CHECK(contains(f.message, "wants matrix cores from"));
+    CHECK_FALSE(contains(f.message, "tensor cores"));
+    CHECK_FALSE(contains(f.message, "cuda_core"));
+  }
+  const std::string html = report::render_html(amd->an, {"test"});
+  CHECK(contains(html, "kernels on vector ALUs or memory-bound; blue: kernels on matrix cores"));
+  for (const auto& text : {html, report::render_markdown(amd->an, {"test"}), report::render_json(amd->an, {"test"})}) {
+    CHECK_FALSE(contains(text, "CUDA"));
+    CHECK_FALSE(contains(text, "tensor cores"));
+  }
+  auto nv = analyse(l, "gpt-oss-20b", "h200-sxm");
+  CHECK(contains(report::render_html(nv->an, {"test"}), "kernels on CUDA cores or memory-bound; blue: kernels on tensor cores"));
+}
