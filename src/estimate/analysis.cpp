@@ -102,6 +102,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
     double pred = c.seconds;
     const GroupCost fc = basis.choice == fit_basis.choice ? c : group_cost(g, scope, shape, fit_basis);
     const double fit_seconds = std::max(fc.memory_seconds, fc.compute_seconds / tile_occupancy(g, scope, shape.rows, cls, units));
+    bool measured = false;
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
       const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(shape.prefill, shape.rows) : std::nullopt;
@@ -110,6 +111,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
       }
+      measured = eff.has_value();
       // The interpreter's measured per-packet overhead (the class's own figure, never inherited).
       if (cls.packet_overhead_us) {
         pred += *cls.packet_overhead_us * 1e-6;
@@ -136,6 +138,8 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       r.nodes = join(names, " ");
       r.kernels = g.gap ? "" : join(g.kernels, ", ");
       r.unit = g.unit;
+      r.family = g.family;
+      r.measured = measured;
       r.exec = g.exec ? exec_text(*g.exec, g.gap) : "";
       r.exec_detail = g.exec;
       r.cost = c;
@@ -374,15 +378,32 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
     return a.item.op < b.item.op;
   });
 
-  // Gaps of the requested case, ranked by their share of the step.
+  // Gaps of the requested case, and the groups that run a kernel off the tensor-core policy or
+  // without a measured efficiency in a measured prediction, ranked by their share of the step.
+  const bool prediction_measured = an.requested.prediction_basis != "unmeasured";
   for (const auto& g : an.groups) {
-    if (g.group != "gap") continue;
     GapRow r;
     r.scope = g.scope;
     r.op = g.nodes;
     r.count = g.count;
     r.step_seconds = g.step_seconds;
     r.share = g.share;
+    if (g.group != "gap") {
+      r.kernel = g.kernels;
+      for (const auto& f : an.plan.tc_audit) {
+        if (f.scope == g.scope && f.group == g.group && r.klass.empty()) {
+          r.klass = "tensor-core policy";
+          r.why = f.message;
+        }
+      }
+      if (r.klass.empty() && prediction_measured && !g.measured) {
+        r.klass = "unmeasured";
+        r.why =
+            fmt::format("family '{}' has no measured efficiency on class '{}': its time is the ceiling", g.family, an.plan.klass);
+      }
+      if (!r.klass.empty()) an.gaps.push_back(std::move(r));
+      continue;
+    }
     for (const auto& s : an.plan.scopes) {
       if (s.name != g.scope) continue;
       for (const auto& grp : s.groups) {
@@ -393,8 +414,8 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
           const bool format_only = std::all_of(grp.blocked.begin(), grp.blocked.end(), [](const planner::Blocked& b) { return b.format; });
           r.klass = format_only ? "no format path" : "no kernel";
         } else {
-          r.why = "no rule covers this op";
-          r.klass = "no rule";
+          r.why = fmt::format("no rule of class chain {} covers this op", join(an.chain, ">"));
+          r.klass = "no kernel";
         }
       }
     }

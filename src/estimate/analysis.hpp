@@ -34,6 +34,8 @@ struct GroupRow {
   std::string nodes;          // "rmsnorm:attn_norm linear:qkv rope kv_append"
   std::string kernels;
   std::string unit;
+  std::string family;                        // "" for a gap
+  bool measured = false;                     // the prediction divides by the family's measured efficiency
   std::string exec;                          // "W8A16 fp8-e4m3 x bf16 emulate (bf16)" / "W4A4 nvfp4 x nvfp4 no path" (exec_text)
   std::optional<planner::Exec> exec_detail;  // the same, field by field (the JSON's)
   GroupCost cost;             // per layer
@@ -100,9 +102,12 @@ struct GapRow {
   double share = 0;
   std::string why;
   std::string kernel;
-  // What is missing: "no kernel" (a rule matches but its kernels are not on the class or the device
-  // lacks an instruction they need), "no format path" (every candidate rule lacks the format pair)
-  // or "no rule" (no rule of the class chain covers the op at all).
+  // Why the row is here. Gaps (unfused reference ops): "no kernel" (no kernel of the class runs the
+  // op here: its rule's kernels are absent, need an instruction the device lacks or do not take the
+  // shape, or no rule covers the op) and "no format path" (every candidate rule lacks the format
+  // pair). Groups that run a kernel: "tensor-core policy" (a matmul off the tensor cores at or
+  // above the class's row threshold) and "unmeasured" (its family has no measured efficiency
+  // where the rest of the case's prediction is measured: its time is the ceiling).
   std::string klass;
 };
 
