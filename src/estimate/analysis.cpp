@@ -208,8 +208,19 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     shape.rows = rows;
     shape.seqs = rows;
     shape.context = context;
-    for (const auto& s : plan.scopes)
-      add_scope_cost(sum, plan, s, shape, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
+    for (const auto& s : plan.scopes) {
+      StepShape sh = shape;
+      if (mode == planner::Mode::verify) {
+        // K draft tokens of one sequence: the layers a prefill chunk of K rows after the cache of
+        // `context` tokens (each row attends to the cache and the rows before it), the head on
+        // every row.
+        sh.seqs = 1;
+        sh.prefill = s.name != "post";
+        sh.prior = context;
+        sh.context = context + rows;
+      }
+      add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
+    }
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
@@ -414,7 +425,8 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
           const bool format_only = std::all_of(grp.blocked.begin(), grp.blocked.end(), [](const planner::Blocked& b) { return b.format; });
           r.klass = format_only ? "no format path" : "no kernel";
         } else {
-          r.why = fmt::format("no rule of class chain {} covers this op", join(an.chain, ">"));
+          r.why = fmt::format("no rule of class chain {} covers this op in mode {} at {} rows", join(an.chain, ">"),
+                              planner::mode_name(s.mode), s.rows);
           r.klass = "no kernel";
         }
       }
@@ -493,7 +505,8 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
   an.key.energy_j_per_token = target.device->tdp_w * per_token;
 
   const auto& cls = target.chain.leaf();
-  const std::int64_t seqs = options.mode == planner::Mode::prefill ? 1 : options.rows;
+  const bool one_sequence = options.mode == planner::Mode::prefill || options.mode == planner::Mode::verify;
+  const std::int64_t seqs = one_sequence ? 1 : options.rows;
   an.fit = memory_fit(lib, *target.device, cls, model, seqs, an.context, tp);
   if (!an.fit.fits) {
     if (target.device->interconnect.gbs > 0) {

@@ -95,7 +95,11 @@ Plan build_plan(const PlanInput& in) {
     s.groups = fuse(nodes, *in.rules, *in.availability, mode, rows, m.activation);
     p.scopes.push_back(std::move(s));
   };
-  if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, in.mode, in.rows);
+  // Verify runs its K rows through the layers as a prefill chunk (after the cache) and needs the
+  // head's logits on every row: a batch of K rows there, one decode row when K is 1.
+  const bool verify = in.mode == Mode::verify;
+  const Mode body_mode = verify ? Mode::prefill : in.mode;
+  if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, body_mode, in.rows);
   // Layers of one kind may form several groups (a quantization exclusion covering some of them):
   // each group is a scope of its own, named by its first layer when the kind repeats.
   std::map<std::string, int> seen_kinds;
@@ -103,12 +107,13 @@ Plan build_plan(const PlanInput& in) {
   for (const auto& k : m.kinds) {
     std::string name = "layers:" + k.kind;
     if (seen_kinds[k.kind] > 1 && !k.layers.empty()) name += "@" + std::to_string(k.layers.front());
-    add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, in.mode, in.rows);
+    add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, body_mode, in.rows);
   }
   // Prefill runs the head on the last row only: the same program as one decode step's head.
   if (!m.post.empty()) {
     const bool last_row = in.mode == Mode::prefill;
-    add_scope("post", "", 1, m.post, last_row ? Mode::decode : in.mode, last_row ? 1 : in.rows);
+    const Mode head_mode = last_row || (verify && in.rows == 1) ? Mode::decode : verify ? Mode::batch : in.mode;
+    add_scope("post", "", 1, m.post, head_mode, last_row ? 1 : in.rows);
   }
 
   const auto& leaf = in.chain->leaf();

@@ -87,7 +87,8 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
   if (modes.empty()) return f.error("missing key 'modes'");
   for (const auto& m : modes) {
     auto mode = parse_mode(m);
-    if (!mode) return f.error_at("modes", fmt::format("unknown mode '{}' (known: batch, decode, prefill)", m));
+    if (!mode || *mode == Mode::verify)
+      return f.error_at("modes", fmt::format("unknown mode '{}' (known: batch, decode, prefill)", m));
     r.modes.insert(*mode);
   }
   MET_TRY(auto rows, f.int_list("rows"));

@@ -59,6 +59,9 @@ std::string md_head(const std::vector<std::string>& cells) {
 std::string case_label(const estimate::Analysis& an) {
   const auto& o = an.options;
   if (o.mode == planner::Mode::prefill) return fmt::format("prefill of {} tokens, TP {}", o.rows, o.tp);
+  if (o.mode == planner::Mode::verify)
+    return fmt::format("verify of {} draft {} against a cache of {}, TP {}", o.rows, o.rows == 1 ? "token" : "tokens", an.context,
+                       o.tp);
   return fmt::format("{} at {} {}, context {}, TP {}", planner::mode_name(o.mode), o.rows, o.rows == 1 ? "sequence" : "sequences",
                      an.context, o.tp);
 }

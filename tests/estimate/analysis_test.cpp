@@ -605,3 +605,34 @@ TEST_CASE("a short prompt's GEMMs are predicted on the share of the SMs their 12
   }
   CHECK(seen == 4);
 }
+
+TEST_CASE(
+    "verify of K tokens reads the cache of its context and computes the head on K rows (catches verify costed as a prefill from "
+    "an empty cache, or its head on one row)") {
+  const Loaded l;
+  const auto graph = l.graph("llama-3.1-8b-instruct");
+  const auto target = l.target("h200-sxm");
+  const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  const std::int64_t k = 8;
+  std::vector<estimate::GroupRow> rows;
+  const auto short_cache = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::verify, k, 512, 1, &rows);
+  const auto long_cache = estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::verify, k, 8192, 1);
+  CHECK(short_cache.mode == "verify");
+  // K rows attend to the cache: the attention streams its KV, which grows with the context.
+  CHECK(long_cache.kv_bytes > short_cache.kv_bytes * 8);
+  CHECK(long_cache.flops > short_cache.flops);
+  CHECK(long_cache.weight_bytes == doctest::Approx(short_cache.weight_bytes).epsilon(1e-12));
+  // The head's logits on every row, where a prefill runs it on its last row only.
+  std::vector<estimate::GroupRow> prefill_rows;
+  estimate::estimate_case(l.lib, target, graph, basis, planner::Mode::prefill, k, 512, 1, &prefill_rows);
+  auto head_flops = [](const std::vector<estimate::GroupRow>& groups) {
+    double f = 0;
+    for (const auto& g : groups)
+      if (g.scope == "post") f += g.cost.flops;
+    return f;
+  };
+  const double head = 2.0 * Llama8B::hidden * Llama8B::vocab;
+  CHECK(head_flops(prefill_rows) == doctest::Approx(head).epsilon(0.01));
+  CHECK(head_flops(rows) == doctest::Approx(k * head).epsilon(0.01));
+  CHECK(short_cache.tokens_per_s == doctest::Approx(static_cast<double>(k) / short_cache.ceiling_s));
+}
