@@ -115,12 +115,14 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
 Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a) {
   MET_TRY(auto basis, parse_basis(a.basis));
   auto mode = planner::parse_mode(a.mode);
-  if (!mode) return fail(fmt::format("--mode: unknown mode '{}': {}", a.mode, suggest(a.mode, {"batch", "decode", "prefill"})));
+  if (!mode)
+    return fail(fmt::format("--mode: unknown mode '{}': {}", a.mode, suggest(a.mode, {"batch", "decode", "prefill", "verify"})));
   std::int64_t rows = 1;
   if (*mode == planner::Mode::decode) {
     if (a.rows && *a.rows != 1) return fail("--rows: decode is one row per sequence; use --mode batch --rows N for N sequences");
   } else if (!a.rows) {
-    return fail(fmt::format("--rows: mode {} needs --rows (sequences for batch, prompt tokens for prefill)", a.mode));
+    return fail(fmt::format(
+        "--rows: mode {} needs --rows (sequences for batch, prompt tokens for prefill, draft tokens for verify)", a.mode));
   } else {
     rows = *a.rows;
   }

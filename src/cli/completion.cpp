@@ -43,10 +43,14 @@ std::map<std::string, std::vector<std::string>> flag_values(const planner::Libra
   std::vector<std::string> models = lib.instance_ids();
   for (const auto& id : stored_hf_ids(lib)) models.push_back(id);
   return {
-      {"--hardware", lib.registry.names()},         {"--model", models},
-      {"--mode", {"decode", "batch", "prefill"}},   {"--format", {"report", "plan", "json", "html"}},
-      {"--precision", {"recipe", "declared"}},      {"--basis", {"datasheet", "measured"}},
-      {"--backend", {"cpu", "cuda", "cpu-oracle"}}, {"--dtype", {"bf16", "fp8-e4m3"}},
+      {"--hardware", lib.registry.names()},
+      {"--model", models},
+      {"--mode", {"decode", "batch", "prefill", "verify"}},
+      {"--format", {"report", "plan", "json", "html"}},
+      {"--precision", {"recipe", "declared"}},
+      {"--basis", {"datasheet", "measured"}},
+      {"--backend", {"cpu", "cuda", "cpu-oracle"}},
+      {"--dtype", {"bf16", "fp8-e4m3"}},
   };
 }
 

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   auto* ckpt_opt = plan->add_option("--checkpoint", args.checkpoint, "Hugging Face checkpoint directory (config.json, safetensors)");
   model_opt->excludes(ckpt_opt);
   plan->add_option("--precision", args.precision, "recipe | declared");
-  plan->add_option("--mode", args.mode, "decode | batch | prefill")->capture_default_str();
+  plan->add_option("--mode", args.mode, "decode | batch | prefill | verify (K draft tokens against the cache)")
+      ->capture_default_str();
   plan->add_option("--rows", args.rows, "sequences (batch) or prompt tokens (prefill)");
   plan->add_option("--context", args.context, "decode context in tokens (default: the model's serving default)");
   plan->add_option("--tp", args.tp, "tensor-parallel degree: 1, 2, 4, 8")->capture_default_str();

@@ -16,5 +16,9 @@ std::optional<Format> parse_format(std::string_view s);  // inverse of format_na
 std::vector<std::string_view> format_names();            // every spelling, for error messages
 // Bytes per element including block scales: mxfp4 = 0.5 + 1/32, nvfp4 = 0.5 + 1/16.
 double format_bytes(Format f);
+// Bits per element without the scales (bf16 16, fp8-e4m3 8, nvfp4 4): W8A16 names a path by them.
+int format_bits(Format f);
+// The peak key math on operands of this format runs at: "bf16", "fp8" (both fp8 kinds), "fp4".
+std::string_view math_key(Format f);
 
 }  // namespace met

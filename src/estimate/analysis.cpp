@@ -32,12 +32,7 @@ double param(const model::ModelGraph& m, const char* key) {
 
 std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.op + ":" + n.role; }
 
-std::string exec_text(const planner::Group& g) {
-  if (!g.exec) return "";
-  const auto& e = *g.exec;
-  if (e.how == "native" || e.how == "emulate") return fmt::format("{} x {} {} ({})", e.weight, e.act, e.how, e.math);
-  return fmt::format("{} x {} {}", e.weight, e.act, e.how);
-}
+std::string quantized_note(const planner::Exec& e) { return fmt::format("activations quantised to {} on the fly", e.act_math); }
 
 // Weight shards under TP: matrices split (vocab-parallel embedding and head included); small
 // parameters (norm scales, conv taps, sinks) are replicated.
@@ -107,6 +102,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
     double pred = c.seconds;
     const GroupCost fc = basis.choice == fit_basis.choice ? c : group_cost(g, scope, shape, fit_basis);
     const double fit_seconds = std::max(fc.memory_seconds, fc.compute_seconds / tile_occupancy(g, scope, shape.rows, cls, units));
+    bool measured = false;
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
       const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(shape.prefill, shape.rows) : std::nullopt;
@@ -121,6 +117,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
           sum.evidence.insert(fam->second.fixed_evidence);
         }
       }
+      measured = eff.has_value();
       // The interpreter's measured per-packet overhead (the class's own figure, never inherited).
       if (cls.packet_overhead_us) {
         pred += *cls.packet_overhead_us * 1e-6;
@@ -147,7 +144,10 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       r.nodes = join(names, " ");
       r.kernels = g.gap ? "" : join(g.kernels, ", ");
       r.unit = g.unit;
-      r.exec = exec_text(g);
+      r.family = g.family;
+      r.measured = measured;
+      r.exec = g.exec ? exec_text(*g.exec, g.gap) : "";
+      r.exec_detail = g.exec;
       r.cost = c;
       r.fit_seconds = fit_seconds;
       r.step_seconds = n * pred;
@@ -188,6 +188,13 @@ planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, c
 
 }  // namespace
 
+std::string exec_text(const planner::Exec& e, bool gap) {
+  if (gap) return fmt::format("{} {} x {} {}", e.path, e.weight, e.act_math, e.how);
+  std::string s = fmt::format("{} {} x {} {} ({})", e.path, e.weight, e.act, e.how, e.math);
+  if (e.quantizes_act()) s += ", " + quantized_note(e);
+  return s;
+}
+
 CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
                            const Basis& basis, planner::Mode mode, std::int64_t rows, std::int64_t context, int tp,
                            std::vector<GroupRow>* groups, planner::Plan* plan_out) {
@@ -207,8 +214,19 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     shape.rows = rows;
     shape.seqs = rows;
     shape.context = context;
-    for (const auto& s : plan.scopes)
-      add_scope_cost(sum, plan, s, shape, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
+    for (const auto& s : plan.scopes) {
+      StepShape sh = shape;
+      if (mode == planner::Mode::verify) {
+        // K draft tokens of one sequence: the layers a prefill chunk of K rows after the cache of
+        // `context` tokens (each row attends to the cache and the rows before it), the head on
+        // every row.
+        sh.seqs = 1;
+        sh.prefill = s.name != "post";
+        sh.prior = context;
+        sh.context = context + rows;
+      }
+      add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
+    }
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
@@ -377,15 +395,32 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
     return a.item.op < b.item.op;
   });
 
-  // Gaps of the requested case, ranked by their share of the step.
+  // Gaps of the requested case, and the groups that run a kernel off the tensor-core policy or
+  // without a measured efficiency in a measured prediction, ranked by their share of the step.
+  const bool prediction_measured = an.requested.prediction_basis != "unmeasured";
   for (const auto& g : an.groups) {
-    if (g.group != "gap") continue;
     GapRow r;
     r.scope = g.scope;
     r.op = g.nodes;
     r.count = g.count;
     r.step_seconds = g.step_seconds;
     r.share = g.share;
+    if (g.group != "gap") {
+      r.kernel = g.kernels;
+      for (const auto& f : an.plan.tc_audit) {
+        if (f.scope == g.scope && f.group == g.group && r.klass.empty()) {
+          r.klass = "tensor-core policy";
+          r.why = f.message;
+        }
+      }
+      if (r.klass.empty() && prediction_measured && !g.measured) {
+        r.klass = "unmeasured";
+        r.why =
+            fmt::format("family '{}' has no measured efficiency on class '{}': its time is the ceiling", g.family, an.plan.klass);
+      }
+      if (!r.klass.empty()) an.gaps.push_back(std::move(r));
+      continue;
+    }
     for (const auto& s : an.plan.scopes) {
       if (s.name != g.scope) continue;
       for (const auto& grp : s.groups) {
@@ -396,8 +431,9 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
           const bool format_only = std::all_of(grp.blocked.begin(), grp.blocked.end(), [](const planner::Blocked& b) { return b.format; });
           r.klass = format_only ? "no format path" : "no kernel";
         } else {
-          r.why = "no rule covers this op";
-          r.klass = "no rule";
+          r.why = fmt::format("no rule of class chain {} covers this op in mode {} at {} rows", join(an.chain, ">"),
+                              planner::mode_name(s.mode), s.rows);
+          r.klass = "no kernel";
         }
       }
     }
@@ -416,13 +452,20 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
     const auto& buckets = target.chain.leaf().defaults.prefill_buckets;
     const std::int64_t bucket = buckets.empty() ? 512 : *std::max_element(buckets.begin(), buckets.end());
     estimate_case(lib, target, model, an.basis, planner::Mode::prefill, bucket, an.context, 1, nullptr, &pre);
-    auto exec_of = [](const planner::Plan& plan, const std::string& scope, std::size_t node) -> std::string {
+    // The node's group in a plan: its exec text, the exec itself and the rule ("" for a gap).
+    auto exec_of = [](const planner::Plan& plan, const std::string& scope, std::size_t node, std::optional<planner::Exec>& exec,
+                      std::string& rule) -> std::string {
       for (const auto& s : plan.scopes) {
         if (s.name != scope) continue;
         for (const auto& g : s.groups) {
           if (std::find(g.nodes.begin(), g.nodes.end(), static_cast<int>(node)) == g.nodes.end()) continue;
-          if (g.gap) return g.exec ? g.exec->how : "gap";
-          return g.exec ? fmt::format("{} ({}, {})", g.exec->how, g.exec->math, g.rule) : g.rule;
+          exec = g.exec;
+          rule = g.rule;
+          if (g.gap) return g.exec ? fmt::format("{} {}", g.exec->path, g.exec->how) : "no kernel";
+          if (!g.exec) return g.rule;
+          std::string text = fmt::format("{} {} ({}, {}", g.exec->path, g.exec->how, g.exec->math, g.rule);
+          if (g.exec->quantizes_act()) text += "; " + quantized_note(*g.exec);
+          return text + ")";
         }
       }
       return "";
@@ -434,9 +477,10 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
         FormatRow r;
         r.node = s.name + " " + node_label(n);
         r.weight = std::string(format_name(*n.weight_format));
+        r.act = std::string(format_name(n.act_format.value_or(model.activation)));
         r.source = n.format_source;
-        r.decode = exec_of(dec, s.name, i);
-        r.prefill = exec_of(pre, s.name, i);
+        r.decode = exec_of(dec, s.name, i, r.decode_exec, r.decode_rule);
+        r.prefill = exec_of(pre, s.name, i, r.prefill_exec, r.prefill_rule);
         an.formats.push_back(std::move(r));
       }
     }
@@ -467,7 +511,8 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
   an.key.energy_j_per_token = target.device->tdp_w * per_token;
 
   const auto& cls = target.chain.leaf();
-  const std::int64_t seqs = options.mode == planner::Mode::prefill ? 1 : options.rows;
+  const bool one_sequence = options.mode == planner::Mode::prefill || options.mode == planner::Mode::verify;
+  const std::int64_t seqs = one_sequence ? 1 : options.rows;
   an.fit = memory_fit(lib, *target.device, cls, model, seqs, an.context, tp);
   if (!an.fit.fits) {
     if (target.device->interconnect.gbs > 0) {

@@ -34,7 +34,10 @@ struct GroupRow {
   std::string nodes;          // "rmsnorm:attn_norm linear:qkv rope kv_append"
   std::string kernels;
   std::string unit;
-  std::string exec;           // "bf16 x bf16 native" / "fp8-e4m3 x bf16 emulate (bf16)" / "no path"
+  std::string family;                        // "" for a gap
+  bool measured = false;                     // the prediction divides by the family's measured efficiency
+  std::string exec;                          // "W8A16 fp8-e4m3 x bf16 emulate (bf16)" / "W4A4 nvfp4 x nvfp4 no path" (exec_text)
+  std::optional<planner::Exec> exec_detail;  // the same, field by field (the JSON's)
   GroupCost cost;             // per layer
   double fit_seconds = 0;     // per layer: what the family's efficiency divides (the datasheet-basis
                               // ceiling, its compute over the tiles' share of the SMs for a gemm)
@@ -99,18 +102,24 @@ struct GapRow {
   double share = 0;
   std::string why;
   std::string kernel;
-  // What is missing: "no kernel" (a rule matches but its kernels are not on the class or the device
-  // lacks an instruction they need), "no format path" (every candidate rule lacks the format pair)
-  // or "no rule" (no rule of the class chain covers the op at all).
+  // Why the row is here. Gaps (unfused reference ops): "no kernel" (no kernel of the class runs the
+  // op here: its rule's kernels are absent, need an instruction the device lacks or do not take the
+  // shape, or no rule covers the op) and "no format path" (every candidate rule lacks the format
+  // pair). Groups that run a kernel: "tensor-core policy" (a matmul off the tensor cores at or
+  // above the class's row threshold) and "unmeasured" (its family has no measured efficiency
+  // where the rest of the case's prediction is measured: its time is the ceiling).
   std::string klass;
 };
 
 struct FormatRow {
   std::string node;      // "layers:full linear:qkv"
   std::string weight;    // declared format
+  std::string act;       // declared activation format (the checkpoint's, else the model's)
   std::string source;    // where the format came from
-  std::string decode;    // exec at decode
+  std::string decode;    // exec at decode: "W8A8 native (fp8, RULE; activations quantised to fp8-e4m3 on the fly)"
   std::string prefill;   // exec at prefill
+  std::optional<planner::Exec> decode_exec, prefill_exec;  // field by field, when the node has a group
+  std::string decode_rule, prefill_rule;                   // "" for a gap
 };
 
 struct PortRow {
@@ -146,6 +155,10 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
                            const Options& options);
 
 // One case of the ladder (exposed for tests): the plan at that case and its cost.
+// A group's exec as one line: "W8A8 fp8-e4m3 x bf16 native (fp8), activations quantised to fp8-e4m3
+// on the fly"; a gap's names the pair it would need: "W4A4 nvfp4 x nvfp4 no path".
+std::string exec_text(const planner::Exec& e, bool gap);
+
 CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
                            const Basis& basis, planner::Mode mode, std::int64_t rows, std::int64_t context, int tp,
                            std::vector<GroupRow>* groups = nullptr, planner::Plan* plan_out = nullptr);

@@ -17,6 +17,9 @@ struct Node {
   std::map<std::string, double> params;   // evaluated; optional params filled with defaults
   std::string weight;                     // checkpoint tensor name for the kind's first layer ("" = none)
   std::optional<Format> weight_format;    // set iff the op has a weight
+  // The format the checkpoint fixes for this node's input activations (quantised with scales it
+  // carries: W8A8, W4A4); a path must compute in it. Absent: the model's activation format.
+  std::optional<Format> act_format;
   std::string format_source;              // where the format came from: "recipe", "config.json quantization_config", "safetensors header", ...
   std::vector<std::string> weights;       // every checkpoint tensor of a fused node (q, k, v), first layer; weights[0] == weight
   bool tied = false;                      // the weight is another node's tensor (tied lm_head): read each step, stored once

@@ -334,6 +334,8 @@ Expected<void> assign_format(Context& c, Node& node, const std::vector<std::stri
   }
   node.weight_format = f;
   node.format_source = source;
+  // Activations the checkpoint quantises with its own scales go with the weights it quantised.
+  if (quantized_by_config && f == c.quant->weight) node.act_format = c.quant->act;
   return {};
 }
 
@@ -439,7 +441,10 @@ Expected<ModelGraph> instantiate(const Circuit& circuit, const CheckpointSource&
     MET_TRY(c.tensors, read_checkpoint_tensors(config_source));
     g.kv = c.quant && c.quant->kv ? *c.quant->kv : g.activation;
     if (c.quant) {
-      g.notes.push_back(fmt::format("{} weights ({}, {})", format_name(c.quant->weight), c.quant->method, c.quant->source));
+      g.notes.push_back(c.quant->act
+                            ? fmt::format("{} weights, {} activations ({}, {})", format_name(c.quant->weight),
+                                          format_name(*c.quant->act), c.quant->method, c.quant->source)
+                            : fmt::format("{} weights ({}, {})", format_name(c.quant->weight), c.quant->method, c.quant->source));
       for (const auto& n : c.quant->notes) g.notes.push_back(n);
       if (!c.quant->exclude.empty()) {
         const std::size_t shown = std::min<std::size_t>(c.quant->exclude.size(), 8);

@@ -73,6 +73,44 @@ Expected<Format> bits_format(const json& w, const std::string& ctx) {
   return fail(fmt::format("{}: unsupported weights of {} bits of type '{}'", ctx, bits, type));
 }
 
+// Activations a quantisation algorithm fixes with its own calibrated scales: modelopt's FP8
+// (per-tensor input scales) and NVFP4 (a global input scale per Linear) quantise inputs as they
+// do weights; its MXFP4 leaves activations alone.
+std::optional<Format> algo_act(Format weight) {
+  if (weight == Format::fp8_e4m3 || weight == Format::nvfp4) return weight;
+  return std::nullopt;
+}
+
+void note_dynamic(QuantScheme& s, Format act, const std::string& said) {
+  s.act_dynamic = true;
+  s.notes.push_back(
+      fmt::format("activations quantised to {} at run time ({}): the checkpoint fixes no activation format, so "
+                  "each path says the one it computes in",
+                  format_name(act), said));
+}
+
+// compressed-tensors `input_activations` of the config groups: static scales fix the activation
+// format (W8A8, W4A4); `dynamic: true` leaves it to the runtime. Groups must agree.
+Expected<void> group_acts(QuantScheme& s, const json& groups, const std::string& ctx) {
+  std::optional<std::pair<Format, bool>> seen;
+  for (const auto& [name, group] : groups.items()) {
+    const std::string gctx = fmt::format("{}: config_groups '{}': input_activations", ctx, name);
+    if (!group.is_object() || !group.contains("input_activations") || group["input_activations"].is_null()) continue;
+    const json& a = group["input_activations"];
+    MET_TRY(Format f, bits_format(a, gctx));
+    const bool dynamic = a.is_object() && a.contains("dynamic") && a["dynamic"].is_boolean() && a["dynamic"].get<bool>();
+    if (seen && (seen->first != f || seen->second != dynamic))
+      return fail(fmt::format("{}: groups of different activation schemes are not supported", gctx));
+    seen = std::make_pair(f, dynamic);
+  }
+  if (!seen) return {};
+  if (seen->second)
+    note_dynamic(s, seen->first, "input_activations dynamic");
+  else
+    s.act = seen->first;
+  return {};
+}
+
 Expected<std::optional<Format>> kv_scheme(const json& q, const std::string& ctx) {
   if (!q.contains("kv_cache_scheme") || q["kv_cache_scheme"].is_null()) return std::optional<Format>{};
   MET_TRY(Format f, bits_format(q["kv_cache_scheme"], ctx + ": kv_cache_scheme"));
@@ -92,6 +130,13 @@ Expected<QuantScheme> from_quantization_config(const json& q, const std::string&
     else if (*fmt_ == "e5m2") s.weight = Format::fp8_e5m2;
     else return fail(fmt::format("{}: unsupported fp8 fmt '{}' (known: e4m3, e5m2)", ctx, *fmt_));
     MET_TRY(s.exclude, string_list(q, "modules_to_not_convert", ctx));
+    MET_TRY(auto scheme, opt_string(q, "activation_scheme", ctx));
+    if (scheme && *scheme == "static")
+      s.act = s.weight;
+    else if (scheme && *scheme == "dynamic")
+      note_dynamic(s, s.weight, "activation_scheme dynamic");
+    else if (scheme)
+      return fail(fmt::format("{}: unsupported activation_scheme '{}' (known: dynamic, static)", ctx, *scheme));
     if (q.contains("weight_block_size") && !q["weight_block_size"].is_null()) {
       const json& b = q["weight_block_size"];
       if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer()) {
@@ -110,13 +155,16 @@ Expected<QuantScheme> from_quantization_config(const json& q, const std::string&
     MET_TRY(s.exclude, string_list(q, "ignore", ctx));
     MET_TRY(s.kv, kv_scheme(q, ctx));
     MET_TRY(auto algo, opt_string(q, "quant_algo", ctx));
+    const bool groups = q.contains("config_groups") && q["config_groups"].is_object() && !q["config_groups"].empty();
     if (algo) {
       MET_TRY(s.weight, algo_format(*algo, ctx));
+      if (groups)
+        MET_CHECK(group_acts(s, q["config_groups"], ctx));
+      else
+        s.act = algo_act(s.weight);
       return s;
     }
-    if (!q.contains("config_groups") || !q["config_groups"].is_object() || q["config_groups"].empty()) {
-      return fail(fmt::format("{}: {} needs 'quant_algo' or 'config_groups'", ctx, s.method));
-    }
+    if (!groups) return fail(fmt::format("{}: {} needs 'quant_algo' or 'config_groups'", ctx, s.method));
     std::optional<Format> seen;
     for (const auto& [name, group] : q["config_groups"].items()) {
       const std::string gctx = fmt::format("{}: config_groups '{}'", ctx, name);
@@ -126,6 +174,7 @@ Expected<QuantScheme> from_quantization_config(const json& q, const std::string&
       seen = f;
     }
     s.weight = *seen;
+    MET_CHECK(group_acts(s, q["config_groups"], ctx));
     return s;
   }
   return fail(fmt::format("{}: unsupported quant_method '{}' (known: compressed-tensors, fp8, modelopt, mxfp4)", ctx,
@@ -143,6 +192,7 @@ Expected<QuantScheme> from_hf_quant(const json& root, const std::string& ctx) {
   MET_TRY(auto algo, opt_string(q, "quant_algo", ctx));
   if (!algo) return fail(fmt::format("{}: missing 'quant_algo'", ctx));
   MET_TRY(s.weight, algo_format(*algo, ctx));
+  s.act = algo_act(s.weight);
   MET_TRY(s.exclude, string_list(q, "exclude_modules", ctx));
   MET_TRY(auto kv, opt_string(q, "kv_cache_quant_algo", ctx));
   if (kv) {
@@ -192,6 +242,7 @@ Expected<std::optional<QuantScheme>> read_quant(const json& config, const Checkp
   }
   if (from_config) {
     if (!from_config->kv && from_sidecar) from_config->kv = from_sidecar->kv;
+    if (!from_config->act && !from_config->act_dynamic && from_sidecar) from_config->act = from_sidecar->act;
     return from_config;
   }
   return from_sidecar;

@@ -21,6 +21,11 @@ struct QuantScheme {
   Format weight = Format::bf16;       // format of quantized Linear weights
   std::vector<std::string> exclude;   // module patterns kept unquantized (prefix or glob with '*')
   std::optional<Format> kv;           // KV cache format when the config declares one
+  // Input activations of quantized Linear nodes, when the checkpoint fixes their quantisation
+  // (static scales: W8A8, W4A4). Dynamic activation schemes leave the choice to the runtime and
+  // stay absent, with a note.
+  std::optional<Format> act;
+  bool act_dynamic = false;           // the config declares dynamic activation quantisation
   std::vector<std::string> notes;     // facts for the report (block size, group size, ...)
 };
 

@@ -30,6 +30,21 @@ struct FormatMatch {
   std::string missing;  // "fp8-e4m3 x bf16"
 };
 
+// Whether an entry runs a matrix node reading activations `act`. The path must compute in the
+// activation format the checkpoint fixes for the node (W4A4 stays W4A4, never weight-only); a node
+// with no such format may take a path that quantises its activations on the fly, which its exec
+// then says.
+bool entry_serves(const FormatEntry& e, const model::Node& n, Format act) {
+  if (!e.weight || *e.weight != *n.weight_format || e.act != act) return false;
+  return n.act_format ? e.act_math() == *n.act_format : true;
+}
+
+std::string entry_pair(const FormatEntry& e) {
+  std::string s = fmt::format("{} x {}", e.weight ? format_name(*e.weight) : "-", format_name(e.act));
+  if (e.quantize_act) s += fmt::format(" (quantised to {})", format_name(*e.quantize_act));
+  return s;
+}
+
 FormatMatch match_format(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos, Format act) {
   FormatMatch out;
   const FormatEntry* chosen = nullptr;
@@ -40,13 +55,13 @@ FormatMatch match_format(const Rule& r, const std::vector<model::Node>& nodes, s
     any_matrix = true;
     const FormatEntry* found = nullptr;
     for (const auto& e : r.formats) {
-      if (e.weight && *e.weight == *n.weight_format && e.act == act) {
+      if (entry_serves(e, n, act)) {
         found = &e;
         break;
       }
     }
     if (!found) {
-      out.missing = fmt::format("{} x {}", format_name(*n.weight_format), format_name(act));
+      out.missing = fmt::format("{} x {}", format_name(*n.weight_format), format_name(n.act_format.value_or(act)));
       return out;
     }
     // A group runs at its slowest path: emulation over native.
@@ -90,6 +105,10 @@ bool mode_rows_ok(const Rule& r, Mode mode, std::int64_t rows) {
 }
 
 }  // namespace
+
+std::string path_name(Format weight, Format act_math) {
+  return fmt::format("W{}A{}", format_bits(weight), format_bits(act_math));
+}
 
 std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& rules, const avail::Availability& availability,
                         Mode mode, std::int64_t rows, Format activation) {
@@ -144,9 +163,7 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
           b.kernels = r.kernels;
           b.why = fmt::format("no path for {} (rule '{}' lists {})", fm.missing, r.id, [&] {
             std::vector<std::string> pairs;
-            for (const auto& e : r.formats) {
-              pairs.push_back(fmt::format("{} x {}", e.weight ? format_name(*e.weight) : "-", format_name(e.act)));
-            }
+            for (const auto& e : r.formats) pairs.push_back(entry_pair(e));
             return fmt::format("{}", fmt::join(pairs, ", "));
           }());
           b.format = true;
@@ -169,7 +186,12 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
       for (std::size_t k = pos; k < pos + len; ++k) {
         const auto& node = nodes[k];
         if (is_matrix_op(node.op) && node.weight_format) {
-          g.exec = Exec{std::string(format_name(*node.weight_format)), std::string(format_name(activation)), fm.entry->exec,
+          const Format act_math = fm.entry->act_math();
+          g.exec = Exec{std::string(format_name(*node.weight_format)),
+                        std::string(format_name(activation)),
+                        std::string(format_name(act_math)),
+                        path_name(*node.weight_format, act_math),
+                        fm.entry->exec,
                         fm.entry->math};
           break;
         }
@@ -200,8 +222,15 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
     if (is_matrix_op(node.op) && node.weight_format) {
       const bool format_only = !gap.blocked.empty() && std::all_of(gap.blocked.begin(), gap.blocked.end(),
                                                                    [](const Blocked& b) { return b.format; });
-      gap.exec = Exec{std::string(format_name(*node.weight_format)), std::string(format_name(activation)),
-                      format_only || gap.blocked.empty() ? "no path" : "gap", ""};
+      // "no path": no rule lists the node's format pair; "no kernel": a rule does (or none covers
+      // the op at all), but no kernel of the class runs it here.
+      const Format act_math = node.act_format.value_or(activation);
+      gap.exec = Exec{std::string(format_name(*node.weight_format)),
+                      std::string(format_name(activation)),
+                      std::string(format_name(act_math)),
+                      path_name(*node.weight_format, act_math),
+                      format_only ? "no path" : "no kernel",
+                      ""};
     }
     out.push_back(std::move(gap));
   }

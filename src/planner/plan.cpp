@@ -10,6 +10,7 @@
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
 #include "planner/matrix_ops.hpp"
+#include "planner/units.hpp"
 
 namespace met::planner {
 namespace {
@@ -20,6 +21,7 @@ std::string node_text(const model::Node& n) {
   for (const auto& [k, v] : n.params) ps.push_back(k + "=" + fmt_exact(v));
   s += " {" + join(ps, ",") + "}";
   if (n.weight_format) s += fmt::format(" w={}", format_name(*n.weight_format));
+  if (n.act_format) s += fmt::format(" a={}", format_name(*n.act_format));
   return s;
 }
 
@@ -40,7 +42,10 @@ std::string canonical_text(const Plan& p, const model::ModelGraph& m) {
       for (int i : g.nodes) idx.push_back(std::to_string(i));
       out += fmt::format("  group [{}] {} {} unit {}", join(idx, ","), g.gap ? "gap" : "rule " + g.rule,
                          g.gap ? "" : "kernels " + join(g.kernels, ","), g.unit);
-      if (g.exec) out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
+      if (g.exec) {
+        out += fmt::format(" exec {}x{}:{}:{}", g.exec->weight, g.exec->act, g.exec->how, g.exec->math);
+        if (g.exec->quantizes_act()) out += fmt::format(" act_math {}", g.exec->act_math);
+      }
       out += "\n";
       // The why of a blocked candidate names the device ("... which mi300x lacks"); the digest
       // names only what the class decides, so devices of one class share it.
@@ -90,7 +95,11 @@ Plan build_plan(const PlanInput& in) {
     s.groups = fuse(nodes, *in.rules, *in.availability, mode, rows, m.activation);
     p.scopes.push_back(std::move(s));
   };
-  if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, in.mode, in.rows);
+  // Verify runs its K rows through the layers as a prefill chunk (after the cache) and needs the
+  // head's logits on every row: a batch of K rows there, one decode row when K is 1.
+  const bool verify = in.mode == Mode::verify;
+  const Mode body_mode = verify ? Mode::prefill : in.mode;
+  if (!m.pre.empty()) add_scope("pre", "", 1, m.pre, body_mode, in.rows);
   // Layers of one kind may form several groups (a quantization exclusion covering some of them):
   // each group is a scope of its own, named by its first layer when the kind repeats.
   std::map<std::string, int> seen_kinds;
@@ -98,12 +107,13 @@ Plan build_plan(const PlanInput& in) {
   for (const auto& k : m.kinds) {
     std::string name = "layers:" + k.kind;
     if (seen_kinds[k.kind] > 1 && !k.layers.empty()) name += "@" + std::to_string(k.layers.front());
-    add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, in.mode, in.rows);
+    add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, body_mode, in.rows);
   }
   // Prefill runs the head on the last row only: the same program as one decode step's head.
   if (!m.post.empty()) {
     const bool last_row = in.mode == Mode::prefill;
-    add_scope("post", "", 1, m.post, last_row ? Mode::decode : in.mode, last_row ? 1 : in.rows);
+    const Mode head_mode = last_row || (verify && in.rows == 1) ? Mode::decode : verify ? Mode::batch : in.mode;
+    add_scope("post", "", 1, m.post, head_mode, last_row ? 1 : in.rows);
   }
 
   const auto& leaf = in.chain->leaf();
@@ -148,8 +158,10 @@ Plan build_plan(const PlanInput& in) {
           f.op = node.role.empty() ? node.op : node.op + ":" + node.role;
           f.unit = g.unit;
           f.rows = s.rows;
-          f.message = fmt::format("{} at {} rows runs on {}; class '{}' policy '{}' wants tensor cores from {} rows", f.op, s.rows,
-                                  g.gap ? "reference ops (gap)" : g.unit, leaf.id, leaf.tc_policy, leaf.tc_min_rows);
+          const std::string& vendor = in.device->vendor;
+          f.message = fmt::format("{} at {} rows runs on {}; class '{}' policy '{}' wants {} from {} rows", f.op, s.rows,
+                                  g.gap ? "reference ops (gap)" : unit_name(g.unit, vendor, /*plural=*/true), leaf.id,
+                                  leaf.tc_policy, unit_name("tensor_core", vendor, /*plural=*/true), leaf.tc_min_rows);
           p.tc_audit.push_back(std::move(f));
         }
       }

@@ -18,13 +18,23 @@
 
 namespace met::planner {
 
-// How a group runs one weighted node's format pair.
+// How a group runs one weighted node's format pair. The activation precision is an axis of its
+// own: `act` is what the kernel reads, `act_math` what the math consumes (the node's declared
+// activation format, or a format the kernel quantises `act` to on the fly), and `path` names
+// both precisions the way checkpoints do (W8A16: weight-only fp8; W8A8: activations quantised).
 struct Exec {
-  std::string weight;  // "fp8-e4m3"
-  std::string act;     // "bf16"
-  std::string how;     // native | emulate | no path
-  std::string math;    // peak key when native/emulate
+  std::string weight;    // "fp8-e4m3"
+  std::string act;       // "bf16"
+  std::string act_math;  // "fp8-e4m3" when the kernel quantises activations, else act; gaps: the declared one
+  std::string path;      // "W8A8"
+  std::string how;       // native | emulate | no path (no format route) | no kernel (a route, no kernel covers it)
+  std::string math;      // peak key when native/emulate
+
+  bool quantizes_act() const { return act_math != act; }
 };
+
+// "W8A16": the bits of the weight and of the activations the math consumes.
+std::string path_name(Format weight, Format act_math);
 
 // A rule that matched a node's op pattern but could not take it, and why.
 struct Blocked {

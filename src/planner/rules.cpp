@@ -42,9 +42,28 @@ Expected<FormatEntry> parse_format_entry(const std::string& file, const toml::no
   auto a = parse_format(act);
   if (!a) return f.error_at("act", fmt::format("unknown format '{}'", act));
   e.act = *a;
+  MET_TRY(auto quantize, f.opt_str("quantize_act"));
+  if (quantize) {
+    auto q = parse_format(*quantize);
+    if (!q)
+      return f.error_at("quantize_act",
+                        fmt::format("unknown format '{}' (known: {})", *quantize, fmt::join(format_names(), ", ")));
+    if (*q == e.act) return f.error_at("quantize_act", fmt::format("'{}' is the activation format itself", *quantize));
+    e.quantize_act = *q;
+  }
   MET_TRY(e.exec, f.str("exec"));
   if (!kExec.count(e.exec)) return f.error_at("exec", fmt::format("unknown exec '{}' (known: emulate, native)", e.exec));
   MET_TRY(e.math, f.str("math"));
+  // The math consumes activations in its own format: an entry whose math is narrower than the
+  // activations it reads must say that it quantises them, so no report shows such a path as if the
+  // activations kept their precision.
+  if (e.math != math_key(e.act_math())) {
+    return f.error_at(
+        "math", fmt::format("math '{}' on {} activations: the math reads activations as {} ({}); an entry that "
+                            "quantises them on the fly says so with quantize_act",
+                            e.math, format_name(e.act), math_key(e.act_math()),
+                            e.quantize_act ? "quantize_act " + std::string(format_name(*e.quantize_act)) : "no quantize_act"));
+  }
   MET_CHECK(f.done());
   return e;
 }
@@ -68,7 +87,8 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
   if (modes.empty()) return f.error("missing key 'modes'");
   for (const auto& m : modes) {
     auto mode = parse_mode(m);
-    if (!mode) return f.error_at("modes", fmt::format("unknown mode '{}' (known: batch, decode, prefill)", m));
+    if (!mode || *mode == Mode::verify)
+      return f.error_at("modes", fmt::format("unknown mode '{}' (known: batch, decode, prefill)", m));
     r.modes.insert(*mode);
   }
   MET_TRY(auto rows, f.int_list("rows"));

@@ -25,9 +25,15 @@ struct PatternElem {
 
 struct FormatEntry {
   std::optional<Format> weight;  // absent: the entry serves weightless nodes
-  Format act = Format::bf16;
+  Format act = Format::bf16;     // the activation format the kernel reads
+  // The format the kernel quantises its activations to on the fly before the math (`quantize_act`):
+  // a W8A8 path reading bf16 activations. Absent: the math reads `act` as it is.
+  std::optional<Format> quantize_act;
   std::string exec;              // native | emulate
   std::string math;              // peak key the unit runs at: bf16, fp8, fp4, ...
+
+  // The activation format the math consumes: quantize_act, else act.
+  Format act_math() const { return quantize_act.value_or(act); }
 };
 
 struct Rule {

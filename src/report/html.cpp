@@ -237,7 +237,9 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
   }
   if (rest) bars.push_back({fmt::format("{} small groups", rest), rest_share, pct(rest_share) + " " + dur(rest_seconds), "#bbbbbb"});
   s += bar_chart(bars);
-  s += "<p>Green: CUDA-core or memory kernels; blue: tensor-core kernels; red: gaps (unfused reference ops).</p>\n";
+  s += fmt::format("<p>Green: kernels on {} or memory-bound; blue: kernels on {}; red: gaps (unfused reference ops on {}).</p>\n",
+                   unit_name("cuda_core", d.vendor, /*plural=*/true), unit_name("tensor_core", d.vendor, /*plural=*/true),
+                   unit_name("cuda_core", d.vendor, /*plural=*/true));
   if (const std::string r = roofline(an); !r.empty()) {
     s += "<h2>Roofline</h2>\n" + r;
     s += "<p>Groups of this case with FLOPs and bytes: hollow at the ceiling, filled at the prediction, under the memory roof "
@@ -256,6 +258,13 @@ std::string render_html(const estimate::Analysis& an, const Provenance& prov) {
     for (const auto& g : an.gaps) rows.push_back({g.scope, g.op, pct(g.share), g.klass, g.kernel.empty() ? "(none)" : g.kernel, g.why});
     s += table({"scope", "op", "share", "class", "missing", "why"}, rows);
   }
+
+  s += "<h2>Formats</h2>\n<p>Paths are named by the bits of the weights and of the activations the math consumes (W8A16: "
+       "weight-only; W8A8: activations quantised).</p>\n";
+  std::vector<std::vector<std::string>> format_rows;
+  for (const auto& f : an.formats) format_rows.push_back({f.node, f.weight, f.act, f.source, f.decode, f.prefill});
+  s += format_rows.empty() ? "<p>No weighted matrix nodes.</p>\n"
+                           : table({"node", "weight", "activations", "declared by", "decode", "prefill"}, format_rows);
 
   s += "<h2>Memory fit</h2>\n";
   const auto& f = an.fit;

@@ -38,6 +38,13 @@ json case_json(const estimate::CaseEstimate& c) {
   return j;
 }
 
+// A path field by field: what the kernel reads, what the math consumes, whether the kernel
+// quantises activations on the fly.
+json exec_json(const planner::Exec& e) {
+  return {{"path", e.path}, {"weight", e.weight}, {"act", e.act}, {"act_math", e.act_math}, {"quantizes_act", e.quantizes_act()},
+          {"how", e.how},   {"math", e.math}};
+}
+
 }  // namespace
 
 std::string render_json(const estimate::Analysis& an, const Provenance& prov) {
@@ -59,23 +66,25 @@ std::string render_json(const estimate::Analysis& an, const Provenance& prov) {
   j["plan"] = {{"digest", an.plan.digest}, {"gap_groups", an.plan.gap_groups}};
   json groups = json::array();
   for (const auto& g : an.groups) {
-    groups.push_back({{"scope", g.scope},
-                      {"layers", g.count},
-                      {"group", g.group},
-                      {"nodes", g.nodes},
-                      {"kernels", g.kernels},
-                      {"unit", g.unit},
-                      {"exec", g.exec},
-                      {"weight_bytes", g.cost.weight_bytes},
-                      {"kv_bytes", g.cost.kv_bytes},
-                      {"other_bytes", g.cost.other_bytes},
-                      {"flops", g.cost.flops},
-                      {"seconds_per_layer", g.cost.seconds},
-                      {"fit_seconds_per_layer", g.fit_seconds},
-                      {"bound", g.cost.bound},
-                      {"peak", g.cost.peak_key},
-                      {"step_seconds", g.step_seconds},
-                      {"share", g.share}});
+    json row = {{"scope", g.scope},
+                {"layers", g.count},
+                {"group", g.group},
+                {"nodes", g.nodes},
+                {"kernels", g.kernels},
+                {"unit", g.unit},
+                {"exec", g.exec},
+                {"weight_bytes", g.cost.weight_bytes},
+                {"kv_bytes", g.cost.kv_bytes},
+                {"other_bytes", g.cost.other_bytes},
+                {"flops", g.cost.flops},
+                {"seconds_per_layer", g.cost.seconds},
+                {"fit_seconds_per_layer", g.fit_seconds},
+                {"bound", g.cost.bound},
+                {"peak", g.cost.peak_key},
+                {"step_seconds", g.step_seconds},
+                {"share", g.share}};
+    if (g.exec_detail) row["exec_path"] = exec_json(*g.exec_detail);  // groups with a weighted matrix node
+    groups.push_back(std::move(row));
   }
   j["groups"] = groups;
   j["requested"] = case_json(an.requested);
@@ -100,7 +109,11 @@ std::string render_json(const estimate::Analysis& an, const Provenance& prov) {
   j["ports"] = ports;
   json formats = json::array();
   for (const auto& f : an.formats) {
-    formats.push_back({{"node", f.node}, {"weight", f.weight}, {"declared_by", f.source}, {"decode", f.decode}, {"prefill", f.prefill}});
+    json row = {{"node", f.node},     {"weight", f.weight},   {"activations", f.act},         {"declared_by", f.source},
+                {"decode", f.decode}, {"prefill", f.prefill}, {"decode_rule", f.decode_rule}, {"prefill_rule", f.prefill_rule}};
+    if (f.decode_exec) row["decode_exec"] = exec_json(*f.decode_exec);
+    if (f.prefill_exec) row["prefill_exec"] = exec_json(*f.prefill_exec);
+    formats.push_back(std::move(row));
   }
   j["formats"] = formats;
   json tc = json::array();

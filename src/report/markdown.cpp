@@ -88,10 +88,14 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
 
   s += "\n## Gaps\n\n";
   if (an.gaps.empty()) {
-    s += "None: every node of this case runs a kernel of the class.\n";
+    s += "None: every node of this case runs a kernel of the class, within the tensor-core policy and, where the prediction "
+         "is measured, with a measured efficiency.\n";
   } else {
-    s += fmt::format("Costed as unfused reference ops on {}, ranked by share of the step.\n\n",
-                     unit_name("cuda_core", d.vendor, /*plural=*/true));
+    s += fmt::format(
+        "Ranked by share of the step. `no kernel` and `no format path` are gaps, costed as unfused reference ops "
+        "on {}; `tensor-core policy` runs a matmul off the {} at or above the class's row threshold; `unmeasured` "
+        "runs a kernel whose family has no measured efficiency where the rest of the prediction is measured.\n\n",
+        unit_name("cuda_core", d.vendor, /*plural=*/true), unit_name("tensor_core", d.vendor, /*plural=*/true));
     s += md_head({"scope", "op", "layers", "time per step", "share", "class", "missing", "why"});
     for (const auto& g : an.gaps) {
       s += md_row({g.scope, g.op, fmt_int(g.count), dur(g.step_seconds), pct(g.share), g.klass, g.kernel.empty() ? "(none)" : g.kernel,
@@ -111,8 +115,10 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   }
 
   s += "\n## Formats\n\n";
-  s += md_head({"node", "weight", "declared by", "decode", "prefill"});
-  for (const auto& f : an.formats) s += md_row({f.node, f.weight, f.source, f.decode, f.prefill});
+  s += "Paths are named by the bits of the weights and of the activations the math consumes (W8A16: weight-only; W8A8: "
+       "activations quantised).\n\n";
+  s += md_head({"node", "weight", "activations", "declared by", "decode", "prefill"});
+  for (const auto& f : an.formats) s += md_row({f.node, f.weight, f.act, f.source, f.decode, f.prefill});
 
   s += "\n## Tensor-core policy\n\n";
   if (an.tc_audit.empty()) {

@@ -35,18 +35,6 @@ std::string flop_text(double flops) {
   return fmt_sig(flops / 1e6, 4) + " MFLOP";
 }
 
-std::string unit_name(const std::string& unit, const std::string& vendor, bool plural) {
-  if (vendor == "amd") {
-    if (unit == "tensor_core") return plural ? "matrix cores" : "matrix core";
-    if (unit == "cuda_core") return plural ? "vector ALUs" : "vector ALU";
-    return unit;
-  }
-  if (!plural) return unit;
-  if (unit == "tensor_core") return "tensor cores";
-  if (unit == "cuda_core") return "CUDA cores";
-  return unit;
-}
-
 std::string md_escape(std::string s) {
   std::string out;
   for (char c : s) {
@@ -71,6 +59,9 @@ std::string md_head(const std::vector<std::string>& cells) {
 std::string case_label(const estimate::Analysis& an) {
   const auto& o = an.options;
   if (o.mode == planner::Mode::prefill) return fmt::format("prefill of {} tokens, TP {}", o.rows, o.tp);
+  if (o.mode == planner::Mode::verify)
+    return fmt::format("verify of {} draft {} against a cache of {}, TP {}", o.rows, o.rows == 1 ? "token" : "tokens", an.context,
+                       o.tp);
   return fmt::format("{} at {} {}, context {}, TP {}", planner::mode_name(o.mode), o.rows, o.rows == 1 ? "sequence" : "sequences",
                      an.context, o.tp);
 }

@@ -5,8 +5,11 @@
 #include <vector>
 
 #include "estimate/analysis.hpp"
+#include "planner/units.hpp"
 
 namespace met::report {
+
+using planner::unit_name;  // units as the vendor names them
 
 std::string ms(double seconds);          // "7.512 ms" style, 4 significant digits
 std::string us(double seconds);          // "12.3 µs"
@@ -21,9 +24,6 @@ std::string md_head(const std::vector<std::string>& cells);
 std::string case_label(const estimate::Analysis& an);
 std::string fit_verdict(const estimate::MemoryFit& f);
 std::string md_escape(std::string s);
-// A plan unit (tensor_core, cuda_core, memory) as the device's vendor names it: AMD's matrix cores
-// and vector ALUs; the unit id itself for NVIDIA and the host. `plural` for running text.
-std::string unit_name(const std::string& unit, const std::string& vendor, bool plural = false);
 // What a campaign measured for the case, beside the prediction and the ceiling: "5.692 ms per
 // step, 175.7 tokens/s; predicted / measured x1.003, ceiling / measured 56.9% (FILE, STAMP)", or
 // what was not found when nothing matched. Only for an analysis given --measured.

@@ -287,8 +287,8 @@ why=()
 if [[ -s $good ]]; then
   grep -q "ckpt-good (circuit dense-gqa, LlamaForCausalLM, declared formats)" "$good" ||
     why+=("the report's model line does not say 'declared formats'")
-  grep -Eq "^\| layers:full linear:qkv \| bf16 \| safetensors header \|" "$good" ||
-    why+=("the Formats table does not show linear:qkv as bf16 declared by the safetensors header")
+  grep -Eq "^\| layers:full linear:qkv \| bf16 \| bf16 \| safetensors header \|" "$good" ||
+    why+=("the Formats table does not show linear:qkv as bf16 weights and activations declared by the safetensors header")
 fi
 report good_checkpoint_plans_with_declared_formats "${why[@]}"
 

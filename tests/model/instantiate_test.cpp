@@ -3,6 +3,8 @@
 // safetensors headers (tiny checkpoints written in memory) each fail or pass as they must.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "model/instantiate.hpp"
 #include "model/ops.hpp"
 #include "model/safetensors_writer.hpp"
@@ -331,4 +333,63 @@ TEST_CASE("declared with headers: a sharded checkpoint reads every shard the ind
                         {"model-00002-of-00002.safetensors", safetensors(b)}});
   REQUIRE_MESSAGE(g.ok(), g.error().message);
   CHECK(find_node(g->post, "lm_head")->format_source == "safetensors header");
+}
+
+TEST_CASE(
+    "declared: NVFP4 (modelopt) fixes nvfp4 activations on the quantised nodes, none on excluded ones (catches a W4A4 checkpoint "
+    "read as weight-only)") {
+  auto g =
+      from_config("x", tiny_llama_config({}),
+                  {{"hf_quant_config.json", R"({"quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}})"}});
+  REQUIRE_MESSAGE(g.ok(), g.error().message);
+  const Node* qkv = find_node(g->kinds[0].nodes, "qkv");
+  CHECK(*qkv->weight_format == Format::nvfp4);
+  REQUIRE(qkv->act_format.has_value());
+  CHECK(*qkv->act_format == Format::nvfp4);
+  CHECK_FALSE(find_node(g->kinds[0].nodes, "attn_norm")->act_format.has_value());
+  CHECK_FALSE(find_node(g->post, "lm_head")->act_format.has_value());
+  CHECK(std::find(g->notes.begin(), g->notes.end(), "nvfp4 weights, nvfp4 activations (modelopt, hf_quant_config.json)") !=
+        g->notes.end());
+}
+
+TEST_CASE(
+    "declared: compressed-tensors input_activations fix the activation format when static, leave it to the runtime when "
+    "dynamic") {
+  auto with_acts = [](bool dynamic) {
+    std::string cfg = tiny_llama_config({});
+    cfg.insert(1,
+               std::string("\"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"config_groups\": {\"group_0\": "
+                           "{\"weights\": {\"num_bits\": 4, \"type\": \"float\", \"group_size\": 16}, \"input_activations\": "
+                           "{\"num_bits\": 4, \"type\": \"float\", \"group_size\": 16, \"dynamic\": ") +
+                   (dynamic ? "true" : "false") + "}, \"targets\": [\"Linear\"]}}, \"ignore\": [\"lm_head\"]},");
+    return from_config("x", cfg);
+  };
+  auto fixed = with_acts(false);
+  REQUIRE_MESSAGE(fixed.ok(), fixed.error().message);
+  REQUIRE(find_node(fixed->kinds[0].nodes, "down")->act_format.has_value());
+  CHECK(*find_node(fixed->kinds[0].nodes, "down")->act_format == Format::nvfp4);
+  auto dynamic = with_acts(true);
+  REQUIRE_MESSAGE(dynamic.ok(), dynamic.error().message);
+  CHECK_FALSE(find_node(dynamic->kinds[0].nodes, "down")->act_format.has_value());
+  bool noted = false;
+  for (const auto& n : dynamic->notes) noted = noted || n.find("activations quantised to nvfp4 at run time") != std::string::npos;
+  CHECK(noted);
+}
+
+TEST_CASE(
+    "declared: fp8 activation_scheme dynamic leaves activations to the runtime with a note, static fixes fp8, another is "
+    "refused") {
+  auto with_scheme = [](const std::string& scheme) {
+    std::string cfg = tiny_llama_config({});
+    cfg.insert(1, "\"quantization_config\": {\"quant_method\": \"fp8\", \"activation_scheme\": \"" + scheme + "\"},");
+    return from_config("x", cfg);
+  };
+  auto dynamic = with_scheme("dynamic");
+  REQUIRE_MESSAGE(dynamic.ok(), dynamic.error().message);
+  CHECK_FALSE(find_node(dynamic->kinds[0].nodes, "o")->act_format.has_value());
+  auto fixed = with_scheme("static");
+  REQUIRE_MESSAGE(fixed.ok(), fixed.error().message);
+  REQUIRE(find_node(fixed->kinds[0].nodes, "o")->act_format.has_value());
+  CHECK(*find_node(fixed->kinds[0].nodes, "o")->act_format == Format::fp8_e4m3);
+  CHECK(error_of(with_scheme("sometimes")).find("unsupported activation_scheme 'sometimes'") != std::string::npos);
 }

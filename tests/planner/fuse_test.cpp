@@ -153,7 +153,7 @@ TEST_CASE("a node no rule covers becomes a one-node placeholder group") {
   CHECK(head.blocked.empty());      // no candidate matched
   REQUIRE(head.exec.has_value());
   CHECK(head.exec->weight == "bf16");
-  CHECK(head.exec->how == "no path");
+  CHECK(head.exec->how == "no kernel");     // nothing covers the op: not a format the class lacks
   CHECK_FALSE(groups[2].exec.has_value());  // argmax has no weight
 }
 
@@ -183,7 +183,7 @@ TEST_CASE("a candidate whose kernel is unavailable is recorded on the gap with i
   CHECK(o.blocked[0].needs == std::vector<std::string>{"wgmma"});
   CHECK_FALSE(o.blocked[0].format);
   REQUIRE(o.exec.has_value());
-  CHECK(o.exec->how == "gap");  // a kernel is missing, the format pair itself has a path
+  CHECK(o.exec->how == "no kernel");  // a kernel is missing, the format pair itself has a path
   CHECK(groups[2].blocked.empty());
 }
 
@@ -286,4 +286,94 @@ TEST_CASE("a requirement naming a param no op of the pattern has is refused wher
   REQUIRE(!rs.ok());
   CHECK(rs.error().message.find("'head_dims == 64' reads 'head_dims', which no op of the pattern has") != std::string::npos);
   CHECK(rs.error().message.find("test/FUSIONS.toml") != std::string::npos);
+}
+
+TEST_CASE(
+    "a gap whose rule lists the format pair but lacks its kernel is 'no kernel', one whose rules lack the pair 'no path' "
+    "(catches 'no path' printed for a missing kernel)") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10), "[\"k_o\"]");
+  const auto missing_kernel = fuse({node("linear", "o", Format::bf16)}, rs, available({}), Mode::decode, 1, Format::bf16);
+  REQUIRE(missing_kernel.size() == 1);
+  REQUIRE(missing_kernel[0].exec.has_value());
+  CHECK(missing_kernel[0].exec->how == "no kernel");
+  const auto missing_pair = fuse({node("linear", "o", Format::int8)}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(missing_pair.size() == 1);
+  REQUIRE(missing_pair[0].exec.has_value());
+  CHECK(missing_pair[0].exec->how == "no path");
+}
+
+namespace {
+// fp8 weights on three paths: weight-only emulation, the kernel quantising bf16 activations, and
+// nvfp4 weight-only emulation (the W4A16 path a W4A4 checkpoint must not take).
+const std::string kPathFormats =
+    "[{ weight = \"fp8-e4m3\", act = \"bf16\", quantize_act = \"fp8-e4m3\", exec = \"native\", math = \"fp8\" },"
+    " { weight = \"nvfp4\", act = \"bf16\", exec = \"emulate\", math = \"bf16\" }]";
+}  // namespace
+
+TEST_CASE(
+    "a path that quantises activations on the fly is W8A8 and says so, not a bf16-activation path (catches the quantisation left "
+    "out of the exec)") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", kPathFormats), "[\"k_o\"]");
+  const auto groups = fuse({node("linear", "o", Format::fp8_e4m3)}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(groups.size() == 1);
+  REQUIRE_FALSE(groups[0].gap);
+  REQUIRE(groups[0].exec.has_value());
+  const auto& e = *groups[0].exec;
+  CHECK(e.act == "bf16");
+  CHECK(e.act_math == "fp8-e4m3");
+  CHECK(e.quantizes_act());
+  CHECK(e.path == "W8A8");
+  CHECK(e.math == "fp8");
+}
+
+TEST_CASE(
+    "a node whose checkpoint fixes nvfp4 activations is planned W4A4: a weight-only nvfp4 path is no path for it (catches W4A4 "
+    "planned as weight-only)") {
+  const RuleSet rs = load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", kPathFormats), "[\"k_o\"]");
+  Node weight_only = node("linear", "o", Format::nvfp4);
+  const auto w4a16 = fuse({weight_only}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(w4a16.size() == 1);
+  CHECK_FALSE(w4a16[0].gap);
+  REQUIRE(w4a16[0].exec.has_value());
+  CHECK(w4a16[0].exec->path == "W4A16");
+  CHECK_FALSE(w4a16[0].exec->quantizes_act());
+
+  Node w4a4 = weight_only;
+  w4a4.act_format = Format::nvfp4;
+  const auto groups = fuse({w4a4}, rs, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(groups.size() == 1);
+  const Group& g = groups[0];
+  CHECK(g.gap);
+  REQUIRE(g.exec.has_value());
+  CHECK(g.exec->path == "W4A4");
+  CHECK(g.exec->how == "no path");
+  REQUIRE(g.blocked.size() == 1);
+  CHECK(g.blocked[0].format);
+  CHECK(g.blocked[0].pair == "nvfp4 x nvfp4");
+  CHECK(g.blocked[0].why.find("fp8-e4m3 x bf16 (quantised to fp8-e4m3)") != std::string::npos);
+
+  // A path computing in the declared format takes it.
+  const std::string w4a4_formats =
+      "[{ weight = \"nvfp4\", act = \"bf16\", quantize_act = \"nvfp4\", exec = \"native\", math = \"fp4\" }]";
+  const RuleSet native = load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", w4a4_formats), "[\"k_o\"]");
+  const auto ran = fuse({w4a4}, native, available({"k_o"}), Mode::decode, 1, Format::bf16);
+  REQUIRE(ran.size() == 1);
+  CHECK_FALSE(ran[0].gap);
+  CHECK(ran[0].exec->path == "W4A4");
+}
+
+TEST_CASE(
+    "an entry whose math is narrower than the activations it reads must name quantize_act (catches a W8A8 path shown as keeping "
+    "bf16 activations)") {
+  const std::string silent = "[{ weight = \"fp8-e4m3\", act = \"bf16\", exec = \"native\", math = \"fp8\" }]";
+  auto rs = try_load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", silent), "[\"k_o\"]");
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.error().message.find("math 'fp8' on bf16 activations") != std::string::npos);
+  CHECK(rs.error().message.find("quantize_act") != std::string::npos);
+  const std::string wrong =
+      "[{ weight = \"fp8-e4m3\", act = \"bf16\", quantize_act = \"nvfp4\", exec = \"native\", math = \"fp8\" }]";
+  CHECK_FALSE(try_load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", wrong), "[\"k_o\"]").ok());
+  const std::string itself =
+      "[{ weight = \"fp8-e4m3\", act = \"bf16\", quantize_act = \"bf16\", exec = \"native\", math = \"bf16\" }]";
+  CHECK_FALSE(try_load(rule("o", "[\"linear:o\"]", "k_o", 10, "[\"decode\"]", "[1, 1]", itself), "[\"k_o\"]").ok());
 }

@@ -295,7 +295,7 @@ TEST_CASE("fp8 weights on a device without fp8 MMA plan as emulation or no path,
           REQUIRE(g.exec.has_value());
           CHECK(g.exec->weight == "fp8-e4m3");
           CHECK(g.exec->how != "native");
-          CHECK((g.exec->how == "emulate" || g.exec->how == "no path" || g.exec->how == "gap"));
+          CHECK((g.exec->how == "emulate" || g.exec->how == "no path" || g.exec->how == "no kernel"));
         }
       }
     }
@@ -355,6 +355,37 @@ TEST_CASE("hopper devices (h100-sxm, h100-nvl, h200-sxm, gh200) share every gold
         CAPTURE(hopper[i]);
         CHECK(plan_of(l, l.target(hopper[i]), graph, mode, rows).digest == first.digest);
       }
+    }
+  }
+}
+
+TEST_CASE(
+    "verify plans the layers as a prefill chunk of K rows and the head on every one of them (catches the head on the last row "
+    "only, or the layers planned as a decode batch)") {
+  const Loaded l;
+  const auto graph = l.graph("llama-3.1-8b-instruct");
+  const auto target = l.target("h200-sxm");
+  for (const std::int64_t k : {std::int64_t{1}, std::int64_t{4}, std::int64_t{16}}) {
+    CAPTURE(k);
+    const auto plan = plan_of(l, target, graph, planner::Mode::verify, k);
+    CHECK(plan.mode == planner::Mode::verify);
+    CHECK(contains(plan.canonical, "mode verify rows " + std::to_string(k) + "\n"));
+    for (const auto& s : plan.scopes) {
+      CAPTURE(s.name);
+      CHECK(s.rows == k);  // every scope, the head included, runs all K rows
+      if (s.name == "post")
+        CHECK(s.mode == (k == 1 ? planner::Mode::decode : planner::Mode::batch));
+      else
+        CHECK(s.mode == planner::Mode::prefill);
+    }
+    // The same layers as a prefill of K tokens, but not the same program.
+    const auto prefill = plan_of(l, target, graph, planner::Mode::prefill, k);
+    CHECK(prefill.digest != plan.digest);
+    REQUIRE(prefill.scopes.size() == plan.scopes.size());
+    for (std::size_t i = 0; i + 1 < plan.scopes.size(); ++i) {
+      REQUIRE(prefill.scopes[i].groups.size() == plan.scopes[i].groups.size());
+      for (std::size_t g = 0; g < plan.scopes[i].groups.size(); ++g)
+        CHECK(prefill.scopes[i].groups[g].rule == plan.scopes[i].groups[g].rule);
     }
   }
 }

@@ -41,10 +41,11 @@ struct Loaded {
     return std::move(t).value();
   }
 
-  model::ModelGraph graph(const std::string& instance) const {
+  // The instance's recipe formats, or with `declared` the formats its config directory declares.
+  model::ModelGraph graph(const std::string& instance, bool declared = false) const {
     const auto* inst = lib.instance(instance);
     REQUIRE_MESSAGE(inst != nullptr, instance);
-    auto g = model::instantiate_instance(tree, lib.circuits, *inst, /*declared=*/false);
+    auto g = model::instantiate_instance(tree, lib.circuits, *inst, declared);
     REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
     return std::move(g).value();
   }
@@ -58,9 +59,9 @@ struct Case {
 };
 
 inline std::unique_ptr<Case> analyse(const Loaded& l, const std::string& instance, const std::string& device,
-                                     const estimate::Options& opt = {}) {
+                                     const estimate::Options& opt = {}, bool declared = false) {
   auto c = std::make_unique<Case>();
-  c->graph = l.graph(instance);
+  c->graph = l.graph(instance, declared);
   c->target = l.target(device);
   auto an = estimate::analyze(l.lib, c->target, c->graph, opt);
   REQUIRE_MESSAGE(an.ok(), (an.ok() ? "" : an.error().message));

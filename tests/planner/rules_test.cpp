@@ -134,6 +134,17 @@ TEST_CASE("an unknown key in a rule is rejected, never ignored") {
   CHECK(rs.error().message.find("prio") != std::string::npos);
 }
 
+TEST_CASE(
+    "a rule listing mode verify is refused: verify plans with the prefill and decode rules (catches a second set of rules for "
+    "it)") {
+  auto rs = load(
+      "[[rule]]\nid = \"r_y\"\npattern = [\"linear\"]\nkernel = \"k_gemv_fast\"\nfamily = \"fam\"\n"
+      "modes = [\"verify\"]\nrows = [1, 16]\npriority = 1\n"
+      "formats = [{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" }]\n");
+  REQUIRE_FALSE(rs.ok());
+  CHECK(rs.error().message.find("unknown mode 'verify' (known: batch, decode, prefill)") != std::string::npos);
+}
+
 namespace {
 
 met::Expected<RuleSet> load_family(const std::string& extra) {

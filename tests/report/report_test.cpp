@@ -345,3 +345,95 @@ TEST_CASE("MATRIX.md has a coverage table at C = 16 (100% where no op is a gap, 
   CHECK(rects == 2);
   CHECK_FALSE(contains(html, "<script"));
 }
+
+TEST_CASE(
+    "hopper's fp8 GEMM on bf16 activations is W8A8 and says it quantises them, in the markdown, html and json formats (catches "
+    "'native (fp8, gemm_fp8_wgmma)' with no word on the activations)") {
+  // The fp8 wgmma body is not written yet: a tree whose hopper sources define it, as a class that
+  // has it will.
+  const Loaded l([] {
+    auto t = met::testing::real_tree();
+    std::string& src = t.files()["hopper/gemm_wgmma.cuh"];
+    const std::string close = "#endif  // MET_HAS_WGMMA && MET_HAS_TMA";
+    REQUIRE(src.find(close) != std::string::npos);
+    src.insert(src.find(close), "MET_ENTRY(gemm_fp8_wgmma) { gemm_wgmma_slice(a, slice, smem); }\n");
+    return t;
+  }());
+  auto c = analyse(l, "qwen3-8b-fp8", "h200-sxm");
+  const estimate::FormatRow* gate_up = nullptr;
+  for (const auto& f : c->an.formats)
+    if (contains(f.node, "linear:gate_up")) gate_up = &f;
+  REQUIRE(gate_up != nullptr);
+  CAPTURE(gate_up->prefill);
+  CAPTURE(gate_up->decode);
+  CHECK(contains(gate_up->prefill, "W8A8 native (fp8, gemm_fp8_wgmma; activations quantised to fp8-e4m3 on the fly)"));
+  CHECK(contains(gate_up->decode, "W8A16 emulate (bf16, "));  // the gemv expands weights and keeps bf16 activations
+  CHECK_FALSE(contains(gate_up->decode, "quantised"));
+  CHECK(gate_up->act == "bf16");
+  const std::string row = "| " + gate_up->node + " | fp8-e4m3 | bf16 |";
+  CHECK(contains(report::render_markdown(c->an, {"test"}), row));
+  CHECK(contains(report::render_html(c->an, {"test"}), "activations quantised to fp8-e4m3 on the fly"));
+  const json j = json::parse(report::render_json(c->an, {"test"}));
+  bool found = false;
+  for (const auto& f : j["formats"]) {
+    if (f["node"] != gate_up->node) continue;
+    found = true;
+    CHECK(f["prefill_exec"]["path"] == "W8A8");
+    CHECK(f["prefill_exec"]["act"] == "bf16");
+    CHECK(f["prefill_exec"]["act_math"] == "fp8-e4m3");
+    CHECK(f["prefill_exec"]["quantizes_act"] == true);
+    CHECK(f["prefill_rule"] == "gemm_fp8_wgmma");
+    CHECK(f["decode_exec"]["path"] == "W8A16");
+    CHECK(f["decode_exec"]["quantizes_act"] == false);
+  }
+  CHECK(found);
+}
+
+TEST_CASE(
+    "an NVFP4 checkpoint planned as declared is W4A4: no weight-only path takes its quantised nodes (catches W4A4 planned as "
+    "W4A16)") {
+  const Loaded l;
+  for (const char* device : {"h200-sxm", "b200"}) {
+    CAPTURE(device);
+    auto c = analyse(l, "gemma-4-31b-it-nvfp4", device, {}, /*declared=*/true);
+    int quantised = 0;
+    for (const auto& f : c->an.formats) {
+      if (f.weight != "nvfp4") continue;
+      ++quantised;
+      CAPTURE(f.node);
+      CHECK(f.act == "nvfp4");
+      REQUIRE(f.decode_exec.has_value());
+      REQUIRE(f.prefill_exec.has_value());
+      CHECK(f.decode_exec->path == "W4A4");
+      CHECK(f.prefill_exec->path == "W4A4");
+      CHECK_FALSE(contains(f.decode + f.prefill, "W4A16"));
+    }
+    CHECK(quantised > 0);
+    // No class has a W4A4 kernel yet: the port list asks for one by its pair.
+    bool asked = false;
+    for (const auto& p : c->an.ports) asked = asked || p.item.kernel == "(a nvfp4 x nvfp4 kernel)";
+    CHECK(asked);
+  }
+}
+
+TEST_CASE(
+    "an AMD report's tensor-core findings and html legend name matrix cores and vector ALUs (catches 'tensor cores' or CUDA "
+    "wording in a cdna3 finding)") {
+  const Loaded l;
+  auto amd = analyse(l, "gpt-oss-20b", "mi300x");
+  REQUIRE_FALSE(amd->an.tc_audit.empty());
+  for (const auto& f : amd->an.tc_audit) {
+    CAPTURE(f.message);
+    CHECK(contains(f.message, "wants matrix cores from"));
+    CHECK_FALSE(contains(f.message, "tensor cores"));
+    CHECK_FALSE(contains(f.message, "cuda_core"));
+  }
+  const std::string html = report::render_html(amd->an, {"test"});
+  CHECK(contains(html, "kernels on vector ALUs or memory-bound; blue: kernels on matrix cores"));
+  for (const auto& text : {html, report::render_markdown(amd->an, {"test"}), report::render_json(amd->an, {"test"})}) {
+    CHECK_FALSE(contains(text, "CUDA"));
+    CHECK_FALSE(contains(text, "tensor cores"));
+  }
+  auto nv = analyse(l, "gpt-oss-20b", "h200-sxm");
+  CHECK(contains(report::render_html(nv->an, {"test"}), "kernels on CUDA cores or memory-bound; blue: kernels on tensor cores"));
+}
