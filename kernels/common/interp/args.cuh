@@ -34,17 +34,17 @@ typedef const float* T_table;
 #define MET_ARGS_HEAD MetGeom geom;
 #include "common/ops_args.h"
 
-#define MET_OP(name, family, cpu)                                                                 \
-  __device__ __forceinline__ MetArgs_##name met_load_##name(const MetDevInstr& in) {              \
-    MetArgs_##name a;                                                                             \
-    a.geom.opcode = in.opcode;                                                                    \
-    a.geom.slices = in.slices;                                                                    \
-    a.geom.col_parts = in.col_parts > 0 ? in.col_parts : 1;                                       \
-    a.geom.w_rows = in.w_rows;                                                                    \
-    a.geom.w_cols = in.w_cols;                                                                    \
-    a.geom.tmaps = reinterpret_cast<const void*>(in.tmaps);                                       \
-    [[maybe_unused]] int t_ = 0;                                                                  \
-    [[maybe_unused]] int i_ = 0;                                                                  \
+#define MET_OP(name, family, cpu)                                                    \
+  __device__ __forceinline__ MetArgs_##name met_load_##name(const MetDevInstr& in) { \
+    MetArgs_##name a;                                                                \
+    a.geom.opcode = in.opcode;                                                       \
+    a.geom.slices = in.slices;                                                       \
+    a.geom.col_parts = in.col_parts > 0 ? in.col_parts : 1;                          \
+    a.geom.w_rows = in.w_rows;                                                       \
+    a.geom.w_cols = in.w_cols;                                                       \
+    a.geom.tmaps = reinterpret_cast<const void*>(in.tmaps);                          \
+    [[maybe_unused]] int t_ = 0;                                                     \
+    [[maybe_unused]] int i_ = 0;                                                     \
     [[maybe_unused]] int f_ = 0;
 #define MET_T(n, kind, dir, span) a.n = reinterpret_cast<T_##kind>(in.ops[t_++]);
 #define MET_I(n) a.n = in.ints[i_++];
@@ -65,10 +65,10 @@ template <>
 struct MetIsNoBody<MetNoBody> {
   static constexpr bool value = true;
 };
-#define MET_OP(name, family, cpu)                                                                   \
-  template <int N = 0>                                                                              \
-  __device__ MetNoBody met_##name(const MetArgs_##name&, uint32_t, unsigned char*) {                \
-    return MetNoBody{};                                                                             \
+#define MET_OP(name, family, cpu)                                                    \
+  template <int N = 0>                                                               \
+  __device__ MetNoBody met_##name(const MetArgs_##name&, uint32_t, unsigned char*) { \
+    return MetNoBody{};                                                              \
   }
 #include "common/ops.def"
 
@@ -79,16 +79,16 @@ struct MetIsNoBody<MetNoBody> {
 // blockIdx.x of one instruction. Its kernel descriptor met_<op>.kd is the entry point the AMD
 // cross-check reads (tests/kernels/hip/) and the one the HIP backend will look up by name
 // (docs/arch/interpreter.md); it also gives each body its own register, LDS and MFMA counts.
-#define MET_ENTRY(name)                                                                                 \
+#define MET_ENTRY(name)                                                                                     \
   __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem); \
-  extern "C" __global__ void __launch_bounds__(MET_INTERP_THREADS) met_##name(const MetDevInstr* in) {  \
-    extern __shared__ __align__(16) unsigned char met_dynamic_smem[];                                   \
-    met_##name(met_load_##name(*in), blockIdx.x, met_dynamic_smem);                                     \
-  }                                                                                                     \
+  extern "C" __global__ void __launch_bounds__(MET_INTERP_THREADS) met_##name(const MetDevInstr* in) {      \
+    extern __shared__ __align__(16) unsigned char met_dynamic_smem[];                                       \
+    met_##name(met_load_##name(*in), blockIdx.x, met_dynamic_smem);                                         \
+  }                                                                                                         \
   __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
-#else
-#define MET_ENTRY(name)                                                       \
-  extern "C" __device__ const unsigned met_entry_##name = MET_OP_##name;      \
+#elif !defined(MET_ENTRY)  // a standalone bench (bench/gemv_stream.cu) may define it without the marker
+#define MET_ENTRY(name)                                                  \
+  extern "C" __device__ const unsigned met_entry_##name = MET_OP_##name; \
   __device__ __forceinline__ void met_##name(const MetArgs_##name& a, uint32_t slice, unsigned char* smem)
 #endif
 
