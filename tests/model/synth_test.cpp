@@ -424,3 +424,26 @@ TEST_CASE("a Qwen3-MoE checkpoint whose expert tensors disagree with config.json
   const std::string scalar = instantiate_error(with_config(fs, "mlp_only_layers", 7));
   CHECK(scalar.find("'mlp_only_layers' is an integer, expected a list of layer indices") != std::string::npos);
 }
+
+TEST_CASE("Qwen3-30B-A3B's real config: synth lists 48 x 128 x 3 expert tensors and 30.5B parameters, as counted from config.json here (catches experts listed per layer kind, or once)") {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/kernels/circuits/configs/Qwen--Qwen3-30B-A3B");
+  auto cfg = d.read("config.json");
+  REQUIRE(cfg.ok());
+  auto p = plan_synth(circuits(), *cfg, "Qwen3-30B-A3B/config.json", SynthOptions{1, Format::bf16});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  // config.json: hidden 2048, 48 layers, 32 heads, 4 KV heads of 128, 128 experts of 768, vocab 151936, untied.
+  const double hidden = 2048, layers = 48, q = 32 * 128, kv = 4 * 128, experts = 128, inter = 768, vocab = 151936;
+  const double per_layer = hidden * (q + 2 * kv) + q * hidden + 2 * 128 + 2 * hidden + experts * hidden + experts * 3 * inter * hidden;
+  const double want = layers * per_layer + 2 * vocab * hidden + hidden;
+  double have = 0;
+  std::size_t expert_tensors = 0;
+  for (const auto& t : p->tensors) {
+    double e = 1;
+    for (auto s : t.shape) e *= static_cast<double>(s);
+    have += e;
+    if (t.name.find(".mlp.experts.") != std::string::npos) ++expert_tensors;
+  }
+  CHECK(have == want);
+  CHECK(expert_tensors == 48 * 128 * 3);
+  CHECK(p->tensors.size() == 48 * (2 + 4 + 2 + 1 + 128 * 3) + 3);
+}
