@@ -51,14 +51,19 @@ def load(checkpoint, device):
     with tempfile.TemporaryDirectory() as tmp:
         source = checkpoint
         if getattr(config, "quantization_config", None) is not None:
-            del config.quantization_config
-            config.save_pretrained(tmp)
+            with open(os.path.join(checkpoint, "config.json")) as f:
+                plain = json.load(f)
+            plain.pop("quantization_config")
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(plain, f)
             save_file(dequantised_state(checkpoint), os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             source = tmp
         model, info = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16, output_loading_info=True)
-    missing = [m for m in info.get("missing_keys", []) if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
-    bad = {"missing": missing, "unexpected": list(info.get("unexpected_keys", [])),
-           "mismatched": list(info.get("mismatched_keys", []))}
+    def keys(kind):  # loading info is a dict of lists (an object with those fields is read alike)
+        found = info.get(kind) if isinstance(info, dict) else getattr(info, kind, None)
+        return list(found or [])
+    missing = [m for m in keys("missing_keys") if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
+    bad = {"missing": missing, "unexpected": keys("unexpected_keys"), "mismatched": keys("mismatched_keys")}
     if any(bad.values()):
         sys.exit(f"state dict mismatch: {bad}")
     return model.to(device).eval()
