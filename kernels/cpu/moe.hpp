@@ -31,7 +31,8 @@ inline std::vector<std::vector<std::int64_t>> routed_slots(const std::int32_t* i
 // x: [rows, hidden]; w_router: [experts, hidden]. ids/weights: [rows, top_k], best first; ties go
 // to the lower expert. The logits are rounded to bf16 (a bf16 projection's output, as transformers'
 // router computes them); the weights are their softmax over all experts in fp32, divided by the
-// top-k sum when renormalize != 0 (equal to a softmax over the top-k logits).
+// top-k sum when renormalize != 0 (equal to a softmax over the top-k logits), then rounded to bf16
+// (the routing weights are cast back to the activations' dtype before the experts use them).
 extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight* w_router, std::int64_t rows, std::int32_t top_k, std::int32_t renormalize, std::int32_t* ids, float* weights) {
   const std::int64_t experts = w_router->rows;
   met::cpu::RowDot dot(*w_router);
@@ -55,7 +56,8 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
     for (std::int32_t k = 0; k < top_k; ++k) {
       const std::int32_t e = order[static_cast<std::size_t>(k)];
       ids[r * top_k + k] = e;
-      weights[r * top_k + k] = renormalize ? p[static_cast<std::size_t>(e)] / top_sum : p[static_cast<std::size_t>(e)];
+      weights[r * top_k + k] =
+          met::cpu::round_bf16(renormalize ? p[static_cast<std::size_t>(e)] / top_sum : p[static_cast<std::size_t>(e)]);
     }
   }
 }
@@ -79,8 +81,9 @@ extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight
 }
 
 // h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; y: [rows, hidden] =
-// bf16(sum over the routed experts, in expert order, of weights[k] * (h[k] W_down[ids[k]]^T)), in
-// fp32 until the one store.
+// bf16(sum over the routed experts of bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T))): each
+// expert's output is a bf16 projection, its weighted copy a bf16 product (weights are bf16), and
+// the top-k copies sum in fp32 (in expert order) with one rounding at the store.
 extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::uint16_t* y) {
   const std::int64_t inter = w_down->cols;
   const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
@@ -91,7 +94,8 @@ extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down
     for (std::int64_t o = 0; o < hidden; ++o) {
       met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
       for (const std::int64_t t : by_expert[e])
-        acc[static_cast<std::size_t>((t / top_k) * hidden + o)] += weights[t] * met::cpu::dot_bf16_f32(h + t * inter, row.data(), inter);
+        acc[static_cast<std::size_t>((t / top_k) * hidden + o)] +=
+            met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_bf16_f32(h + t * inter, row.data(), inter)));
     }
   }
   for (std::size_t k = 0; k < acc.size(); ++k) y[k] = met::cpu::f32_to_bf16(acc[k]);

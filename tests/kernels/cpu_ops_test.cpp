@@ -781,7 +781,7 @@ void to_grid(std::mt19937& g, Bf16& v, float step, int lim) {
 
 }  // namespace
 
-TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 is the softmax of the bf16-rounded logits, top-k, with and without renormalisation") {
+TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 is the softmax of the bf16-rounded logits, top-k, with and without renormalisation, each weight a bf16 value") {
   for (std::int32_t renorm : {0, 1}) {
     std::mt19937 g(161);
     auto t = make_weight(g, MET_WEIGHT_BF16, 16, 64);
@@ -808,13 +808,14 @@ TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 is the softmax of
       for (int k = 0; k < 4; ++k) {
         CHECK(ids[r * 4 + k] == order[sz(k)]);
         const double want = renorm ? p[sz(order[sz(k)])] / top : p[sz(order[sz(k)])];
-        CHECK(std::abs(wts[r * 4 + k] - want) <= 1e-6);
+        CHECK(met::cpu::round_bf16(wts[r * 4 + k]) == wts[r * 4 + k]);  // rounded to bf16
+        CHECK(std::abs(wts[r * 4 + k] - want) <= want * (1.0 / 256));  // within half a bf16 step of it
       }
     }
   }
 }
 
-TEST_CASE("moe_router_topk by hand: experts=4, logits {1, 2, 2, 0} and {3, 0, 1, 0}; a tie goes to the lower expert; norm_topk_prob off keeps the softmax over all experts, on divides by the top-k sum (catches a top-k that renormalises always, or never)") {
+TEST_CASE("moe_router_topk by hand: experts=4, logits {1, 2, 2, 0} and {3, 0, 1, 0}; a tie goes to the lower expert; norm_topk_prob off keeps the softmax over all experts, on divides by the top-k sum (catches a top-k that renormalises always, or never); weights are bf16") {
   // x = [1, 0]: expert e's logit is w[e][0].
   const auto w = bf16_weight({1, 0, 2, 0, 2, 0, 0, 0}, 4, 2);
   const auto w2 = bf16_weight({3, 0, 0, 0, 1, 0, 0, 0}, 4, 2);
@@ -828,16 +829,17 @@ TEST_CASE("moe_router_topk by hand: experts=4, logits {1, 2, 2, 0} and {3, 0, 1,
     CHECK(ids[0] == 1);
     CHECK(ids[1] == 2);
     const double all = e + 2 * e * e + 1;  // e^1 + e^2 + e^2 + e^0
-    for (int k = 0; k < 2; ++k) CHECK(wts[k] == doctest::Approx(renorm ? 0.5 : e * e / all).epsilon(1e-6));
+    for (int k = 0; k < 2; ++k) CHECK(wts[k] == doctest::Approx(renorm ? 0.5 : e * e / all).epsilon(1.0 / 256));
     met_moe_router_topk(x.data(), &w.w, 1, 1, renorm, ids, wts);  // top-1 of a tie: the lower expert
     CHECK(ids[0] == 1);
-    CHECK(wts[0] == doctest::Approx(renorm ? 1.0 : e * e / all).epsilon(1e-6));
+    CHECK(wts[0] == doctest::Approx(renorm ? 1.0 : e * e / all).epsilon(1.0 / 256));
     met_moe_router_topk(x.data(), &w2.w, 1, 2, renorm, ids, wts);
     CHECK(ids[0] == 0);
     CHECK(ids[1] == 2);
     const double all2 = e * e * e + 1 + e + 1, top2 = e * e * e + e;
-    CHECK(wts[0] == doctest::Approx(e * e * e / (renorm ? top2 : all2)).epsilon(1e-6));
-    CHECK(wts[1] == doctest::Approx(e / (renorm ? top2 : all2)).epsilon(1e-6));
+    CHECK(wts[0] == doctest::Approx(e * e * e / (renorm ? top2 : all2)).epsilon(1.0 / 256));
+    CHECK(wts[1] == doctest::Approx(e / (renorm ? top2 : all2)).epsilon(1.0 / 256));
+    for (int k = 0; k < 2; ++k) CHECK(met::cpu::round_bf16(wts[k]) == wts[k]);
   }
 }
 

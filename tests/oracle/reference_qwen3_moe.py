@@ -4,11 +4,16 @@ Python forward pass (no numpy or torch, so it runs wherever ctest does) over a `
 checkpoint, written down from transformers' Qwen3-MoE rather than from met's code, that writes a
 fixture in the transformers fixtures' format for tests/oracle/check.sh.
 
-What it computes: bf16 weights, fp32 arithmetic, a bf16 rounding after every projection, norm and
-residual (where transformers' bf16 tensors round); RMSNorm on q and k per head; rotate-half RoPE;
-causal GQA attention; per layer either the dense SiLU MLP (mlp_only_layers, decoder_sparse_step)
-or the router (softmax over every expert's logit in fp32, top-k, divided by the top-k sum when
-norm_topk_prob) and the routed experts' SiLU MLPs summed with their weights. Greedy decoding."""
+What it computes: bf16 weights, fp32 arithmetic, a bf16 rounding wherever transformers' bf16
+tensors round: after every projection and residual; RMSNorm rounds the normalised vector, then its
+product with the weight; RoPE uses bf16 cos and sin and rounds each product and the sum; SiLU
+rounds silu(gate), then its product with up; attention rounds each probability exp(s - max) to
+bf16 for the sum with V (as a flash kernel does) and divides by the fp32 sum. RMSNorm on q and k
+per head; rotate-half RoPE; causal GQA attention; per layer either the dense SiLU MLP
+(mlp_only_layers, decoder_sparse_step) or the router (softmax over every expert's bf16 logit in
+fp32, top-k, divided by the top-k sum when norm_topk_prob, then rounded to bf16) and the routed
+experts' outputs, each times its weight rounded to bf16, summed and rounded once. Greedy
+decoding."""
 import argparse
 import json
 import math
@@ -76,21 +81,21 @@ class Model:
 
     def rms(self, x, g):
         s = math.sqrt(sum(v * v for v in x) / len(x) + self.eps)
-        return [round_bf16(v / s * gg) for v, gg in zip(x, g)]
+        return [round_bf16(round_bf16(v / s) * gg) for v, gg in zip(x, g)]
 
     def rope(self, v, pos):
         half = self.head_dim // 2
         out = list(v)
         for i in range(half):
             f = pos / self.theta ** (2 * i / self.head_dim)
-            c, s = math.cos(f), math.sin(f)
-            out[i] = round_bf16(v[i] * c - v[i + half] * s)
-            out[i + half] = round_bf16(v[i + half] * c + v[i] * s)
+            c, s = round_bf16(math.cos(f)), round_bf16(math.sin(f))
+            out[i] = round_bf16(round_bf16(v[i] * c) + round_bf16(-v[i + half] * s))
+            out[i + half] = round_bf16(round_bf16(v[i + half] * c) + round_bf16(v[i] * s))
         return out
 
     def mlp(self, prefix, x):
         gate, up = self.linear(self.w[prefix + "gate_proj.weight"], x), self.linear(self.w[prefix + "up_proj.weight"], x)
-        return self.linear(self.w[prefix + "down_proj.weight"], [round_bf16(g / (1 + math.exp(-g)) * u) for g, u in zip(gate, up)])
+        return self.linear(self.w[prefix + "down_proj.weight"], [round_bf16(round_bf16(g / (1 + math.exp(-g))) * u) for g, u in zip(gate, up)])
 
     def moe(self, prefix, x):
         logits = self.linear(self.w[prefix + "gate.weight"], x)
@@ -103,10 +108,11 @@ class Model:
         if self.norm_topk:
             s = sum(weights)
             weights = [v / s for v in weights]
+        weights = [round_bf16(v) for v in weights]
         y = [0.0] * self.hidden
         for e, we in zip(chosen, weights):
             out = self.mlp(f"{prefix}experts.{e}.", x)
-            y = [a + we * b for a, b in zip(y, out)]
+            y = [a + round_bf16(we * b) for a, b in zip(y, out)]
         return [round_bf16(v) for v in y]
 
     def step(self, token, pos):
@@ -129,7 +135,8 @@ class Model:
                 m = max(scores)
                 e = [math.exp(s - m) for s in scores]
                 z = sum(e)
-                attn += [round_bf16(sum(e[t] / z * self.v[layer][t][g][i] for t in range(len(e)))) for i in range(hd)]
+                pb = [round_bf16(v) for v in e]
+                attn += [round_bf16(sum(pb[t] * self.v[layer][t][g][i] for t in range(len(e))) / z) for i in range(hd)]
             x = [round_bf16(a + b) for a, b in zip(x, self.linear(self.w[p + "self_attn.o_proj.weight"], attn))]
             xn = self.rms(x, self.w[p + "post_attention_layernorm.weight"])
             y = self.mlp(p + "mlp.", xn) if layer in self.dense else self.moe(p + "mlp.", xn)
