@@ -36,26 +36,38 @@ inline std::int64_t window_start(std::int64_t pos, std::int32_t window) {
 }
 
 // Folds keys [lo, hi) of one (query head, kv head) into state/o (o has v_head_dim floats).
-// Caches are [slot][kv_heads][dim]; the sequence's position p is slot base + p.
+// Caches are [slot][kv_heads][dim]; the sequence's position p is slot base + p. The range is one
+// block: its scores first, then the state rescaled to the block's running max m, then each
+// exp(s - m) added to l in fp32 and, rounded to bf16, times v to o (as a flash kernel rounds its
+// probabilities to bf16 for the P.V product).
 inline void attend_range(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache,
                          std::int64_t base, std::int64_t lo, std::int64_t hi, std::int32_t kv_head,
                          const MetAttnShape& s, SoftmaxState& st, float* o) {
+  if (hi <= lo) return;
   const std::int64_t kw = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
   const std::int64_t vw = static_cast<std::int64_t>(s.kv_heads) * s.v_head_dim;
+  std::vector<float> scores(static_cast<std::size_t>(hi - lo));
+  float m_new = st.m;
   for (std::int64_t j = lo; j < hi; ++j) {
     const std::uint16_t* k = k_cache + (base + j) * kw + static_cast<std::int64_t>(kv_head) * s.head_dim;
-    const std::uint16_t* v = v_cache + (base + j) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
     float dot = 0.0f;
     for (std::int32_t d = 0; d < s.head_dim; ++d) dot += bf16_to_f32(q[d]) * bf16_to_f32(k[d]);
     float score = dot * s.scale;
     if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
-    const float m_new = std::max(st.m, score);
-    const float carry = std::exp(st.m - m_new);  // exp(-inf) = 0 on the first key
-    const float p = std::exp(score - m_new);
-    st.l = st.l * carry + p;
-    for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] = o[d] * carry + p * bf16_to_f32(v[d]);
-    st.m = m_new;
+    scores[static_cast<std::size_t>(j - lo)] = score;
+    m_new = std::max(m_new, score);
   }
+  const float carry = std::exp(st.m - m_new);  // exp(-inf) = 0 on the first block
+  st.l *= carry;
+  for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] *= carry;
+  for (std::int64_t j = lo; j < hi; ++j) {
+    const std::uint16_t* v = v_cache + (base + j) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
+    const float p = std::exp(scores[static_cast<std::size_t>(j - lo)] - m_new);
+    st.l += p;
+    const float pb = round_bf16(p);
+    for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] += pb * bf16_to_f32(v[d]);
+  }
+  st.m = m_new;
 }
 
 // Merges split states (and an optional sink logit) into a normalised bf16 output row.

@@ -23,7 +23,9 @@ struct MetRopeShape {
 
 namespace met::cpu {
 
-// x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares) then by w[dim].
+// x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares), rounded to bf16, then
+// scaled by w[dim] and rounded again (two bf16 roundings, as a bf16 reference normalises then
+// multiplies by the weight in bf16).
 // Gemma's norms scale by (1 + w); nothing applies that yet (no op, no emit step), so Gemma plans
 // emit but do not compute Gemma.
 inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y,
@@ -36,11 +38,13 @@ inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uin
       ss += f * f;
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(bf16_to_f32(xv[i]) * inv * bf16_to_f32(w[i]));
+    for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(round_bf16(bf16_to_f32(xv[i]) * inv) * bf16_to_f32(w[i]));
   }
 }
 
 // Rotates n_heads heads of head_dim in place at position pos; inv_freq_table null: theta-based.
+// cos and sin are rounded to bf16, and each product and the sum are rounded to bf16 (a bf16
+// reference's x * cos + rotate_half(x) * sin).
 inline void rope_heads(std::uint16_t* x, std::int32_t n_heads, std::int32_t head_dim, std::int32_t rotary_dim,
                        float theta, const float* inv_freq_table, std::int32_t pos) {
   const std::int32_t half = rotary_dim / 2;
@@ -48,14 +52,14 @@ inline void rope_heads(std::uint16_t* x, std::int32_t n_heads, std::int32_t head
     const double inv_freq = inv_freq_table ? static_cast<double>(inv_freq_table[i])
                                            : std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
     const double angle = static_cast<double>(pos) * inv_freq;
-    const auto c = static_cast<float>(std::cos(angle));
-    const auto s = static_cast<float>(std::sin(angle));
+    const float c = round_bf16(static_cast<float>(std::cos(angle)));
+    const float s = round_bf16(static_cast<float>(std::sin(angle)));
     for (std::int32_t h = 0; h < n_heads; ++h) {
       std::uint16_t* xh = x + static_cast<std::int64_t>(h) * head_dim;
       const float x1 = bf16_to_f32(xh[i]);
       const float x2 = bf16_to_f32(xh[i + half]);
-      xh[i] = f32_to_bf16(x1 * c - x2 * s);
-      xh[i + half] = f32_to_bf16(x2 * c + x1 * s);
+      xh[i] = f32_to_bf16(round_bf16(x1 * c) + round_bf16(-x2 * s));
+      xh[i + half] = f32_to_bf16(round_bf16(x2 * c) + round_bf16(x1 * s));
     }
   }
 }
@@ -77,13 +81,14 @@ inline float gelu_tanh_f32(float g) {
 }
 
 // gate_up row [2*dim] (gate first, up second) -> out [dim].
-// out[i] = act(gate[i]) * up[i] for i in [0, n): a column range of a gate_up row.
+// out[i] = act(gate[i]) * up[i] for i in [0, n): a column range of a gate_up row; act(gate) is
+// rounded to bf16 before the product (a bf16 activation tensor), the product rounded again.
 inline void silu_mul_span(const std::uint16_t* gate, const std::uint16_t* up, std::uint16_t* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(silu_f32(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(round_bf16(silu_f32(bf16_to_f32(gate[i]))) * bf16_to_f32(up[i]));
 }
 
 inline void gelu_mul_span(const std::uint16_t* gate, const std::uint16_t* up, std::uint16_t* out, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(gelu_tanh_f32(bf16_to_f32(gate[i])) * bf16_to_f32(up[i]));
+  for (std::int64_t i = 0; i < n; ++i) out[i] = f32_to_bf16(round_bf16(gelu_tanh_f32(bf16_to_f32(gate[i]))) * bf16_to_f32(up[i]));
 }
 
 inline void silu_mul_row(const std::uint16_t* gate_up, std::uint16_t* out, std::int64_t dim) {

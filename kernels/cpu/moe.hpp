@@ -1,6 +1,8 @@
 // cpu reference bodies of mixture-of-experts: router (softmax, top-k, optional renormalisation),
 // routed gate/up + silu, and down projection with the routing-weighted sum. Expert weights stack
-// along rows of one MetHostWeight (expert e, row j = e * rows_per_expert + j). Include from one TU.
+// along rows of one MetHostWeight (expert e, row j = e * rows_per_expert + j). The expert bodies
+// walk experts, not rows: each expert a slice's rows picked is read once for all of them, and an
+// expert none picked is never read (the cost the planner charges). Include from one TU.
 #pragma once
 
 #include <algorithm>
@@ -11,9 +13,26 @@
 #include "elementwise.hpp"
 #include "quant.hpp"
 
+namespace met::cpu {
+
+// The (row, k) slots routed to each expert, slot = row * top_k + k, ascending within an expert.
+inline std::vector<std::vector<std::int64_t>> routed_slots(const std::int32_t* ids, std::int64_t rows, std::int32_t top_k,
+                                                           std::int64_t experts) {
+  std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(experts));
+  for (std::int64_t t = 0; t < rows * top_k; ++t) {
+    const std::int32_t e = ids[t];
+    if (e >= 0 && e < experts) by_expert[static_cast<std::size_t>(e)].push_back(t);
+  }
+  return by_expert;
+}
+
+}  // namespace met::cpu
+
 // x: [rows, hidden]; w_router: [experts, hidden]. ids/weights: [rows, top_k], best first; ties go
-// to the lower expert. Weights are softmax probabilities over all experts (fp32 logits), divided
-// by their top-k sum when renormalize != 0 (equal to a softmax over the top-k logits).
+// to the lower expert. The logits are rounded to bf16 (a bf16 projection's output, as transformers'
+// router computes them); the weights are their softmax over all experts in fp32, divided by the
+// top-k sum when renormalize != 0 (equal to a softmax over the top-k logits), then rounded to bf16
+// (the routing weights are cast back to the activations' dtype before the experts use them).
 extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight* w_router, std::int64_t rows, std::int32_t top_k, std::int32_t renormalize, std::int32_t* ids, float* weights) {
   const std::int64_t experts = w_router->rows;
   met::cpu::RowDot dot(*w_router);
@@ -22,7 +41,7 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
   for (std::int64_t r = 0; r < rows; ++r) {
     float m = -INFINITY;
     for (std::int64_t e = 0; e < experts; ++e) {
-      p[static_cast<std::size_t>(e)] = dot(x + r * w_router->cols, e);
+      p[static_cast<std::size_t>(e)] = met::cpu::round_bf16(dot(x + r * w_router->cols, e));
       m = std::max(m, p[static_cast<std::size_t>(e)]);
     }
     float sum = 0.0f;
@@ -37,7 +56,8 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
     for (std::int32_t k = 0; k < top_k; ++k) {
       const std::int32_t e = order[static_cast<std::size_t>(k)];
       ids[r * top_k + k] = e;
-      weights[r * top_k + k] = renormalize ? p[static_cast<std::size_t>(e)] / top_sum : p[static_cast<std::size_t>(e)];
+      weights[r * top_k + k] =
+          met::cpu::round_bf16(renormalize ? p[static_cast<std::size_t>(e)] / top_sum : p[static_cast<std::size_t>(e)]);
     }
   }
 }
@@ -45,29 +65,38 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
 // x: [rows, hidden]; w_gate_up: [experts * 2*inter, hidden]; h: [rows, top_k, inter] =
 // silu(gate) * up of each routed expert, via a bf16 gate_up row (as met_gemv then met_silu_mul).
 extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h) {
-  met::cpu::RowDot dot(*w_gate_up);
-  std::vector<std::uint16_t> gu(static_cast<std::size_t>(2 * inter));
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int32_t k = 0; k < top_k; ++k) {
-      const std::int64_t first = static_cast<std::int64_t>(ids[r * top_k + k]) * 2 * inter;
-      for (std::int64_t j = 0; j < 2 * inter; ++j)
-        gu[static_cast<std::size_t>(j)] = met::cpu::f32_to_bf16(dot(x + r * w_gate_up->cols, first + j));
-      met::cpu::silu_mul_row(gu.data(), h + (r * top_k + k) * inter, inter);
+  const std::int64_t width = 2 * static_cast<std::int64_t>(inter), hidden = w_gate_up->cols;
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_gate_up->rows / width);
+  std::vector<std::uint16_t> gu(static_cast<std::size_t>(rows * top_k * width));
+  std::vector<float> row(static_cast<std::size_t>(hidden));
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    if (by_expert[e].empty()) continue;
+    for (std::int64_t j = 0; j < width; ++j) {
+      met::cpu::weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + j, row.data());
+      for (const std::int64_t t : by_expert[e])
+        gu[static_cast<std::size_t>(t * width + j)] = met::cpu::f32_to_bf16(met::cpu::dot_bf16_f32(x + (t / top_k) * hidden, row.data(), hidden));
     }
+  }
+  for (std::int64_t t = 0; t < rows * top_k; ++t) met::cpu::silu_mul_row(gu.data() + t * width, h + t * inter, inter);
 }
 
 // h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; y: [rows, hidden] =
-// bf16(sum_k weights[k] * (h[k] W_down[ids[k]]^T)), all in fp32 until the one store.
+// bf16(sum over the routed experts of bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T))): each
+// expert's output is a bf16 projection, its weighted copy a bf16 product (weights are bf16), and
+// the top-k copies sum in fp32 (in expert order) with one rounding at the store.
 extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::uint16_t* y) {
-  met::cpu::RowDot dot(*w_down);
   const std::int64_t inter = w_down->cols;
-  for (std::int64_t r = 0; r < rows; ++r)
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
+  std::vector<float> acc(static_cast<std::size_t>(rows * hidden), 0.0f);
+  std::vector<float> row(static_cast<std::size_t>(inter));
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    if (by_expert[e].empty()) continue;
     for (std::int64_t o = 0; o < hidden; ++o) {
-      float acc = 0.0f;
-      for (std::int32_t k = 0; k < top_k; ++k) {
-        const std::int64_t e = ids[r * top_k + k];
-        acc += weights[r * top_k + k] * dot(h + (r * top_k + k) * inter, e * hidden + o);
-      }
-      y[r * hidden + o] = met::cpu::f32_to_bf16(acc);
+      met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
+      for (const std::int64_t t : by_expert[e])
+        acc[static_cast<std::size_t>((t / top_k) * hidden + o)] +=
+            met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_bf16_f32(h + t * inter, row.data(), inter)));
     }
+  }
+  for (std::size_t k = 0; k < acc.size(); ++k) y[k] = met::cpu::f32_to_bf16(acc[k]);
 }

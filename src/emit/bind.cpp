@@ -38,6 +38,9 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"argmax", bind_argmax},
     {"softcap", bind_softcap},
     {"scale", bind_scale},
+    {"moe_router_topk", bind_moe_router},
+    {"moe_gate_up_silu", bind_moe_gate_up},
+    {"moe_down", bind_moe_down},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {

@@ -69,6 +69,11 @@ Expected<void> bind_argmax(const KernelSite& site);
 Expected<void> bind_softcap(const KernelSite& site);
 Expected<void> bind_scale(const KernelSite& site);
 
+// bind_moe.cpp: the mixture-of-experts router, expert gate/up + SiLU and expert down + weighted sum.
+Expected<void> bind_moe_router(const KernelSite& site);
+Expected<void> bind_moe_gate_up(const KernelSite& site);
+Expected<void> bind_moe_down(const KernelSite& site);
+
 // Every kernel of the group's rule, in rule order; refuses a kernel without an opcode or a binder.
 Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph& graph);
 

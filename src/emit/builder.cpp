@@ -63,7 +63,7 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   for (const auto& w : node.weights) names.push_back(node.tied ? w : for_layer(w, first_layer, layer));
   if (names.empty())
     return fail("node '" + node.op + (node.role.empty() ? "" : ":" + node.role) + "' (" + node.where + ") has no weight");
-  const std::string entry = entry_name(names, node.role);
+  const std::string entry = entry_name(names, node.role, node.op);
   if (auto it = sh.weight_handle.find(entry); it != sh.weight_handle.end()) return it->second;
   MET_TRY(WeightEntry e, make_entry(entry, names, *sh.layout, sh.display));
   TensorDesc t;

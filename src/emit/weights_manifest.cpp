@@ -332,7 +332,7 @@ std::string network_slug(const std::string& checkpoint_dir_name) {
   return s;
 }
 
-std::string entry_name(const std::vector<std::string>& tensors, const std::string& role) {
+std::string entry_name(const std::vector<std::string>& tensors, const std::string& role, const std::string& op) {
   if (tensors.size() == 1) return tensors[0];
   std::string prefix = tensors[0].substr(0, tensors[0].rfind('.') + 1);
   for (const auto& t : tensors) {
@@ -341,7 +341,7 @@ std::string entry_name(const std::vector<std::string>& tensors, const std::strin
       prefix = prefix.substr(0, prefix.rfind('.') + 1);
     }
   }
-  return prefix + (role.empty() ? "fused" : role);
+  return prefix + (!role.empty() ? role : !op.empty() ? op : "fused");
 }
 
 Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, const model::ModelGraph& graph,
@@ -355,7 +355,7 @@ Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, 
   for (const auto& n : nodes) {
     std::vector<std::string> tensors;
     for (const auto& t : n.tensors) tensors.push_back(t.name);
-    const std::string name = entry_name(n.names, n.role);
+    const std::string name = entry_name(n.names, n.role, n.op);
     MET_TRY(auto e, make_entry(name, tensors, layout, src.display("")));
     if (!seen.insert(name).second) {
       return fail(fmt::format("{}: two weight nodes share the entry name '{}'", n.where, name));

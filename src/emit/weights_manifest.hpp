@@ -66,8 +66,9 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
 // "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
 std::string network_slug(const std::string& checkpoint_dir_name);
 // Name of the entry of a node: its one tensor, or for a fused node the tensors' common dotted
-// prefix plus the role ("model.layers.0.self_attn." + "qkv").
-std::string entry_name(const std::vector<std::string>& tensors, const std::string& role);
+// prefix plus the role ("model.layers.0.self_attn." + "qkv"), or the op where the node has no role
+// ("model.layers.0.mlp.experts." + "moe_down": every expert's down_proj).
+std::string entry_name(const std::vector<std::string>& tensors, const std::string& role, const std::string& op = "");
 
 // Every weight of the graph, layer by layer in execution order (pre, layers, post); a tied node
 // (lm_head on the embedding) gets its own entry over the embedding's bytes.

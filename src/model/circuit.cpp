@@ -254,8 +254,9 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
         Selector one;
         MET_TRY(one.kind, sf.str("kind"));
         MET_TRY(one.when, opt_expr(sf, "when", what));
-        if (one.when.empty()) return sf.error("missing key 'when'");
-        MET_CHECK(check_names(one.when, layer_names));
+        MET_TRY(one.index_key, sf.str_or_list("index_key"));
+        if (one.when.empty() == one.index_key.empty()) return sf.error("give one of 'when' and 'index_key'");
+        if (!one.when.empty()) MET_CHECK(check_names(one.when, layer_names));
         MET_CHECK(sf.done());
         s.select.push_back(std::move(one));
       }

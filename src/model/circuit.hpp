@@ -25,7 +25,8 @@ struct ParamDef {
 
 struct Selector {
   std::string kind;
-  Expr when;                      // may read `i`
+  Expr when;                      // may read `i`; empty when index_key picks
+  std::vector<std::string> index_key;  // or: dotted config keys of a list of layer indices (Qwen3-MoE's mlp_only_layers)
 };
 
 struct LayerSchedule {

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "core/strings.hpp"
+#include "model/experts.hpp"
 #include "model/ops.hpp"
 #include "model/quant.hpp"
 #include "model/safetensors.hpp"
@@ -199,12 +200,33 @@ Expected<std::vector<std::string>> schedule(Context& c, int count) {
       return kinds;
     }
   }
+  // Layers an index_key selector lists (absent or null: none).
+  std::vector<std::set<int>> listed(s.select.size());
+  for (std::size_t k = 0; k < s.select.size(); ++k) {
+    if (s.select[k].index_key.empty()) continue;
+    auto [found, key] = first_present(c.config, s.select[k].index_key);
+    if (!found) continue;
+    if (!found->is_array()) {
+      return fail(fmt::format("{}: '{}' is {}, expected a list of layer indices", c.display, key, json_type(*found)));
+    }
+    for (std::size_t e = 0; e < found->size(); ++e) {
+      const json& v = (*found)[e];
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= count) {
+        return fail(fmt::format("{}: '{}' entry {} is not a layer index below {}", c.display, key, e, count));
+      }
+      listed[k].insert(static_cast<int>(v.get<std::int64_t>()));
+    }
+  }
   for (int i = 0; i < count; ++i) {
     Env env = c.env;
     env["i"] = Value::num(i);
     std::string kind;
-    for (const auto& sel : s.select) {
-      MET_TRY(double hit, sel.when.number(env));
+    for (std::size_t k = 0; k < s.select.size(); ++k) {
+      const auto& sel = s.select[k];
+      double hit = listed[k].count(i) ? 1 : 0;
+      if (!sel.when.empty()) {
+        MET_TRY(hit, sel.when.number(env));
+      }
       if (hit != 0) {
         kind = sel.kind;
         break;
@@ -232,6 +254,36 @@ Expected<Format> header_format(const Context& c, const std::string& dtype, const
     return fail(fmt::format("{}: dtype U8 holds packed 4-bit weights, but no quantization config names a 4-bit format", ctx));
   }
   return fail(fmt::format("{}: dtype {} cannot hold a weight", ctx, dtype));
+}
+
+// A per-expert node (experts > 0): every expert's tensors stack along dim 0 to one expert's
+// slice of the node's [experts, rows, cols], and the checkpoint holds no expert past the last.
+Expected<void> check_expert_shapes(const Context& c, const Node& node, const std::vector<const TensorInfo*>& ts,
+                                   const std::vector<std::string>& names, int experts, const std::string& ctx) {
+  const auto want = weight_shape(node);
+  const std::size_t parts = ts.size() / static_cast<std::size_t>(experts);
+  for (int e = 0; e < experts; ++e) {
+    double rows = 0;
+    bool ok = true;
+    std::vector<std::string> listing;
+    for (std::size_t k = static_cast<std::size_t>(e) * parts; k < (static_cast<std::size_t>(e) + 1) * parts; ++k) {
+      ok = ok && ts[k]->shape.size() == 2 && static_cast<double>(ts[k]->shape[1]) == want[2];
+      if (!ts[k]->shape.empty()) rows += static_cast<double>(ts[k]->shape[0]);
+      listing.push_back(fmt::format("'{}' {} in {}", names[k], shape_text(ts[k]->shape), c.src.display(ts[k]->file)));
+    }
+    if (!ok || rows != want[1]) {
+      return fail(fmt::format("{}: expert {}: tensor{} {} disagree{} with the expert's weight shape {}{} that config.json "
+                              "gives ({} experts, the node's weight {})",
+                              ctx, e, parts > 1 ? "s" : "", join(listing, ", "), parts > 1 ? "" : "s",
+                              shape_text(std::vector<double>{want[1], want[2]}),
+                              parts > 1 ? " (stacked along the first dimension)" : "", experts, shape_text(want)));
+    }
+  }
+  const std::string past = expert_tensors({names[0]}, experts + 1).back();  // names[0] is expert 0's
+  if (c.tensors->count(past)) {
+    return fail(fmt::format("{}: the checkpoint holds '{}', past the {} experts config.json names", ctx, past, experts));
+  }
+  return {};
 }
 
 // Compares the tensors behind one node with the node's weight shape. Unpacked: exact, fused
@@ -280,7 +332,8 @@ Expected<void> check_shapes(const Context& c, const Node& node, const std::vecto
   return {};
 }
 
-Expected<void> assign_format(Context& c, Node& node, const std::vector<std::string>& tensors, bool tied,
+// experts > 0: tensors are every expert's (expert_tensors), checked expert by expert.
+Expected<void> assign_format(Context& c, Node& node, const std::vector<std::string>& tensors, bool tied, int experts,
                              const std::string& ctx) {
   const OpInfo* op = find_op(node.op);
   if (c.choice.basis == FormatChoice::Basis::recipe) {
@@ -312,7 +365,8 @@ Expected<void> assign_format(Context& c, Node& node, const std::vector<std::stri
     for (const auto& t : tensors) {
       auto it = c.tensors->find(t);
       if (it == c.tensors->end()) {
-        return fail(fmt::format("{}: tensor '{}' is not in the safetensors headers of {}", ctx, t, c.src.name()));
+        return fail(fmt::format("{}: tensor '{}' is not in the safetensors headers of {}{}", ctx, t, c.src.name(),
+                                experts > 0 ? fmt::format(" (config.json names {} experts)", experts) : ""));
       }
       infos.push_back(&it->second);
     }
@@ -324,7 +378,11 @@ Expected<void> assign_format(Context& c, Node& node, const std::vector<std::stri
     }
     const std::string hctx = fmt::format("{}: tensor '{}' ({})", ctx, tensors[0], c.src.display(infos[0]->file));
     MET_TRY(Format hf, header_format(c, infos[0]->dtype, hctx));
-    MET_CHECK(check_shapes(c, node, infos, tensors, infos[0]->dtype == "U8", ctx));
+    if (experts > 0 && infos[0]->dtype != "U8") {
+      MET_CHECK(check_expert_shapes(c, node, infos, tensors, experts, ctx));
+    } else {
+      MET_CHECK(check_shapes(c, node, infos, tensors, infos[0]->dtype == "U8", ctx));
+    }
     if (hf != f) {
       c.notes.insert(fmt::format("tensor '{}' is {} in its header where {} says {}", tensors[0], infos[0]->dtype, source,
                                  format_name(f)));
@@ -368,10 +426,12 @@ Expected<std::optional<Node>> make_node(Context& c, const NodeTemplate& t, const
   if (tied) tensors.push_back(t.tied);
   else
     for (const auto& w : t.weight) tensors.push_back(substitute_layer(w, std::max(layer, 0)));
+  const int experts = !tied && per_expert(n, tensors) ? expert_count(n) : 0;
+  if (experts > 0) tensors = expert_tensors(tensors, experts);
   n.tied = tied;
   n.weights = tensors;
   n.weight = tensors[0];
-  MET_CHECK(assign_format(c, n, tensors, tied, ctx));
+  MET_CHECK(assign_format(c, n, tensors, tied, experts, ctx));
   return std::optional<Node>(std::move(n));
 }
 

@@ -46,7 +46,9 @@ const std::vector<OpInfo>& table() {
     }
     // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
     add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
-    add({"moe_router", {"hidden", "experts", "top_k"}, {}, {}, true, false, 1,
+    // renormalize: the top-k probabilities are divided by their sum (Mixtral always; Qwen3-MoE with
+    // norm_topk_prob).
+    add({"moe_router", {"hidden", "experts", "top_k"}, {{"renormalize", 1, ""}}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
     add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
          [](const Params& a) { return Shape{p(a, "experts"), 2 * p(a, "inter"), p(a, "hidden")}; }, nullptr, nullptr});

@@ -18,6 +18,7 @@
 
 #include "core/strings.hpp"
 #include "model/checkpoint.hpp"
+#include "model/experts.hpp"
 #include "model/instantiate.hpp"
 #include "model/ops.hpp"
 #include "model/safetensors.hpp"
@@ -141,12 +142,22 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Node& n, const NodeTempl
       n.tied ? std::vector<std::string>{substitute_layer(t->tied, std::max(layer, 0))} : s.names;
   std::vector<std::uint64_t> shape;
   for (double d : weight_shape(n)) shape.push_back(static_cast<std::uint64_t>(d));
-  if (shape.size() > 2) {
-    return fail(fmt::format("{}: op '{}' has a weight {} that the checkpoint stores as one tensor per expert; "
-                            "weight listing (synth, weights.json) does not cover expert tensors yet",
-                            ctx, n.op, shape_text(shape)));
-  }
   const TensorKind kind = kind_of(n, *op);
+  if (!n.tied && per_expert(n, s.names)) {
+    // One tensor per expert and template name, each expert's stacked like a fused node's.
+    const std::size_t parts = s.names.size();
+    const int experts = expert_count(n);
+    MET_TRY(auto rows, split_rows(n, shape[1], parts, siblings, ctx));
+    s.names = expert_tensors(s.names, experts);
+    s.quantizable = op->quantizable;
+    for (std::size_t k = 0; k < s.names.size(); ++k) s.tensors.push_back({s.names[k], {rows[k % parts], shape[2]}, kind});
+    return std::optional<WeightNodeSpec>(std::move(s));
+  }
+  if (shape.size() > 2) {
+    return fail(fmt::format("{}: op '{}' has a weight {} whose template names no per-expert tensors ('{}'); "
+                            "synth and weights.json write experts one tensor per expert only",
+                            ctx, n.op, shape_text(shape), kExpertZero));
+  }
   s.quantizable = op->quantizable && !n.tied && n.role != "lm_head" && shape.size() == 2;
   if (n.tied || tensors.size() == 1 || static_cast<int>(tensors.size()) == op->weight_tensors) {
     for (const auto& name : tensors) s.tensors.push_back({name, shape, n.tied ? TensorKind::embedding : kind});

@@ -39,8 +39,9 @@ struct WeightNodeSpec {
 
 // Every weight node of the graph in execution order (pre, layer 0..n-1, post). Fused nodes split
 // their stacked shape among their tensors: q/k/v by the layer's attention node (heads, kv heads,
-// head dims), others equally. Ops whose tensors are not what the template names (experts stored
-// one per tensor) are errors.
+// head dims), others equally. A per-expert node (model/experts.hpp) lists every expert's tensors,
+// expert major, each expert's shape split like a fused node's; an expert weight whose template
+// names no per-expert tensors (fused [experts, ...] checkpoint tensors) is an error.
 Expected<std::vector<WeightNodeSpec>> weight_nodes(const Circuit& circuit, const ModelGraph& graph);
 
 struct SynthOptions {

@@ -196,3 +196,11 @@ TEST_CASE("network slug is the lower-cased directory name, trailing slashes igno
   CHECK(entry_name({"a.b.q_proj.weight", "a.b.k_proj.weight"}, "qkv") == "a.b.qkv");
   CHECK(entry_name({"a.b.weight"}, "norm") == "a.b.weight");
 }
+
+TEST_CASE("a role-less node's entry is named by its op: a layer's expert gate/up and down get two names (catches both named 'fused', which the manifest refuses as shared)") {
+  const std::vector<std::string> gate_up = {"m.experts.0.gate_proj.weight", "m.experts.0.up_proj.weight",
+                                            "m.experts.1.gate_proj.weight", "m.experts.1.up_proj.weight"};
+  const std::vector<std::string> down = {"m.experts.0.down_proj.weight", "m.experts.1.down_proj.weight"};
+  CHECK(entry_name(gate_up, "", "moe_gate_up") == "m.experts.moe_gate_up");
+  CHECK(entry_name(down, "", "moe_down") == "m.experts.moe_down");
+}

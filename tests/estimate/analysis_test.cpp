@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "estimate/cost.hpp"
 #include "kernels/common/interp/smem.h"
 #include "planner/real_tree.hpp"
 
@@ -655,4 +656,25 @@ TEST_CASE(
   CHECK(head_flops(prefill_rows) == doctest::Approx(head).epsilon(0.01));
   CHECK(head_flops(rows) == doctest::Approx(k * head).epsilon(0.01));
   CHECK(short_cache.tokens_per_s == doctest::Approx(static_cast<double>(k) / short_cache.ceiling_s));
+}
+
+TEST_CASE("moe_gate_up and moe_down at C rows read the expected distinct experts, E (1 - (1 - k/E)^C), once each, as the cpu bodies do (catches a cost charging k experts per row, or all E)") {
+  // Qwen3-30B-A3B's expert block (config.json: hidden 2048, moe_intermediate_size 768, 128 experts, top 8).
+  const double hidden = 2048, inter = 768, experts = 128, k = 8, bf16 = 2;
+  for (std::int64_t rows : {1, 4, 16, 64}) {
+    CAPTURE(rows);
+    const double touched = experts * (1 - std::pow(1 - k / experts, static_cast<double>(rows)));
+    for (const char* op : {"moe_gate_up", "moe_down"}) {
+      met::model::Node n;
+      n.op = op;
+      n.params = {{"hidden", hidden}, {"inter", inter}, {"experts", experts}, {"top_k", k}};
+      n.weight_format = met::Format::bf16;
+      estimate::StepShape s;
+      s.rows = rows;
+      const auto c = estimate::node_cost(n, s);
+      const double per_expert = (std::string(op) == "moe_gate_up" ? 2 : 1) * inter * hidden * bf16;
+      CHECK(c.weight_bytes == doctest::Approx(touched * per_expert));
+      CHECK(c.flops == doctest::Approx(2.0 * static_cast<double>(rows) * k * per_expert / bf16));
+    }
+  }
 }

@@ -9,15 +9,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "interp/assets.hpp"
-#include "interp/cpu_backend.hpp"
-#include "interp/generate.hpp"
-#include "tiny_model.hpp"
+#include "cpu_run.hpp"
 
 namespace {
 
 using namespace met;
 using testing::EmitSpec;
+using testing::must_run;
+using testing::run_assets;
 
 constexpr double kLogitRel = 2e-2;  // max |interp - reference| <= 2e-2 * max |reference| per position
 
@@ -26,31 +25,6 @@ std::string slurp(const std::filesystem::path& p) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-struct Run {
-  std::vector<std::vector<std::int32_t>> tokens;
-  std::vector<std::vector<std::vector<float>>> logits;
-};
-
-Expected<Run> run_assets(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
-                         std::int64_t max_tokens, std::uint32_t threads = 0, interp::Sampling sampling = {}) {
-  MET_TRY(interp::Assets a, interp::load_assets(assets.string()));
-  MET_TRY(std::unique_ptr<interp::CpuBackend> b, interp::CpuBackend::create(a, threads));
-  interp::GenerateRequest req;
-  req.prompts = prompts;
-  req.max_tokens = max_tokens;
-  req.keep_logits = true;
-  req.sampling = sampling;
-  MET_TRY(interp::GenerateResult r, interp::generate(*b, a.packet, a.build, req));
-  return Run{r.tokens, r.logits};
-}
-
-Run must_run(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
-             std::int64_t max_tokens, std::uint32_t threads = 0) {
-  auto r = run_assets(assets, prompts, max_tokens, threads);
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
-  return *r;
 }
 
 // ---- the fp32 reference forward pass (Llama: embed, rmsnorm, rope, GQA attention, silu MLP) ----
@@ -224,11 +198,7 @@ struct Fixture {
   std::filesystem::path assets4, assets1;
   Fixture() {
     ckpt = testing::tiny_checkpoint("interp", testing::tiny_llama_config());
-    EmitSpec s;
-    s.threads = 4;
-    assets4 = testing::write_assets(ckpt, s, "assets4");
-    s.threads = 1;
-    assets1 = testing::write_assets(ckpt, s, "assets1");
+    std::tie(assets4, assets1) = testing::assets_4_and_1_threads(ckpt, "assets");
   }
 };
 

@@ -759,17 +759,43 @@ TEST_CASE("attn_prefill tokens=40 start_pos=9 heads=4 kv_heads=1 head_dim=32 is 
 
 // ---------------------------------------------------------------- moe
 
-TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 matches fp64 softmax top-k, with and without renormalisation") {
+namespace {
+
+// A bf16 weight holding exactly `values` (row-major), for hand-computed cases.
+TestWeight bf16_weight(const std::vector<float>& values, std::int64_t rows, std::int64_t cols) {
+  std::mt19937 g(1);
+  TestWeight t = make_weight(g, MET_WEIGHT_BF16, rows, cols);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    t.bf16[i] = met::cpu::f32_to_bf16(values[i]);
+    t.value[i] = static_cast<double>(met::cpu::bf16_to_f32(t.bf16[i]));
+  }
+  return t;
+}
+
+// Random values on a grid of `step` in [-lim, lim]: their dot products are exact in fp32 (and in
+// fp64), so a reference rounds the very logits the kernel rounds.
+void to_grid(std::mt19937& g, Bf16& v, float step, int lim) {
+  std::uniform_int_distribution<int> d(-lim, lim);
+  for (auto& e : v) e = met::cpu::f32_to_bf16(static_cast<float>(d(g)) * step);
+}
+
+}  // namespace
+
+TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 is the softmax of the bf16-rounded logits, top-k, with and without renormalisation, each weight a bf16 value") {
   for (std::int32_t renorm : {0, 1}) {
     std::mt19937 g(161);
-    const auto t = make_weight(g, MET_WEIGHT_BF16, 16, 64);
-    const auto x = random_bf16(g, 5 * 64, -2, 2);
+    auto t = make_weight(g, MET_WEIGHT_BF16, 16, 64);
+    to_grid(g, t.bf16, 1.0f / 16, 4);
+    t.value = to_dbl(t.bf16);
+    Bf16 x(5 * 64);
+    to_grid(g, x, 0.5f, 4);
     std::int32_t ids[20];
     float wts[20];
     met_moe_router_topk(x.data(), &t.w, 5, 4, renorm, ids, wts);
     const auto logits = ref_linear(to_dbl(x), t, 5);
     for (int r = 0; r < 5; ++r) {
       Dbl p(logits.begin() + r * 16, logits.begin() + (r + 1) * 16);
+      for (auto& v : p) v = static_cast<double>(met::cpu::round_bf16(static_cast<float>(v)));
       const double m = *std::max_element(p.begin(), p.end());
       double sum = 0;
       for (auto& v : p) sum += (v = std::exp(v - m));
@@ -782,10 +808,62 @@ TEST_CASE("moe_router_topk rows=5 hidden=64 experts=16 top_k=4 matches fp64 soft
       for (int k = 0; k < 4; ++k) {
         CHECK(ids[r * 4 + k] == order[sz(k)]);
         const double want = renorm ? p[sz(order[sz(k)])] / top : p[sz(order[sz(k)])];
-        CHECK(std::abs(wts[r * 4 + k] - want) <= 1e-5);
+        CHECK(met::cpu::round_bf16(wts[r * 4 + k]) == wts[r * 4 + k]);  // rounded to bf16
+        CHECK(std::abs(wts[r * 4 + k] - want) <= want * (1.0 / 256));  // within half a bf16 step of it
       }
     }
   }
+}
+
+TEST_CASE("moe_router_topk by hand: experts=4, logits {1, 2, 2, 0} and {3, 0, 1, 0}; a tie goes to the lower expert; norm_topk_prob off keeps the softmax over all experts, on divides by the top-k sum (catches a top-k that renormalises always, or never); weights are bf16") {
+  // x = [1, 0]: expert e's logit is w[e][0].
+  const auto w = bf16_weight({1, 0, 2, 0, 2, 0, 0, 0}, 4, 2);
+  const auto w2 = bf16_weight({3, 0, 0, 0, 1, 0, 0, 0}, 4, 2);
+  const Bf16 x = {met::cpu::f32_to_bf16(1.0f), 0};
+  const double e = std::exp(1.0);
+  for (std::int32_t renorm : {0, 1}) {
+    CAPTURE(renorm);
+    std::int32_t ids[2];
+    float wts[2];
+    met_moe_router_topk(x.data(), &w.w, 1, 2, renorm, ids, wts);
+    CHECK(ids[0] == 1);
+    CHECK(ids[1] == 2);
+    const double all = e + 2 * e * e + 1;  // e^1 + e^2 + e^2 + e^0
+    for (int k = 0; k < 2; ++k) CHECK(wts[k] == doctest::Approx(renorm ? 0.5 : e * e / all).epsilon(1.0 / 256));
+    met_moe_router_topk(x.data(), &w.w, 1, 1, renorm, ids, wts);  // top-1 of a tie: the lower expert
+    CHECK(ids[0] == 1);
+    CHECK(wts[0] == doctest::Approx(renorm ? 1.0 : e * e / all).epsilon(1.0 / 256));
+    met_moe_router_topk(x.data(), &w2.w, 1, 2, renorm, ids, wts);
+    CHECK(ids[0] == 0);
+    CHECK(ids[1] == 2);
+    const double all2 = e * e * e + 1 + e + 1, top2 = e * e * e + e;
+    CHECK(wts[0] == doctest::Approx(e * e * e / (renorm ? top2 : all2)).epsilon(1.0 / 256));
+    CHECK(wts[1] == doctest::Approx(e / (renorm ? top2 : all2)).epsilon(1.0 / 256));
+    for (int k = 0; k < 2; ++k) CHECK(met::cpu::round_bf16(wts[k]) == wts[k]);
+  }
+}
+
+TEST_CASE("moe_down by hand: experts=3, expert e's down is (e + 1) x identity; y is the routing-weighted sum, and an expert no row picked is never read (its NaN weights leave y finite)") {
+  const float nan = std::nanf("");
+  // w_down [experts * hidden, inter], hidden = inter = 2; expert 1 is NaN and never routed.
+  const auto wd = bf16_weight({1, 0, 0, 1, nan, nan, nan, nan, 3, 0, 0, 3}, 6, 2);
+  const std::int32_t ids[4] = {2, 0, 0, 2};  // row 0: experts 2, 0; row 1: experts 0, 2
+  const float wts[4] = {0.75f, 0.25f, 0.5f, 0.5f};
+  Bf16 h;
+  for (float v : {1.0f, 2.0f, 4.0f, 8.0f, 1.0f, -1.0f, 2.0f, 2.0f}) h.push_back(met::cpu::f32_to_bf16(v));
+  Bf16 y(4);
+  met_moe_down(h.data(), &wd.w, ids, wts, 2, 2, 2, y.data());
+  // row 0: 0.75 * 3 * [1, 2] + 0.25 * 1 * [4, 8]; row 1: 0.5 * 1 * [1, -1] + 0.5 * 3 * [2, 2]
+  const float want[4] = {0.75f * 3 + 0.25f * 4, 0.75f * 6 + 0.25f * 8, 0.5f + 3.0f, -0.5f + 3.0f};
+  for (int i = 0; i < 4; ++i) CHECK(met::cpu::bf16_to_f32(y[sz(i)]) == want[i]);
+  // gate_up reads expert 1's NaN rows only if something routes to it.
+  const auto wgu = bf16_weight({1, 0, 0, 1, nan, nan, nan, nan, 2, 0, 0, 2}, 6, 2);  // inter = 1
+  const Bf16 x = {met::cpu::f32_to_bf16(1.0f), met::cpu::f32_to_bf16(1.0f), met::cpu::f32_to_bf16(2.0f), met::cpu::f32_to_bf16(0.5f)};
+  Bf16 hh(4);
+  met_moe_gate_up_silu(x.data(), &wgu.w, ids, 2, 2, 1, hh.data());
+  for (auto v : hh) CHECK(std::isfinite(met::cpu::bf16_to_f32(v)));
+  // row 0, expert 2: gate = 2 * x0 = 2, up = 2 * x1 = 2 -> silu(2) * 2
+  CHECK(met::cpu::bf16_to_f32(hh[0]) == doctest::Approx(ref_silu(2.0) * 2).epsilon(1e-2));
 }
 
 TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top_k=2 equal per-expert gemv+silu_mul and fp64") {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "../../src/model/safetensors_writer.hpp"
@@ -311,4 +312,138 @@ TEST_CASE("safetensors header writer: data starts 8-byte aligned after space pad
   auto bad = write_safetensors_header({{"a", "Q9", {1}}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().message == "safetensors header: tensor 'a': unknown dtype 'Q9'");
+}
+
+namespace {
+
+std::string oracle_config(const std::string& name) {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs");
+  auto r = d.read(name + ".json");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return *r;
+}
+
+SynthPlan moe_plan(Format dtype = Format::bf16) {
+  auto p = plan_synth(circuits(), oracle_config("tiny-qwen3-moe"), "tiny-qwen3-moe.json", SynthOptions{1, dtype});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(p).value();
+}
+
+// The synth files with config.json's `key` set to `value` (a config that disagrees with the tensors).
+std::map<std::string, std::string> with_config(std::map<std::string, std::string> fs, const std::string& key, int value) {
+  auto j = nlohmann::ordered_json::parse(fs.at("config.json"));
+  j[key] = value;
+  fs["config.json"] = j.dump(2);
+  return fs;
+}
+
+std::string instantiate_error(const std::map<std::string, std::string>& fs) {
+  MemCheckpoint src("tiny-qwen3-moe", fs);
+  auto g = instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_FALSE(g.ok());
+  return g.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("tiny qwen3-moe: experts are Hugging Face's per-expert tensors, mlp.gate is [experts, hidden], mlp_only_layers keeps layer 2 dense, and it instantiates as declared (catches stacked or missing expert tensors)") {
+  const SynthPlan p = moe_plan();
+  std::map<std::string, std::vector<std::uint64_t>> have;
+  for (const auto& t : p.tensors) have[t.name] = t.shape;
+  using Shape = std::vector<std::uint64_t>;
+  for (int layer : {0, 1, 3}) {
+    const std::string mlp = "model.layers." + std::to_string(layer) + ".mlp.";
+    CHECK(have.at(mlp + "gate.weight") == Shape{8, 128});
+    for (int e = 0; e < 8; ++e) {
+      const std::string x = mlp + "experts." + std::to_string(e) + ".";
+      CHECK(have.at(x + "gate_proj.weight") == Shape{64, 128});
+      CHECK(have.at(x + "up_proj.weight") == Shape{64, 128});
+      CHECK(have.at(x + "down_proj.weight") == Shape{128, 64});
+    }
+    CHECK(have.count(mlp + "experts.8.gate_proj.weight") == 0);
+    CHECK(have.count(mlp + "gate_proj.weight") == 0);
+  }
+  CHECK(have.at("model.layers.2.mlp.gate_proj.weight") == Shape{256, 128});
+  CHECK(have.at("model.layers.2.mlp.down_proj.weight") == Shape{128, 256});
+  CHECK(have.count("model.layers.2.mlp.gate.weight") == 0);
+  CHECK(have.at("lm_head.weight") == Shape{1024, 128});
+  // per MoE layer: 2 norms, q k v o, q/k norms, router, 8 x 3 experts; the dense layer: 11
+  CHECK(have.size() == 1 + 3 * (8 + 1 + 24) + 11 + 1 + 1);
+  const ModelGraph g = instantiate_files("tiny-qwen3-moe", files(p));
+  REQUIRE(g.layer_kinds.size() == 4);
+  CHECK(g.kinds[static_cast<std::size_t>(g.layer_kinds[2])].kind == "dense");
+  for (int layer : {0, 1, 3}) CHECK(g.kinds[static_cast<std::size_t>(g.layer_kinds[static_cast<std::size_t>(layer)])].kind == "moe");
+  for (const Node* n : weight_nodes_of(g)) {
+    CAPTURE(n->weight);
+    CHECK(*n->weight_format == Format::bf16);
+    if (n->op == "moe_gate_up") CHECK(n->weights.size() == 16);  // 8 experts x (gate, up)
+    if (n->op == "moe_router") CHECK(n->params.at("renormalize") == 1);  // norm_topk_prob: true
+  }
+}
+
+TEST_CASE("tiny qwen3-moe fp8: expert projections are F8_E4M3 with their own scales, the router stays bf16, and it instantiates as declared fp8") {
+  const SynthPlan p = moe_plan(Format::fp8_e4m3);
+  std::map<std::string, std::string> dtype;
+  for (const auto& t : p.tensors) dtype[t.name] = t.dtype;
+  CHECK(dtype.at("model.layers.0.mlp.experts.5.up_proj.weight") == "F8_E4M3");
+  CHECK(dtype.at("model.layers.0.mlp.experts.5.up_proj.weight_scale_inv") == "F32");
+  CHECK(dtype.at("model.layers.0.mlp.gate.weight") == "BF16");
+  const ModelGraph g = instantiate_files("tiny-qwen3-moe", files(p));
+  for (const Node* n : weight_nodes_of(g))
+    if (n->op == "moe_gate_up" || n->op == "moe_down") CHECK(*n->weight_format == Format::fp8_e4m3);
+}
+
+TEST_CASE("a Qwen3-MoE checkpoint whose expert tensors disagree with config.json is refused naming the layer, the expert, the tensors and their file (catches a loader that reads expert shapes unchecked)") {
+  const auto fs = files(moe_plan());
+  // moe_intermediate_size 32: every expert's gate/up stack to 128 rows where 64 are wanted.
+  const std::string inter = instantiate_error(with_config(fs, "moe_intermediate_size", 32));
+  CHECK(inter.find("layer 0: expert 0: tensors 'model.layers.0.mlp.experts.0.gate_proj.weight' [64, 128] in") != std::string::npos);
+  CHECK(inter.find("model.safetensors") != std::string::npos);
+  CHECK(inter.find("disagree with the expert's weight shape [64, 128] (stacked along the first dimension)") != std::string::npos);
+  // A checkpoint with 9 experts (router resized to 8) under a config naming 8: expert 8 is extra.
+  auto p9 = plan_synth(circuits(), with_config({{"config.json", oracle_config("tiny-qwen3-moe")}}, "num_experts", 9).at("config.json"),
+                       "nine.json", SynthOptions{1, Format::bf16});
+  REQUIRE(p9.ok());
+  SynthPlan nine = std::move(p9).value();
+  for (auto& t : nine.tensors)
+    if (t.name.ends_with("mlp.gate.weight")) t.shape[0] = 8, t.bytes = 8 * 128 * 2;
+  const std::string extra = instantiate_error(with_config(files(nine), "num_experts", 8));
+  CHECK(extra.find("holds 'model.layers.0.mlp.experts.8.gate_proj.weight', past the 8 experts config.json names") != std::string::npos);
+  // The router resized to 16 under a config naming 16: expert 8 is missing.
+  SynthPlan short_plan = moe_plan();
+  for (auto& t : short_plan.tensors)
+    if (t.name.ends_with("mlp.gate.weight")) t.shape[0] = 16, t.bytes = 16 * 128 * 2;
+  const std::string missing = instantiate_error(with_config(files(short_plan), "num_experts", 16));
+  CHECK(missing.find("tensor 'model.layers.0.mlp.experts.8.gate_proj.weight' is not in the safetensors headers") != std::string::npos);
+  CHECK(missing.find("(config.json names 16 experts)") != std::string::npos);
+  // The router itself is checked like any 2-d weight.
+  const std::string router = instantiate_error(with_config(fs, "num_experts", 16));
+  CHECK(router.find("tensor 'model.layers.0.mlp.gate.weight' [8, 128] in") != std::string::npos);
+  CHECK(router.find("disagrees with the node's weight shape [16, 128]") != std::string::npos);
+  // mlp_only_layers must be a list of layer indices.
+  const std::string scalar = instantiate_error(with_config(fs, "mlp_only_layers", 7));
+  CHECK(scalar.find("'mlp_only_layers' is an integer, expected a list of layer indices") != std::string::npos);
+}
+
+TEST_CASE("Qwen3-30B-A3B's real config: synth lists 48 x 128 x 3 expert tensors and 30.5B parameters, as counted from config.json here (catches experts listed per layer kind, or once)") {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/kernels/circuits/configs/Qwen--Qwen3-30B-A3B");
+  auto cfg = d.read("config.json");
+  REQUIRE(cfg.ok());
+  auto p = plan_synth(circuits(), *cfg, "Qwen3-30B-A3B/config.json", SynthOptions{1, Format::bf16});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  // config.json: hidden 2048, 48 layers, 32 heads, 4 KV heads of 128, 128 experts of 768, vocab 151936, untied.
+  const double hidden = 2048, layers = 48, q = 32 * 128, kv = 4 * 128, experts = 128, inter = 768, vocab = 151936;
+  const double per_layer = hidden * (q + 2 * kv) + q * hidden + 2 * 128 + 2 * hidden + experts * hidden + experts * 3 * inter * hidden;
+  const double want = layers * per_layer + 2 * vocab * hidden + hidden;
+  double have = 0;
+  std::size_t expert_tensors = 0;
+  for (const auto& t : p->tensors) {
+    double e = 1;
+    for (auto s : t.shape) e *= static_cast<double>(s);
+    have += e;
+    if (t.name.find(".mlp.experts.") != std::string::npos) ++expert_tensors;
+  }
+  CHECK(have == want);
+  CHECK(expert_tensors == 48 * 128 * 3);
+  CHECK(p->tensors.size() == 48 * (2 + 4 + 2 + 1 + 128 * 3) + 3);
 }

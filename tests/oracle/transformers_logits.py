@@ -7,16 +7,18 @@ made each committed fixture is recorded in the fixture itself and in tests/oracl
 
 fp8 checkpoints are run weight-only: the e4m3 weights are dequantised exactly with their
 128x128 block scales into a bf16 model, which is what met's CPU backend computes (transformers'
-own fp8 path would also quantise the activations).
+own fp8 path would also quantise the activations). Mixture-of-experts checkpoints (Qwen3-MoE) are
+written one tensor per expert, Hugging Face's layout, which transformers stacks when it loads them.
 """
 import argparse
 import json
 import os
 import random
 import sys
+import tempfile
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoModelForCausalLM
 
 
@@ -41,19 +43,29 @@ def dequantised_state(checkpoint):
 
 
 def load(checkpoint, device):
+    """The model with every checkpoint tensor loaded: a key transformers does not take or does not
+    find (a synth layout that is not Hugging Face's) stops the script instead of leaving a randomly
+    initialised module. fp8 checkpoints are dequantised into a bf16 copy first, loaded the same way
+    (so transformers' own conversions, such as stacking per-expert tensors, apply to both)."""
     config = AutoConfig.from_pretrained(checkpoint)
-    quant = getattr(config, "quantization_config", None)
-    if quant is None:
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
-    else:
-        del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-        missing, unexpected = model.load_state_dict(dequantised_state(checkpoint), strict=False)
-        missing = [m for m in missing if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
-        if missing or unexpected:
-            sys.exit(f"state dict mismatch: missing {missing}, unexpected {unexpected}")
-        if config.tie_word_embeddings:
-            model.tie_weights()
+    with tempfile.TemporaryDirectory() as tmp:
+        source = checkpoint
+        if getattr(config, "quantization_config", None) is not None:
+            with open(os.path.join(checkpoint, "config.json")) as f:
+                plain = json.load(f)
+            plain.pop("quantization_config")
+            with open(os.path.join(tmp, "config.json"), "w") as f:
+                json.dump(plain, f)
+            save_file(dequantised_state(checkpoint), os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+            source = tmp
+        model, info = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16, output_loading_info=True)
+    def keys(kind):  # loading info is a dict of lists (an object with those fields is read alike)
+        found = info.get(kind) if isinstance(info, dict) else getattr(info, kind, None)
+        return list(found or [])
+    missing = [m for m in keys("missing_keys") if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
+    bad = {"missing": missing, "unexpected": keys("unexpected_keys"), "mismatched": keys("mismatched_keys")}
+    if any(bad.values()):
+        sys.exit(f"state dict mismatch: {bad}")
     return model.to(device).eval()
 
 

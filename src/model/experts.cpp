@@ -1,0 +1,33 @@
+// Expanding expert 0's tensor names over every expert (experts.hpp).
+#include "model/experts.hpp"
+
+#include <algorithm>
+
+#include "model/ops.hpp"
+
+namespace met::model {
+
+int expert_count(const Node& node) {
+  auto it = node.params.find("experts");
+  return it == node.params.end() ? 0 : static_cast<int>(it->second);
+}
+
+bool per_expert(const Node& node, const std::vector<std::string>& names) {
+  if (weight_shape(node).size() != 3 || expert_count(node) < 1 || names.empty()) return false;
+  for (const auto& n : names)
+    if (n.find(kExpertZero) == std::string::npos) return false;
+  return true;
+}
+
+std::vector<std::string> expert_tensors(const std::vector<std::string>& names, int experts) {
+  std::vector<std::string> out;
+  out.reserve(names.size() * static_cast<std::size_t>(std::max(experts, 0)));
+  for (int e = 0; e < experts; ++e)
+    for (const auto& n : names) {
+      const auto at = n.find(kExpertZero);
+      out.push_back(n.substr(0, at) + "experts." + std::to_string(e) + "." + n.substr(at + kExpertZero.size()));
+    }
+  return out;
+}
+
+}  // namespace met::model

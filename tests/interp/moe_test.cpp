@@ -1,0 +1,103 @@
+// Mixture-of-experts on the cpu backend, on the tiny Qwen3-MoE of tests/oracle/configs (8 experts,
+// top 2, norm_topk_prob, layer 2 dense through mlp_only_layers): the host-cpu emit refuses
+// nothing and binds the expert ops in the sparse layers only; runs agree across thread counts,
+// batching, and decode against a prefill of the same tokens. Agreement with transformers is the
+// oracle fixture's (tests/oracle/README.md).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "cpu_run.hpp"
+
+namespace {
+
+using namespace met;
+using testing::must_run;
+
+std::string moe_config() {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-qwen3-moe.json");
+  std::ostringstream s;
+  s << in.rdbuf();
+  REQUIRE(!s.str().empty());
+  return s.str();
+}
+
+struct MoeFixture {
+  std::filesystem::path ckpt, assets4, assets1;
+  MoeFixture() {
+    ckpt = testing::tiny_checkpoint("moe", moe_config(), /*seed=*/1);
+    std::tie(assets4, assets1) = testing::assets_4_and_1_threads(ckpt, "moe-assets");
+  }
+};
+
+MoeFixture& fx() {
+  static MoeFixture f;
+  return f;
+}
+
+const std::vector<std::int32_t> kPrompt = {1, 17, 42, 99, 7};
+
+}  // namespace
+
+TEST_CASE("tiny Qwen3-MoE emits for host-cpu with no refusal: every program runs router, expert gate/up and expert down in the three sparse layers and the dense MLP in layer 2 (catches an emit that refuses the experts or ignores mlp_only_layers)") {
+  testing::EmitSpec s;
+  s.threads = 4;
+  auto a = testing::emit_checkpoint(fx().ckpt, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::map<std::uint32_t, std::set<std::string>> scopes;  // opcode -> scopes ("layers:moe L0")
+    for (const auto& d : p.instrs) scopes[d.opcode].insert(d.scope.substr(d.scope.rfind(' ') + 1));
+    const std::set<std::string> sparse = {"L0", "L1", "L3"};
+    CHECK(scopes[number("moe_router_topk")] == sparse);
+    CHECK(scopes[number("moe_gate_up_silu")] == sparse);
+    CHECK(scopes[number("moe_down")] == sparse);
+    for (const auto& d : p.instrs) {
+      if (d.opcode != number("moe_router_topk")) continue;
+      CHECK(d.ints[1] == 2);  // top_k: num_experts_per_tok
+      CHECK(d.ints[2] == 1);  // renormalize: norm_topk_prob
+      const auto& w = a->packet.tensors[d.tensors[1]];
+      CHECK(w.shape == std::vector<std::uint64_t>{8, 128});
+    }
+    for (const auto& d : p.instrs) {
+      if (d.opcode != number("moe_gate_up_silu")) continue;
+      CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8 * 2 * 64, 128});  // every expert's gate and up
+    }
+  }
+}
+
+TEST_CASE("tiny Qwen3-MoE on the cpu backend: 1 and 4 threads give the same tokens and logits; two sequences batched keep each one's tokens") {
+  const auto one = must_run(fx().assets1, {kPrompt, {5, 6, 7}}, 6, 1);
+  const auto four = must_run(fx().assets4, {kPrompt, {5, 6, 7}}, 6, 4);
+  CHECK(four.tokens == one.tokens);
+  CHECK(four.logits == one.logits);
+  const auto alone = must_run(fx().assets4, {{5, 6, 7}}, 6);
+  CHECK(four.tokens[1] == alone.tokens[0]);
+}
+
+TEST_CASE("tiny Qwen3-MoE: each decode step's logits equal a prefill of the same tokens within bf16 noise (catches a decode or prefill expert path that routes or combines differently)") {
+  const auto dec = must_run(fx().assets4, {kPrompt}, 5);
+  REQUIRE(dec.tokens[0].size() == 5);
+  std::vector<std::int32_t> prompt = kPrompt;
+  for (std::size_t i = 0; i + 1 < dec.tokens[0].size(); ++i) {
+    prompt.push_back(dec.tokens[0][i]);
+    const auto pre = must_run(fx().assets4, {prompt}, 1);
+    const auto& a = dec.logits[0][i + 1];
+    const auto& b = pre.logits[0][0];
+    REQUIRE(a.size() == b.size());
+    double err = 0, ref = 0;
+    for (std::size_t v = 0; v < a.size(); ++v) {
+      err = std::max(err, static_cast<double>(std::abs(a[v] - b[v])));
+      ref = std::max(ref, static_cast<double>(std::abs(b[v])));
+    }
+    INFO("step " << i + 1 << " max_err=" << err << " max_ref=" << ref);
+    CHECK(err <= 2e-2 * ref);
+    CHECK(pre.tokens[0][0] == dec.tokens[0][i + 1]);
+  }
+}

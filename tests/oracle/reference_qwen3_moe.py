@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""An in-repo reference for the tiny Qwen3-MoE until its transformers fixture is committed: a plain
+Python forward pass (no numpy or torch, so it runs wherever ctest does) over a `met model synth`
+checkpoint, written down from transformers' Qwen3-MoE rather than from met's code, that writes a
+fixture in the transformers fixtures' format for tests/oracle/check.sh.
+
+What it computes: bf16 weights, fp32 arithmetic, a bf16 rounding wherever transformers' bf16
+tensors round: after every projection and residual; RMSNorm rounds the normalised vector, then its
+product with the weight; RoPE uses bf16 cos and sin and rounds each product and the sum; SiLU
+rounds silu(gate), then its product with up; attention rounds each probability exp(s - max) to
+bf16 for the sum with V (as a flash kernel does) and divides by the fp32 sum. RMSNorm on q and k
+per head; rotate-half RoPE; causal GQA attention; per layer either the dense SiLU MLP
+(mlp_only_layers, decoder_sparse_step) or the router (softmax over every expert's bf16 logit in
+fp32, top-k, divided by the top-k sum when norm_topk_prob, then rounded to bf16) and the routed
+experts' outputs, each times its weight rounded to bf16, summed and rounded once. Greedy
+decoding."""
+import argparse
+import json
+import math
+import os
+import struct
+
+
+def bf16_to_f32(u):
+    return struct.unpack("<f", struct.pack("<I", u << 16))[0]
+
+
+def round_bf16(v):
+    u = struct.unpack("<I", struct.pack("<f", v))[0]
+    return bf16_to_f32((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+
+class Checkpoint:
+    """model.safetensors of BF16 tensors, decoded on first use (a matrix is a list of rows)."""
+
+    def __init__(self, path):
+        with open(os.path.join(path, "model.safetensors"), "rb") as f:
+            self.raw = f.read()
+        n = struct.unpack("<Q", self.raw[:8])[0]
+        self.header = json.loads(self.raw[8:8 + n])
+        self.base = 8 + n
+        self.cache = {}
+
+    def __contains__(self, name):
+        return name in self.header
+
+    def __getitem__(self, name):
+        if name not in self.cache:
+            h = self.header[name]
+            if h["dtype"] != "BF16":
+                raise SystemExit(f"{name}: {h['dtype']}; the reference reads BF16 checkpoints only")
+            a, b = h["data_offsets"]
+            vals = [bf16_to_f32(u) for u in struct.unpack(f"<{(b - a) // 2}H", self.raw[self.base + a:self.base + b])]
+            shape = h["shape"]
+            self.cache[name] = [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])] if len(shape) == 2 else vals
+        return self.cache[name]
+
+
+class Model:
+    def __init__(self, path):
+        with open(os.path.join(path, "config.json")) as f:
+            c = json.load(f)
+        self.w = Checkpoint(path)
+        self.hidden, self.layers = c["hidden_size"], c["num_hidden_layers"]
+        self.heads, self.kv_heads, self.head_dim = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
+        self.experts, self.top_k = c["num_experts"], c["num_experts_per_tok"]
+        self.norm_topk = c.get("norm_topk_prob", False)  # transformers' default
+        self.eps, self.theta = c["rms_norm_eps"], c["rope_theta"]
+        step = c.get("decoder_sparse_step", 1)
+        self.dense = set(c.get("mlp_only_layers") or []) | {i for i in range(self.layers) if (i + 1) % step != 0}
+        self.lm_head = "lm_head.weight" if "lm_head.weight" in self.w else "model.embed_tokens.weight"
+        self.reset()
+
+    def reset(self):
+        self.k = [[] for _ in range(self.layers)]
+        self.v = [[] for _ in range(self.layers)]
+
+    @staticmethod
+    def linear(m, x):
+        return [round_bf16(sum(a * b for a, b in zip(row, x))) for row in m]
+
+    def rms(self, x, g):
+        s = math.sqrt(sum(v * v for v in x) / len(x) + self.eps)
+        return [round_bf16(round_bf16(v / s) * gg) for v, gg in zip(x, g)]
+
+    def rope(self, v, pos):
+        half = self.head_dim // 2
+        out = list(v)
+        for i in range(half):
+            f = pos / self.theta ** (2 * i / self.head_dim)
+            c, s = round_bf16(math.cos(f)), round_bf16(math.sin(f))
+            out[i] = round_bf16(round_bf16(v[i] * c) + round_bf16(-v[i + half] * s))
+            out[i + half] = round_bf16(round_bf16(v[i + half] * c) + round_bf16(v[i] * s))
+        return out
+
+    def mlp(self, prefix, x):
+        gate, up = self.linear(self.w[prefix + "gate_proj.weight"], x), self.linear(self.w[prefix + "up_proj.weight"], x)
+        return self.linear(self.w[prefix + "down_proj.weight"], [round_bf16(round_bf16(g / (1 + math.exp(-g))) * u) for g, u in zip(gate, up)])
+
+    def moe(self, prefix, x):
+        logits = self.linear(self.w[prefix + "gate.weight"], x)
+        m = max(logits)
+        p = [math.exp(v - m) for v in logits]
+        z = sum(p)
+        p = [v / z for v in p]
+        chosen = sorted(range(self.experts), key=lambda e: (-p[e], e))[:self.top_k]
+        weights = [p[e] for e in chosen]
+        if self.norm_topk:
+            s = sum(weights)
+            weights = [v / s for v in weights]
+        weights = [round_bf16(v) for v in weights]
+        y = [0.0] * self.hidden
+        for e, we in zip(chosen, weights):
+            out = self.mlp(f"{prefix}experts.{e}.", x)
+            y = [a + round_bf16(we * b) for a, b in zip(y, out)]
+        return [round_bf16(v) for v in y]
+
+    def step(self, token, pos):
+        hd, group = self.head_dim, self.heads // self.kv_heads
+        x = list(self.w["model.embed_tokens.weight"][token])
+        for layer in range(self.layers):
+            p = f"model.layers.{layer}."
+            xn = self.rms(x, self.w[p + "input_layernorm.weight"])
+            q = self.linear(self.w[p + "self_attn.q_proj.weight"], xn)
+            k = self.linear(self.w[p + "self_attn.k_proj.weight"], xn)
+            v = self.linear(self.w[p + "self_attn.v_proj.weight"], xn)
+            qn, kn = self.w[p + "self_attn.q_norm.weight"], self.w[p + "self_attn.k_norm.weight"]
+            qs = [self.rope(self.rms(q[h * hd:(h + 1) * hd], qn), pos) for h in range(self.heads)]
+            self.k[layer].append([self.rope(self.rms(k[h * hd:(h + 1) * hd], kn), pos) for h in range(self.kv_heads)])
+            self.v[layer].append([v[h * hd:(h + 1) * hd] for h in range(self.kv_heads)])
+            attn = []
+            for h in range(self.heads):
+                g = h // group
+                scores = [sum(a * b for a, b in zip(qs[h], keys[g])) / math.sqrt(hd) for keys in self.k[layer]]
+                m = max(scores)
+                e = [math.exp(s - m) for s in scores]
+                z = sum(e)
+                pb = [round_bf16(v) for v in e]
+                attn += [round_bf16(sum(pb[t] * self.v[layer][t][g][i] for t in range(len(e))) / z) for i in range(hd)]
+            x = [round_bf16(a + b) for a, b in zip(x, self.linear(self.w[p + "self_attn.o_proj.weight"], attn))]
+            xn = self.rms(x, self.w[p + "post_attention_layernorm.weight"])
+            y = self.mlp(p + "mlp.", xn) if layer in self.dense else self.moe(p + "mlp.", xn)
+            x = [round_bf16(a + b) for a, b in zip(x, y)]
+        return self.linear(self.w[self.lm_head], self.rms(x, self.w["model.norm.weight"]))
+
+    def greedy(self, prompt, steps):
+        self.reset()
+        for i, t in enumerate(prompt[:-1]):
+            self.step(t, i)
+        tokens, logits, cur = [], [], prompt[-1]
+        for s in range(steps):
+            row = self.step(cur, len(prompt) - 1 + s)
+            cur = max(range(len(row)), key=lambda i: (row[i], -i))
+            tokens.append(cur)
+            logits.append([round(v, 5) for v in row])
+        return tokens, logits
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--prompt-ids", action="append", required=True, help="comma-separated token ids; repeat for several")
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    model = Model(args.checkpoint)
+    cases = []
+    for text in args.prompt_ids:
+        prompt = [int(t) for t in text.split(",")]
+        tokens, logits = model.greedy(prompt, args.steps)
+        margin = min(sorted(r, reverse=True)[0] - sorted(r, reverse=True)[1] for r in logits)
+        cases.append({"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5), "logits": logits})
+    fixture = {"schema": "met-oracle/1", "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
+               "generated_by": "tests/oracle/reference_qwen3_moe.py", "dtype": "bfloat16", "steps": args.steps,
+               "cases": cases}
+    with open(args.out, "w") as f:
+        json.dump(fixture, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
