@@ -40,14 +40,17 @@ def dequantised_state(checkpoint):
     return out
 
 
-def load(checkpoint, device):
+def load(checkpoint, device, attn_implementation):
     config = AutoConfig.from_pretrained(checkpoint)
     quant = getattr(config, "quantization_config", None)
+    # eager: the attention the model class writes out itself (Gemma's score soft-capping and sliding
+    # window as its modelling code states them); None keeps transformers' default.
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if quant is None:
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16, **extra)
     else:
         del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16, **extra)
         missing, unexpected = model.load_state_dict(dequantised_state(checkpoint), strict=False)
         missing = [m for m in missing if not m.endswith("lm_head.weight") or not config.tie_word_embeddings]
         if missing or unexpected:
@@ -80,13 +83,20 @@ def main():
     ap.add_argument("--random-prompts", type=int, default=0,
                     help="also draw this many random prompts (seeded) and keep the --keep most decisive")
     ap.add_argument("--keep", type=int, default=3)
+    ap.add_argument("--min-prompt-len", type=int, default=1,
+                    help="random prompts' shortest length (above a sliding window to exercise it)")
+    ap.add_argument("--max-prompt-len", type=int, default=47, help="random prompts' longest length")
+    ap.add_argument("--attn-implementation", default=None,
+                    help="transformers' attn_implementation (eager for Gemma: soft-capped scores, sliding windows)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="", help="the command line to record in the fixture")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load(args.checkpoint, device)
+    if not 1 <= args.min_prompt_len <= args.max_prompt_len:
+        sys.exit("--min-prompt-len must be at least 1 and at most --max-prompt-len")
+    model = load(args.checkpoint, device, args.attn_implementation)
     prompts = [[int(x) for x in text.split(",")] for text in args.prompt_ids]
     # Random weights give flat logits: a greedy step whose top two logits differ by less than the
     # numerical noise of bf16 is a coin toss for any implementation. Random prompts are ranked by
@@ -94,7 +104,8 @@ def main():
     # most decisive are kept; each case records its margin, so the criterion is visible.
     rng = random.Random(args.seed)
     vocab = model.config.vocab_size
-    candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(1, 48))] for _ in range(args.random_prompts)]
+    candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(args.min_prompt_len, args.max_prompt_len + 1))]
+                  for _ in range(args.random_prompts)]
     scored = []
     for prompt in prompts + candidates:
         tokens, logits = greedy(model, prompt, args.steps, device)
@@ -118,6 +129,7 @@ def main():
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         "dtype": "bfloat16",
+        "attn_implementation": model.config._attn_implementation,
         "steps": args.steps,
         "cases": cases,
     }
