@@ -478,12 +478,14 @@ float round_bf16(float v) {
 // Gemma-3 as transformers computes it, in fp32 rounded to bf16 where the interpreter stores: the
 // embedding times sqrt(hidden) in bf16, (1 + w) norms before and after attention and MLP and on q
 // and k, a local rope (rope_local_base_freq) on sliding layers and a linearly scaled global one,
-// scores scaled by query_pre_attn_scalar^-1/2 and soft-capped, a window of `window` keys (the
-// query's own included) on sliding layers, GeGLU (tanh), a soft-capped tied LM head.
+// scores scaled by query_pre_attn_scalar^-1/2 (not soft-capped: transformers' Gemma-3 attention
+// leaves the config's attn_logit_softcapping unused), a window of `window` keys (the query's own
+// included) on sliding layers, GeGLU (tanh), a soft-capped tied LM head.
 struct GemmaRef {
   const RefModel& m;
   nlohmann::json cfg;
   int window = 0;  // sliding layers' keys; 0 drops the window (the mutation the test must catch)
+  double attn_cap = 0;  // a score soft cap; 0 = none, as transformers runs Gemma-3 (the other mutation)
   std::vector<float> gnorm(std::vector<float> x, const std::vector<float>& w, std::size_t off = 0, std::size_t n = 0) const {
     const std::size_t dim = n ? n : x.size();
     double ss = 0;
@@ -514,7 +516,7 @@ struct GemmaRef {
     const int nh = cfg["num_attention_heads"].get<int>(), kvh = cfg["num_key_value_heads"].get<int>();
     const int hd = cfg["head_dim"].get<int>(), inter = cfg["intermediate_size"].get<int>(), V = cfg["vocab_size"].get<int>();
     const double scale = 1.0 / std::sqrt(cfg["query_pre_attn_scalar"].get<double>());
-    const double acap = cfg["attn_logit_softcapping"].get<double>(), fcap = cfg["final_logit_softcapping"].get<double>();
+    const double fcap = cfg["final_logit_softcapping"].get<double>();
     const auto& emb = m.W("model.embed_tokens.weight");
     const float es = round_bf16(std::sqrt(static_cast<float>(H)));
     std::vector<std::vector<float>> x(static_cast<std::size_t>(T));
@@ -547,7 +549,7 @@ struct GemmaRef {
             double d = 0;
             for (int i = 0; i < hd; ++i)
               d += static_cast<double>(q[static_cast<std::size_t>(t)][static_cast<std::size_t>(hh * hd + i)]) * k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
-            s.push_back(acap * std::tanh(d * scale / acap));
+            s.push_back(attn_cap > 0 ? attn_cap * std::tanh(d * scale / attn_cap) : d * scale);
           }
           const double mx = *std::max_element(s.begin(), s.end());
           double sum = 0;
@@ -585,7 +587,7 @@ struct GemmaRef {
 
 }  // namespace
 
-TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 Gemma-3 forward pass past its window of 16, prefilled in chunks of 32 and 8, then decoded; without the window the reference is far off (a window, rope base, norm offset or soft cap bound wrong fails)") {
+TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 Gemma-3 forward pass past its window of 16, prefilled in chunks of 32 and 8, then decoded; without the window or with the config's score soft cap the reference is far off (a window, rope base, norm offset or soft cap bound wrong fails)") {
   const std::string config = slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs/tiny-gemma3.json");
   const auto ckpt = testing::tiny_checkpoint("gemma3-ref", config, /*seed=*/1);
   EmitSpec s;
@@ -623,4 +625,11 @@ TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 
   const double off = check(unwindowed);
   INFO("against the reference without a window: " << off);
   CHECK(off > 5 * kLogitRel);
+  // The config sets attn_logit_softcapping 4; a circuit that applied it would match this one.
+  GemmaRef capped = ref;
+  capped.attn_cap = ref.cfg["attn_logit_softcapping"].get<double>();
+  REQUIRE(capped.attn_cap == 4.0);
+  const double off_cap = check(capped);
+  INFO("against the reference with the score soft cap: " << off_cap);
+  CHECK(off_cap > 2 * kLogitRel);
 }

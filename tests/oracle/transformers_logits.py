@@ -43,8 +43,8 @@ def dequantised_state(checkpoint):
 def load(checkpoint, device, attn_implementation):
     config = AutoConfig.from_pretrained(checkpoint)
     quant = getattr(config, "quantization_config", None)
-    # eager: the attention the model class writes out itself (Gemma's score soft-capping and sliding
-    # window as its modelling code states them); None keeps transformers' default.
+    # eager: the attention the model class writes out itself (Gemma's score scale and sliding window
+    # as its modelling code states them); None keeps transformers' default.
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     if quant is None:
         model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.bfloat16, **extra)
@@ -87,7 +87,7 @@ def main():
                     help="random prompts' shortest length (above a sliding window to exercise it)")
     ap.add_argument("--max-prompt-len", type=int, default=47, help="random prompts' longest length")
     ap.add_argument("--attn-implementation", default=None,
-                    help="transformers' attn_implementation (eager for Gemma: soft-capped scores, sliding windows)")
+                    help="transformers' attn_implementation (eager for Gemma: its score scale, sliding windows)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
