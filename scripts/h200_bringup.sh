@@ -16,7 +16,7 @@
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
 #   tiny      tiny-llama3 and tiny-qwen3: optest on cuda, cuda vs the transformers fixtures of
 #             tests/oracle and vs the same packets on the cpu bodies (cpu-oracle); tiny-gemma3:
-#             optest on cuda
+#             its h200 plan (gaps: no GPU body for Gemma's norms yet)
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -93,13 +93,11 @@ if has tiny; then
       --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$m-cpu.json"
     step "$m cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-cuda.json" "$WORK/$m-cpu.json"
   done
-  # Opcodes only Gemma-3's circuit reaches so far (the embedding scale): the opcode harness on
-  # cuda. No transformers fixture yet: Gemma's numerics are not all emitted (its norms' 1 + w).
+  # Gemma-3 does not emit for hopper yet: its norms' 1 + w (rmsnorm_offset) has no GPU body, so the
+  # plan shows them as gaps and emit refuses. The plan is logged for the record.
   step "tiny-gemma3 synth" 60 "$MET" model synth --config tests/oracle/configs/tiny-gemma3.json --seed 1 --dtype bf16 \
     --out "$WORK/tiny-gemma3" >/dev/null
-  step "tiny-gemma3 emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/tiny-gemma3" \
-    --out "$WORK/tiny-gemma3-a" --max-ctx 256 --decode-rungs 1,2,4 --prefill-buckets 64,128
-  step "tiny-gemma3 optest cuda" 120 "$MET" circuit optest --assets "$WORK/tiny-gemma3-a" --backend cuda
+  step "tiny-gemma3 plan h200" 60 "$MET" circuit plan --hardware h200-sxm --checkpoint "$WORK/tiny-gemma3"
 fi
 
 for m in ${models//,/ }; do

@@ -23,13 +23,13 @@ struct MetRopeShape {
 
 namespace met::cpu {
 
-// x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares), rounded to bf16, then
-// scaled by w[dim] and rounded again (two bf16 roundings, as a bf16 reference normalises then
-// multiplies by the weight in bf16).
-// Gemma's norms scale by (1 + w); nothing applies that yet (no op, no emit step), so Gemma plans
-// emit but do not compute Gemma.
+// x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares), then by (offset +
+// w[dim]). offset 0 (Llama, Qwen): the normalised vector is rounded to bf16, then its product with
+// w (a bf16 reference normalises, casts, then multiplies by the weight in bf16). offset 1 (Gemma's
+// 1 + w): the whole product in fp32, rounded once, as Gemma's norm computes it.
+// x and y may be the same buffer (the q/k norms and Gemma's post norms run in place).
 inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y,
-                        std::int64_t count, std::int64_t dim, float eps) {
+                        std::int64_t count, std::int64_t dim, float eps, float offset = 0.0f) {
   for (std::int64_t v = 0; v < count; ++v) {
     const std::uint16_t* xv = x + v * dim;
     float ss = 0.0f;
@@ -38,7 +38,11 @@ inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uin
       ss += f * f;
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(round_bf16(bf16_to_f32(xv[i]) * inv) * bf16_to_f32(w[i]));
+    if (offset == 0.0f) {
+      for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(round_bf16(bf16_to_f32(xv[i]) * inv) * bf16_to_f32(w[i]));
+    } else {
+      for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(bf16_to_f32(xv[i]) * inv * (offset + bf16_to_f32(w[i])));
+    }
   }
 }
 
@@ -127,6 +131,12 @@ inline std::int32_t argmax_row(const std::uint16_t* x, std::int64_t n) {
 extern "C" void met_rmsnorm(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y, std::int64_t rows, std::int64_t count, std::int64_t dim, float eps) {
   for (std::int64_t r = 0; r < rows; ++r)
     met::cpu::rmsnorm_row(x + r * count * dim, w, y + r * count * dim, count, dim, eps);
+}
+
+// As met_rmsnorm with the weight taken as (offset + w) (Gemma's norms: offset 1).
+extern "C" void met_rmsnorm_offset(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y, std::int64_t rows, std::int64_t count, std::int64_t dim, float eps, float offset) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    met::cpu::rmsnorm_row(x + r * count * dim, w, y + r * count * dim, count, dim, eps, offset);
 }
 
 // q: rows of q_stride elements holding heads*head_dim; k: rows of k_stride holding kv_heads*head_dim.

@@ -60,7 +60,7 @@ Expected<void> bind_gemm_gated(const KernelSite& site);
 Expected<void> bind_gemm_residual(const KernelSite& site);
 Expected<void> bind_gate_up(const KernelSite& site);
 Expected<void> bind_lm_head(const KernelSite& site);
-// bind_pointwise.cpp: embedding, norms, residual add, gated activations, argmax, softcap.
+// bind_pointwise.cpp: embedding, norms (rmsnorm, rmsnorm_offset), residual add, gated activations, argmax, softcap.
 Expected<void> bind_embed(const KernelSite& site);
 Expected<void> bind_rmsnorm(const KernelSite& site);
 Expected<void> bind_residual_add(const KernelSite& site);
@@ -68,6 +68,8 @@ Expected<void> bind_gated_act(const KernelSite& site);
 Expected<void> bind_argmax(const KernelSite& site);
 Expected<void> bind_softcap(const KernelSite& site);
 Expected<void> bind_scale(const KernelSite& site);
+// The group's softcap node's cap; refused unless positive.
+Expected<float> softcap_of(const KernelSite& site);
 
 // bind_moe.cpp: the mixture-of-experts router, expert gate/up + SiLU and expert down + weighted sum.
 Expected<void> bind_moe_router(const KernelSite& site);

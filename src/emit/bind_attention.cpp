@@ -34,11 +34,12 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
     t.push_back(kw);
   }
   const std::int64_t rotary = param(*rope, "rotary_dim");
+  const RopeConfig rc = node_rope(b.cfg, *rope);
   t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
-                     inv_freq_table(*b.sh, b.cfg.rope, rotary)});
+                     inv_freq_table(*b.sh, rc, rotary)});
   MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
                       /*unit_rows=*/hd},
-                     {b.cfg.eps, b.cfg.theta}));
+                     {b.cfg.eps, static_cast<float>(rc.theta)}));
   b.q_src = q;
   b.q_stride = heads * hd;
   return {};
@@ -61,7 +62,9 @@ Expected<void> bind_attention(const KernelSite& site) {
     sinks = sw;
   }
   const float softcap = static_cast<float>(at->params.count("softcap") ? at->params.at("softcap") : 0.0);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // The node's score scale (Gemma: query_pre_attn_scalar^-1/2), else 1/sqrt(head_dim).
+  const double node_scale = at->params.count("scale") ? at->params.at("scale") : 0.0;
+  const float scale = node_scale > 0 ? static_cast<float>(node_scale) : 1.0f / std::sqrt(static_cast<float>(hd));
   if (b.q_src == MET_NO_TENSOR) return site.where("attention before any q producer");
   const auto qsrc = b.q_src;
   const std::int64_t qstride = b.q_stride;
@@ -108,8 +111,9 @@ Expected<void> bind_rope(const KernelSite& site) {
   MET_TRY(const auto qkv, site.qkv("rope without a qkv buffer"));
   const std::int64_t heads = param(*n, "heads"), hd = param(*n, "head_dim");
   const std::int64_t rotary = param(*n, "rotary_dim");
-  MET_CHECK(site.add({qkv.handle, b.io(IoField::positions, R), inv_freq_table(*b.sh, b.cfg.rope, rotary)},
-                     {R, qkv.stride, heads, param(*n, "kv_heads"), hd, rotary, heads * hd}, {b.cfg.theta}));
+  const RopeConfig rc = node_rope(b.cfg, *n);
+  MET_CHECK(site.add({qkv.handle, b.io(IoField::positions, R), inv_freq_table(*b.sh, rc, rotary)},
+                     {R, qkv.stride, heads, param(*n, "kv_heads"), hd, rotary, heads * hd}, {static_cast<float>(rc.theta)}));
   return {};
 }
 

@@ -110,8 +110,8 @@ Expected<void> bind_lm_head(const KernelSite& site) {
   const std::int64_t vocab = param(*nl.lin, "out");
   std::vector<float> imms{b.cfg.eps};
   if (site.k == "gemv_rmsnorm_lm_head_softcap_argmax") {
-    const auto* sc = site.node("softcap");
-    imms.push_back(sc ? static_cast<float>(sc->params.count("cap") ? sc->params.at("cap") : 0.0) : 0.0f);
+    MET_TRY(const float cap, softcap_of(site));
+    imms.push_back(cap);
   }
   MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
                      {R, site.x_row0, /*col_slices=*/1}, imms));

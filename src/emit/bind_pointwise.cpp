@@ -17,19 +17,35 @@ Expected<void> bind_embed(const KernelSite& site) {
   return {};
 }
 
+// rmsnorm and rmsnorm_offset (Gemma's 1 + w): of x into xn, in place on the q or k columns of the
+// qkv buffer, or in place on y (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's
+// output before the residual). eps: the node's, else config.json's.
 Expected<void> bind_rmsnorm(const KernelSite& site) {
   Builder& b = site.b;
   const std::int64_t R = site.R;
   const auto* n = site.node("rmsnorm");
   MET_TRY(auto w, site.weight(n));
   const std::int64_t dim = param(*n, "dim"), count = std::max<std::int64_t>(1, param(*n, "count"));
+  const double node_eps = n->params.count("eps") ? n->params.at("eps") : 0.0;
+  const float eps = node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps;
+  std::vector<float> imms{eps};
+  if (site.k == "rmsnorm_offset") {
+    const double offset = n->params.count("offset") ? n->params.at("offset") : 0.0;
+    if (offset == 0) return site.where("rmsnorm_offset on a norm without an offset");
+    imms.push_back(static_cast<float>(offset));
+  }
   if (n->role == "q_norm" || n->role == "k_norm") {
     MET_TRY(const auto qkv, site.qkv("q/k norm before the qkv projection"));
     const std::int64_t col0 = n->role == "q_norm" ? 0 : b.q_width;
-    MET_CHECK(site.add({qkv.handle, w, qkv.handle}, {R, 0, count, dim, qkv.stride, col0, qkv.stride, col0}, {b.cfg.eps}));
+    MET_CHECK(site.add({qkv.handle, w, qkv.handle}, {R, 0, count, dim, qkv.stride, col0, qkv.stride, col0}, imms));
+  } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm") {
+    if (dim * count != site.hidden) return site.where("post norm over " + std::to_string(dim * count) + " columns, not the hidden " +
+                                                      std::to_string(site.hidden));
+    const auto y = b.act("y", R, site.hidden);
+    MET_CHECK(site.add({y, w, y}, {R, 0, count, dim, site.hidden, 0, site.hidden, 0}, imms));
   } else {
     const auto y = b.act(site.pre + "xn", R, dim * count);
-    MET_CHECK(site.add({site.x, w, y}, {R, site.x_row0, count, dim, site.hidden, 0, dim * count, 0}, {b.cfg.eps}));
+    MET_CHECK(site.add({site.x, w, y}, {R, site.x_row0, count, dim, site.hidden, 0, dim * count, 0}, imms));
   }
   return {};
 }
@@ -71,13 +87,19 @@ Expected<void> bind_scale(const KernelSite& site) {
   return {};
 }
 
+Expected<float> softcap_of(const KernelSite& site) {
+  const auto* n = site.node("softcap");
+  const double cap = n && n->params.count("cap") ? n->params.at("cap") : 0.0;
+  if (!(cap > 0)) return site.where("softcap node without a positive cap");
+  return static_cast<float>(cap);
+}
+
 // softcap over the logits: bound in the head only (the one place a plan runs it apart).
 Expected<void> bind_softcap(const KernelSite& site) {
   if (!site.c.head) return site.where("kernel '" + site.kname + "' has no emitter yet");
-  const auto* n = site.node("softcap");
+  MET_TRY(const float cap, softcap_of(site));
   const std::int64_t vocab = static_cast<std::int64_t>(site.graph.params.at("vocab"));
-  MET_CHECK(site.add({site.b.io(IoField::logits, site.R, vocab)}, {site.R, vocab},
-                     {static_cast<float>(n->params.count("cap") ? n->params.at("cap") : 0.0)}));
+  MET_CHECK(site.add({site.b.io(IoField::logits, site.R, vocab)}, {site.R, vocab}, {cap}));
   return {};
 }
 

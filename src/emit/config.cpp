@@ -24,6 +24,12 @@ const ScalingKeys kScalingTypes[] = {
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
 };
 
+// The language model's settings: a multimodal config nests them in text_config.
+const nlohmann::json& language_model(const nlohmann::json& j) {
+  auto it = j.find("text_config");
+  return it != j.end() && it->is_object() ? *it : j;
+}
+
 }  // namespace
 
 namespace detail {
@@ -45,18 +51,31 @@ Expected<Config> read_config(const std::string& text) {
   if (text.empty()) return c;
   const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return fail("config.json: not a json object");
-  if (j.contains("rms_norm_eps") && j["rms_norm_eps"].is_number()) c.eps = j["rms_norm_eps"].get<float>();
+  const auto& lm = language_model(j);
+  if (lm.contains("rms_norm_eps") && lm["rms_norm_eps"].is_number()) c.eps = lm["rms_norm_eps"].get<float>();
   MET_TRY(c.rope, parse_rope(text, "config.json"));
   c.theta = static_cast<float>(c.rope.theta);
   return c;
+}
+
+RopeConfig node_rope(const Config& cfg, const model::Node& rope) {
+  RopeConfig r = cfg.rope;
+  if (auto it = rope.params.find("theta"); it != rope.params.end() && it->second > 0) r.theta = it->second;
+  if (auto it = rope.params.find("scaled"); it != rope.params.end() && it->second == 0) {
+    RopeConfig plain;
+    plain.theta = r.theta;
+    return plain;
+  }
+  return r;
 }
 
 }  // namespace detail
 
 Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display) {
   RopeConfig r;
-  const auto j = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return fail(display + ": not a json object");
+  const auto top = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (top.is_discarded() || !top.is_object()) return fail(display + ": not a json object");
+  const auto& j = language_model(top);
   // transformers 5 writes rope_parameters (theta inside); older configs rope_theta + rope_scaling.
   // A rope_parameters keyed by layer type (Gemma) is a circuit's business, not read here.
   const nlohmann::json* block = nullptr;

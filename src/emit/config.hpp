@@ -20,6 +20,10 @@ struct Config {
 // The settings of a config.json text; an empty text gives the defaults.
 Expected<Config> read_config(const std::string& text);
 
+// The rope a rope node runs: config.json's, with the node's own base (theta > 0) and without the
+// scaling where the node says scaled = 0 (Gemma-3's local layers).
+RopeConfig node_rope(const Config& cfg, const model::Node& rope);
+
 // A node's integer parameter (0 when it has none).
 std::int64_t param(const model::Node& n, const char* key);
 

@@ -26,6 +26,28 @@ constexpr std::int64_t kMaxSplits = 16;
 constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one split per this many keys of context
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
+// The loader computes a scaled rope's inv_freq table from build.json's one rope, so every scaled
+// rope node must share its base; a node's own base (Gemma-3's global rope_theta) becomes that rope's.
+Expected<void> settle_scaled_rope(Config& cfg, const model::ModelGraph& graph) {
+  if (!cfg.rope.scaled()) return {};
+  double theta = 0;
+  for (const auto& kind : graph.kinds)
+    for (const auto& n : kind.nodes) {
+      if (n.op != "rope") continue;
+      const RopeConfig r = node_rope(cfg, n);
+      if (!r.scaled()) continue;
+      if (theta > 0 && r.theta != theta)
+        return fail(n.where + ": scaled ropes with bases " + std::to_string(theta) + " and " + std::to_string(r.theta) +
+                    "; met carries one scaled rope per emit");
+      theta = r.theta;
+    }
+  if (theta > 0) {
+    cfg.rope.theta = theta;
+    cfg.theta = static_cast<float>(theta);
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::string> plan_group_rules(const planner::Plan& plan, const model::ModelGraph& graph) {
@@ -47,6 +69,7 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   const bool cpu = cls.vendor == "host";
   Assets a;
   MET_TRY(Config cfg, read_config(options.config_json));
+  MET_CHECK(settle_scaled_rope(cfg, graph));
   std::vector<std::int64_t> rungs = options.decode_rungs, buckets = options.prefill_buckets;
   if (rungs.empty())
     for (int r : cls.defaults.decode_rungs) rungs.push_back(r);

@@ -234,6 +234,13 @@ void body_rmsnorm(const MetArgs_rmsnorm& a, const InstrDesc& d, std::uint32_t s)
                 a.dim, a.eps);
 }
 
+void body_rmsnorm_offset(const MetArgs_rmsnorm_offset& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  for (std::int64_t row = r.begin; row < r.end; ++row)
+    met_rmsnorm_offset(a.x + (a.in_row0 + row) * a.x_stride + a.x_col0, a.w, a.y + row * a.y_stride + a.y_col0,
+                       /*rows=*/1, a.count, a.dim, a.eps, a.offset);
+}
+
 void body_rope(const MetArgs_rope& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   const MetRopeShape sh = rope_shape(a, a.theta);

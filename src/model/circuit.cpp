@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -171,8 +172,20 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     Fields f(file, *head, "[circuit]");
     MET_TRY(c.id, f.str("id"));
     MET_TRY(c.architectures, f.str_list("architectures"));
+    MET_TRY(const toml::table* strip, f.table("strip_prefix"));
     MET_CHECK(f.done());
     if (c.architectures.empty()) return f.error("'architectures' is empty");
+    if (strip) {
+      Fields sf(file, *strip, "[circuit] strip_prefix");
+      for (const auto& [key, node] : *strip) {
+        const std::string arch(key.str());
+        if (std::find(c.architectures.begin(), c.architectures.end(), arch) == c.architectures.end())
+          return sf.error_at(arch, "'" + arch + "' is not one of the circuit's architectures");
+        MET_TRY(c.strip_prefix[arch], sf.str(arch));
+        if (c.strip_prefix[arch].empty()) return sf.error_at(arch, "an empty prefix strips nothing");
+      }
+      MET_CHECK(sf.done());
+    }
   }
   const std::string stem = path.substr(path.rfind('/') + 1);
   if (stem != c.id + ".toml") return fail(fmt::format("{}: circuit id '{}' differs from the file name", file, c.id));
@@ -286,6 +299,19 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
   }
   MET_CHECK(top.done());
   return c;
+}
+
+std::string tensor_name(const Circuit& circuit, const std::string& arch, const std::string& name, int layer) {
+  std::string out = name;
+  const std::string mark = "{i}";
+  const std::string idx = std::to_string(std::max(layer, 0));
+  for (std::size_t at = out.find(mark); at != std::string::npos; at = out.find(mark, at)) {
+    out.replace(at, mark.size(), idx);
+    at += idx.size();
+  }
+  if (auto it = circuit.strip_prefix.find(arch); it != circuit.strip_prefix.end() && out.rfind(it->second, 0) == 0)
+    out = out.substr(it->second.size());
+  return out;
 }
 
 Expected<std::map<std::string, Circuit>> load_circuits(const KernelTree& tree) {

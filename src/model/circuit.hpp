@@ -61,7 +61,14 @@ struct Circuit {
   std::map<std::string, std::vector<NodeTemplate>> kinds;
   std::vector<NodeTemplate> post;
   std::string file;                         // "kernels/circuits/dense-gqa.toml"
+  // architecture -> a prefix its checkpoints leave off every tensor name the circuit writes
+  // (Gemma3ForCausalLM stores the language model at the top: "language_model." dropped).
+  std::map<std::string, std::string> strip_prefix;
 };
+
+// The checkpoint's name for a circuit tensor name at `layer` (layer < 0: 0): {i} replaced, the
+// architecture's strip_prefix dropped.
+std::string tensor_name(const Circuit& circuit, const std::string& arch, const std::string& name, int layer);
 
 // The parameter that says whether lm_head uses its `tied` tensor.
 inline constexpr const char* kTieParam = "tie_word_embeddings";

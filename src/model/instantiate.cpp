@@ -82,17 +82,6 @@ Expected<std::string> architecture_of(const json& config, const std::string& dis
   return (*it)[0].get<std::string>();
 }
 
-std::string substitute_layer(const std::string& name, int layer) {
-  std::string out = name;
-  const std::string mark = "{i}";
-  for (std::size_t at = out.find(mark); at != std::string::npos; at = out.find(mark, at)) {
-    const std::string idx = std::to_string(layer);
-    out.replace(at, mark.size(), idx);
-    at += idx.size();
-  }
-  return out;
-}
-
 std::string shape_text(const std::vector<double>& s) {
   std::vector<std::string> parts;
   for (double d : s) parts.push_back(fmt::format("{}", d));
@@ -423,9 +412,10 @@ Expected<std::optional<Node>> make_node(Context& c, const NodeTemplate& t, const
   }
   std::vector<std::string> tensors;
   const bool tied = !t.tied.empty() && c.env.count(kTieParam) && c.env.at(kTieParam).number != 0;
-  if (tied) tensors.push_back(t.tied);
+  const std::string& arch = c.env.at("arch").text;
+  if (tied) tensors.push_back(tensor_name(c.circuit, arch, t.tied, layer));
   else
-    for (const auto& w : t.weight) tensors.push_back(substitute_layer(w, std::max(layer, 0)));
+    for (const auto& w : t.weight) tensors.push_back(tensor_name(c.circuit, arch, w, layer));
   const int experts = !tied && per_expert(n, tensors) ? expert_count(n) : 0;
   if (experts > 0) tensors = expert_tensors(tensors, experts);
   n.tied = tied;

@@ -22,18 +22,22 @@ const std::vector<OpInfo>& table() {
     auto add = [&](OpInfo o) { t.push_back(std::move(o)); };
     add({"embed", {"vocab", "dim"}, {}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "vocab"), p(a, "dim")}; }, nullptr, nullptr});
-    add({"rmsnorm", {"dim"}, {{"count", 1, ""}}, {}, true, false, 1,
+    // eps 0: the emitter reads config.json's rms_norm_eps; offset: the weight is stored as a
+    // difference from it (Gemma's norms scale by 1 + w).
+    add({"rmsnorm", {"dim"}, {{"count", 1, ""}, {"eps", 0, "", true}, {"offset", 0, "", true}}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "dim")}; }, nullptr, nullptr});
     add({"linear", {"in", "out"}, {},
          {"qkv", "q", "k", "v", "kv", "o", "gate_up", "gate", "up", "down", "lm_head", "q_a", "q_b", "kv_a",
           "kv_b", "in_proj", "out_proj", "shared_gate_up", "shared_down"},
          true, true, 1, [](const Params& a) { return Shape{p(a, "out"), p(a, "in")}; }, nullptr, nullptr});
-    add({"rope", {"heads", "kv_heads", "head_dim"}, {{"rotary_dim", 0, "head_dim"}}, {}, false, false, 1, none,
-         nullptr, nullptr});
+    // theta 0: config.json's rope base; scaled 0: a plain rope even where config.json scales it
+    // (Gemma-3's local layers).
+    add({"rope", {"heads", "kv_heads", "head_dim"}, {{"rotary_dim", 0, "head_dim"}, {"theta", 0, "", true}, {"scaled", 1, "", true}}, {},
+         false, false, 1, none, nullptr, nullptr});
     add({"kv_append", {"kv_heads", "head_dim"}, {{"v_head_dim", 0, "head_dim"}}, {}, false, false, 1, none,
          [](const Params& a) { return p(a, "kv_heads") * (p(a, "head_dim") + p(a, "v_head_dim")); }, nullptr});
     OpInfo attention{"attention", {"heads", "kv_heads", "head_dim"},
-         {{"v_head_dim", 0, "head_dim"}, {"window", 0, ""}, {"sinks", 0, ""}, {"softcap", 0, ""}}, {}, true, false,
+         {{"v_head_dim", 0, "head_dim"}, {"window", 0, ""}, {"sinks", 0, ""}, {"softcap", 0, ""}, {"scale", 0, "", true}}, {}, true, false,
          1, [](const Params& a) { return p(a, "sinks") != 0 ? Shape{p(a, "heads")} : Shape{}; }, nullptr, nullptr};
     attention.weight_required = false;  // the sinks tensor exists only when sinks != 0
     add(attention);
@@ -41,9 +45,11 @@ const std::vector<OpInfo>& table() {
          [](const Params& a) { return p(a, "kv_lora") + p(a, "rope_dim"); }, nullptr});
     add({"attention_mla", {"heads", "kv_lora", "rope_dim", "nope_dim", "v_dim"}, {}, {}, false, false, 1, none,
          nullptr, nullptr});
-    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2", "softcap"}) {
+    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2"}) {
       add({name, {"dim"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     }
+    // cap * tanh(x / cap) (the final logit softcap).
+    add({"softcap", {"dim", "cap"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
     add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
     // renormalize: the top-k probabilities are divided by their sum (Mixtral always; Qwen3-MoE with

@@ -19,6 +19,10 @@ struct OptionalParam {
   std::string name;
   double value = 0;         // default when same_as is empty
   std::string same_as;      // default is another param of the node ("head_dim")
+  // In the plan's canonical text only when off its default: params added after plan format 2
+  // (Gemma's), so the digests of plans that leave them at their defaults, and the campaigns
+  // recorded against those digests, stay as they were.
+  bool canonical_when_set = false;
 };
 
 struct OpInfo {

@@ -2,7 +2,8 @@
 // weight node of every layer, fused nodes split into their checkpoint tensors); values come from
 // a counter-based generator keyed by (seed, tensor name, element index). Value ranges keep a tiny
 // model's activations and logits informative: linear ~ U(-1/sqrt(in), 1/sqrt(in)), embeddings and
-// lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1).
+// lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1) (those stored as a
+// difference from 1, Gemma's, ~ U(-0.1, 0.1): the same effective scale).
 #include "model/synth.hpp"
 
 #include <fmt/format.h>
@@ -60,17 +61,6 @@ float uniform(std::uint64_t key, std::uint64_t e) {
   return static_cast<float>(h >> 40) * kStep * 2.0f - 1.0f;
 }
 
-std::string substitute_layer(const std::string& name, int layer) {
-  std::string out = name;
-  const std::string mark = "{i}";
-  const std::string idx = std::to_string(layer);
-  for (std::size_t at = out.find(mark); at != std::string::npos; at = out.find(mark, at)) {
-    out.replace(at, mark.size(), idx);
-    at += idx.size();
-  }
-  return out;
-}
-
 std::string shape_text(const std::vector<std::uint64_t>& s) {
   std::vector<std::string> parts;
   for (auto d : s) parts.push_back(std::to_string(d));
@@ -119,14 +109,15 @@ Expected<std::vector<std::uint64_t>> split_rows(const Node& node, std::uint64_t 
 
 TensorKind kind_of(const Node& n, const OpInfo& op) {
   if (n.op == "embed") return TensorKind::embedding;
-  if (n.op == "rmsnorm") return TensorKind::norm;
+  if (n.op == "rmsnorm")
+    return n.params.count("offset") && n.params.at("offset") == 1 ? TensorKind::offset_norm : TensorKind::norm;
   if (n.role == "lm_head") return TensorKind::lm_head;
   if (op.quantizable) return TensorKind::linear;
   return TensorKind::other;
 }
 
-Expected<std::optional<WeightNodeSpec>> node_spec(const Node& n, const NodeTemplate* t, int layer,
-                                                  const std::vector<Node>& siblings) {
+Expected<std::optional<WeightNodeSpec>> node_spec(const Circuit& circuit, const std::string& arch, const Node& n,
+                                                  const NodeTemplate* t, int layer, const std::vector<Node>& siblings) {
   if (!has_weight(n)) return std::optional<WeightNodeSpec>{};
   const std::string ctx = layer >= 0 ? fmt::format("{}: layer {}", n.where, layer) : n.where;
   if (!t) return fail(fmt::format("{}: no node template at this place in the circuit", ctx));
@@ -137,9 +128,9 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Node& n, const NodeTempl
   s.role = n.role;
   s.where = n.where;
   s.tied = n.tied;
-  for (const auto& w : t->weight) s.names.push_back(substitute_layer(w, std::max(layer, 0)));
+  for (const auto& w : t->weight) s.names.push_back(tensor_name(circuit, arch, w, layer));
   const std::vector<std::string> tensors =
-      n.tied ? std::vector<std::string>{substitute_layer(t->tied, std::max(layer, 0))} : s.names;
+      n.tied ? std::vector<std::string>{tensor_name(circuit, arch, t->tied, layer)} : s.names;
   std::vector<std::uint64_t> shape;
   for (double d : weight_shape(n)) shape.push_back(static_cast<std::uint64_t>(d));
   const TensorKind kind = kind_of(n, *op);
@@ -190,6 +181,7 @@ Affine affine_of(const SynthTensor& t) {
     case TensorKind::lm_head: return {0, kEmbedGain / std::sqrt(fan)};
     case TensorKind::linear: return {0, 1 / std::sqrt(fan)};
     case TensorKind::norm: return {1, kNormNoise};
+    case TensorKind::offset_norm: return {0, kNormNoise};
     case TensorKind::other: return {0, kOtherRange};
     case TensorKind::scale: {
       // value = fp8 * scale with fp8 ~ U(-448, 448): scale ~ (1/sqrt(in)) / 448, varied by 25% per block.
@@ -282,7 +274,7 @@ Expected<std::vector<WeightNodeSpec>> weight_nodes(const Circuit& circuit, const
   std::vector<WeightNodeSpec> out;
   auto add_list = [&](const std::vector<Node>& nodes, const std::vector<NodeTemplate>& ts, int layer) -> Expected<void> {
     for (const auto& n : nodes) {
-      MET_TRY(auto s, node_spec(n, template_at(ts, n.where), layer, nodes));
+      MET_TRY(auto s, node_spec(circuit, graph.architecture, n, template_at(ts, n.where), layer, nodes));
       if (s) out.push_back(std::move(*s));
     }
     return {};

@@ -19,7 +19,8 @@
 namespace met::model {
 
 // What a tensor is, for value ranges and quantization.
-enum class TensorKind { embedding, norm, linear, lm_head, scale, other };
+// offset_norm: a norm weight stored as a difference from 1 (Gemma's 1 + w).
+enum class TensorKind { embedding, norm, offset_norm, linear, lm_head, scale, other };
 
 struct WeightTensorSpec {
   std::string name;                    // checkpoint tensor name

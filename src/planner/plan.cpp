@@ -9,6 +9,7 @@
 #include "core/digest.hpp"
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
+#include "model/ops.hpp"
 #include "planner/matrix_ops.hpp"
 #include "planner/units.hpp"
 
@@ -18,7 +19,13 @@ namespace {
 std::string node_text(const model::Node& n) {
   std::string s = n.role.empty() ? n.op : n.op + ":" + n.role;
   std::vector<std::string> ps;
-  for (const auto& [k, v] : n.params) ps.push_back(k + "=" + fmt_exact(v));
+  const model::OpInfo* op = model::find_op(n.op);
+  for (const auto& [k, v] : n.params) {
+    const bool left_out = op && std::any_of(op->optional.begin(), op->optional.end(), [&](const model::OptionalParam& o) {
+      return o.canonical_when_set && o.name == k && o.same_as.empty() && o.value == v;
+    });
+    if (!left_out) ps.push_back(k + "=" + fmt_exact(v));
+  }
   s += " {" + join(ps, ",") + "}";
   if (n.weight_format) s += fmt::format(" w={}", format_name(*n.weight_format));
   if (n.act_format) s += fmt::format(" a={}", format_name(*n.act_format));

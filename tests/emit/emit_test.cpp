@@ -493,38 +493,113 @@ TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes)
   }
 }
 
-TEST_CASE("Gemma-3's embedding scale binds as a scale op over the residual stream with sqrt(hidden) in bf16, in every program (a scale without a factor is refused naming it)") {
-  // google/gemma-3-1b-it's config.json, shrunk (hidden 320: sqrt is 17.89, 17.875 in bf16).
-  const std::string config = R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-    "hidden_size": 320, "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 1, "head_dim": 64, "vocab_size": 1024, "sliding_window": 16,
-    "sliding_window_pattern": 6, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "rope_local_base_freq": 10000,
-    "rope_scaling": null, "query_pre_attn_scalar": 64, "hidden_activation": "gelu_pytorch_tanh",
-    "attn_logit_softcapping": null, "final_logit_softcapping": null, "max_position_embeddings": 32768,
-    "torch_dtype": "bfloat16"})";
-  const auto dir = testing::tiny_checkpoint("gemma3-scale", config);
-  for (const std::string device : {"host-cpu", "h200-sxm"}) {
-    INFO(device);
-    testing::EmitSpec s;
-    s.device = device;
-    s.max_ctx = 256;
-    if (device == "h200-sxm") s.buckets = {128};
-    auto a = testing::emit_checkpoint(dir, s);
-    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
-    for (const auto& p : a->packet.programs) {
-      INFO(p.name);
-      int scales = 0;
-      for (const auto& d : p.instrs) {
-        if (emit::find_opcode(d.opcode)->name != "scale") continue;
-        ++scales;
-        REQUIRE(d.imms.size() == 1);
-        CHECK(d.imms[0] == 17.875f);
+namespace {
+
+// google/gemma-3-1b-it's config.json shrunk, every Gemma-3 feature on: sliding and global layers
+// (layer_types), a window of 16, a linear rope scaling for the global layers, both soft caps (the
+// score cap is one transformers' Gemma-3 leaves unused, so the attention must not bind it),
+// query_pre_attn_scalar 96 (not head_dim), hidden 320 (sqrt is 17.89, 17.875 in bf16).
+const std::string kTinyGemma3 = R"({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+    "hidden_size": 320, "intermediate_size": 512, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 1024, "sliding_window": 16,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000, "rope_local_base_freq": 10000,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "query_pre_attn_scalar": 96,
+    "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": 4.0, "final_logit_softcapping": 3.0,
+    "max_position_embeddings": 32768, "torch_dtype": "bfloat16"})";
+
+}  // namespace
+
+TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scale in bf16, (1 + w) norms, window and rope per layer kind, query_pre_attn_scalar, the final soft cap and no score soft cap (a step bound from a default fails)") {
+  const auto dir = testing::tiny_checkpoint("gemma3-cpu", kTinyGemma3);
+  testing::EmitSpec s;
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto& tensors = a->packet.tensors;
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::map<std::string, int> count;
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      INFO(op << " in " << d.scope);
+      ++count[op];
+      const bool sliding = d.scope.find("sliding") != std::string::npos;
+      if (op == "scale") {
+        CHECK(d.imms == std::vector<float>{17.875f});
         CHECK(d.ints[1] == 320);
+      } else if (op == "rmsnorm_offset") {
+        REQUIRE(d.imms.size() == 2);
+        CHECK(d.imms[0] == 1e-6f);
+        CHECK(d.imms[1] == 1.0f);
+      } else if (op == "rope") {
+        // Local layers: a plain rope of base rope_local_base_freq; global: rope_theta, scaled by
+        // the generated table of the linear rope.
+        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f});
+        CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);
+        if (!sliding) CHECK(tensors[d.tensors[2]].source == MET_SOURCE_GENERATED);
+      } else if (op == "attn_prefill" || op == "attn_decode_split" || op == "attn_decode_merge") {
+        const auto* info = emit::find_opcode(d.opcode);
+        CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "window"))] == (sliding ? 16 : 0));
+        // attn_logit_softcapping 4 in the config, yet no cap: transformers' Gemma-3 never applies it.
+        CHECK(d.imms == std::vector<float>{0.0f, static_cast<float>(1 / std::sqrt(96.0))});
+      } else if (op == "softcap") {
+        CHECK(d.imms == std::vector<float>{3.0f});
       }
-      CHECK(scales == 1);
     }
+    // Six norms a layer and the final one, all with the offset; none without it.
+    CHECK(count["rmsnorm_offset"] == 6 * 3 + 1);
+    CHECK(count["rmsnorm"] == 0);
+    CHECK(count["scale"] == 1);
+    CHECK(count["rope"] == 3);
+    CHECK(count["softcap"] == 1);
+    CHECK(count["gelu_mul"] + count["gemm_gelu"] == 3);
   }
+  // build.json carries the global layers' rope (the loader computes the table from it).
+  const auto b = nlohmann::json::parse(a->build_json);
+  INFO(b.dump());
+  CHECK(b.dump().find("\"factor\":8.0") != std::string::npos);
+  CHECK(b.dump().find("1000000") != std::string::npos);
+}
+
+TEST_CASE("Gemma-3 on h200-sxm plans its norms as gaps (no GPU body applies 1 + w) and emit refuses them by name, never runs them as plain norms") {
+  const auto dir = testing::tiny_checkpoint("gemma3-h200", kTinyGemma3);
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.max_ctx = 256;
+  s.buckets = {128};
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_FALSE(a.ok());
+  const std::string& m = a.error().message;
+  INFO(m);
+  CHECK(m.find("gap group(s); emit only runs a plan without gaps") != std::string::npos);
+  CHECK(m.find("rmsnorm:attn_norm") != std::string::npos);
+  CHECK(m.find("rmsnorm:post_attn_norm") != std::string::npos);
+  CHECK(m.find("requires offset == 0 (offset = 1") != std::string::npos);
+}
+
+TEST_CASE("a Gemma-3 config whose global and local layers ask for scaled ropes of two bases is refused: build.json carries one scaled rope") {
+  const std::string config = kTinyGemma3;
+  const auto dir = testing::tiny_checkpoint("gemma3-rope", config);
+  auto graph = testing::graph_of(dir);
+  // Both kinds' ropes scaled, with their own bases.
+  for (auto& kind : graph.kinds)
+    for (auto& n : kind.nodes)
+      if (n.op == "rope") n.params["scaled"] = 1;
+  auto target = planner::resolve_target(testing::tree_lib().lib, "host-cpu");
+  REQUIRE(target.ok());
+  DiskCheckpoint src(dir.string());
+  auto layout = emit::read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  emit::EmitOptions o;
+  o.max_ctx = 128;
+  o.decode_rungs = {1};
+  o.prefill_buckets = {8};
+  o.config_json = config;
+  auto a = emit::emit(testing::tree_lib().lib, *target, graph, *layout, o);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("met carries one scaled rope per emit") != std::string::npos);
 }
 
 TEST_CASE("build.json programs without a name or digest are refused, with the file named") {

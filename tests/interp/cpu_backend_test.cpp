@@ -1,11 +1,14 @@
-// The cpu backend end to end on a tiny synth Llama: emit -> assets on disk -> load -> prefill and
-// decode. Checked against a straightforward fp32 forward pass written here (the in-repo oracle
-// until the transformers fixtures land), across thread counts, batching and chunked prefill.
+// The cpu backend end to end on a tiny synth Llama (and a tiny Gemma-3): emit -> assets on disk ->
+// load -> prefill and decode. Checked against straightforward fp32 forward passes written here (the
+// in-repo oracles beside the transformers fixtures), across thread counts, batching and chunked
+// prefill.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -430,4 +433,173 @@ TEST_CASE("a step whose rows share a KV slot, or name one outside the caches, is
   CHECK(low.error().message.find("prefill_8: row 7 names KV slot -1, outside the caches' ") == 0);
   io.slots[7] = 1 << 20;
   CHECK_FALSE((*b)->run(prog).ok());
+}
+
+namespace {
+
+float round_bf16(float v) {
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+// Gemma-3 as transformers computes it, in fp32 rounded to bf16 where the interpreter stores: the
+// embedding times sqrt(hidden) in bf16, (1 + w) norms before and after attention and MLP and on q
+// and k, a local rope (rope_local_base_freq) on sliding layers and a linearly scaled global one,
+// scores scaled by query_pre_attn_scalar^-1/2 (not soft-capped: transformers' Gemma-3 attention
+// leaves the config's attn_logit_softcapping unused), a window of `window` keys (the query's own
+// included) on sliding layers, GeGLU (tanh), a soft-capped tied LM head.
+struct GemmaRef {
+  const RefModel& m;
+  nlohmann::json cfg;
+  int window = 0;  // sliding layers' keys; 0 drops the window (the mutation the test must catch)
+  double attn_cap = 0;  // a score soft cap; 0 = none, as transformers runs Gemma-3 (the other mutation)
+  std::vector<float> gnorm(std::vector<float> x, const std::vector<float>& w, std::size_t off = 0, std::size_t n = 0) const {
+    const std::size_t dim = n ? n : x.size();
+    double ss = 0;
+    for (std::size_t i = 0; i < dim; ++i) ss += static_cast<double>(x[off + i]) * x[off + i];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + cfg["rms_norm_eps"].get<double>());
+    for (std::size_t i = 0; i < dim; ++i) x[off + i] = round_bf16(static_cast<float>(x[off + i] * inv * (1.0 + w[i])));
+    return x;
+  }
+  // A projection's output, rounded to bf16 where the interpreter stores it.
+  static std::vector<float> proj(const std::vector<float>& w, const std::vector<float>& x, int out) {
+    auto y = RefModel::matvec(w, x, out);
+    for (auto& e : y) e = round_bf16(e);
+    return y;
+  }
+  void rope(std::vector<float>& v, int n_heads, int hd, int pos, double theta, double factor) const {
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < hd / 2; ++i) {
+        const double a = pos * std::pow(theta, -2.0 * i / hd) / factor;
+        float& x1 = v[static_cast<std::size_t>(h * hd + i)];
+        float& x2 = v[static_cast<std::size_t>(h * hd + i + hd / 2)];
+        const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
+        x1 = round_bf16(static_cast<float>(r1));
+        x2 = round_bf16(static_cast<float>(r2));
+      }
+  }
+  std::vector<std::vector<float>> forward(const std::vector<std::int32_t>& tokens) const {
+    const int T = static_cast<int>(tokens.size()), H = cfg["hidden_size"].get<int>();
+    const int nh = cfg["num_attention_heads"].get<int>(), kvh = cfg["num_key_value_heads"].get<int>();
+    const int hd = cfg["head_dim"].get<int>(), inter = cfg["intermediate_size"].get<int>(), V = cfg["vocab_size"].get<int>();
+    const double scale = 1.0 / std::sqrt(cfg["query_pre_attn_scalar"].get<double>());
+    const double fcap = cfg["final_logit_softcapping"].get<double>();
+    const auto& emb = m.W("model.embed_tokens.weight");
+    const float es = round_bf16(std::sqrt(static_cast<float>(H)));
+    std::vector<std::vector<float>> x(static_cast<std::size_t>(T));
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < H; ++i) x[static_cast<std::size_t>(t)].push_back(round_bf16(emb[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * H + i)] * es));
+    const auto& types = cfg["layer_types"];
+    for (std::size_t l = 0; l < types.size(); ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const bool sliding = types[l].get<std::string>() == "sliding_attention";
+      const double theta = sliding ? cfg["rope_local_base_freq"].get<double>() : cfg["rope_theta"].get<double>();
+      const double factor = sliding ? 1.0 : cfg["rope_scaling"]["factor"].get<double>();
+      std::vector<std::vector<float>> q(x.size()), k(x.size()), v(x.size());
+      for (int t = 0; t < T; ++t) {
+        const auto h = gnorm(x[static_cast<std::size_t>(t)], m.W(p + "input_layernorm.weight"));
+        auto& qt = q[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.q_proj.weight"), h, nh * hd);
+        auto& kt = k[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.k_proj.weight"), h, kvh * hd);
+        v[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.v_proj.weight"), h, kvh * hd);
+        for (int hh = 0; hh < nh; ++hh) qt = gnorm(qt, m.W(p + "self_attn.q_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+        for (int hh = 0; hh < kvh; ++hh) kt = gnorm(kt, m.W(p + "self_attn.k_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+        rope(qt, nh, hd, t, theta, factor);
+        rope(kt, kvh, hd, t, theta, factor);
+      }
+      for (int t = 0; t < T; ++t) {
+        const int lo = sliding && window > 0 ? std::max(0, t - window + 1) : 0;
+        std::vector<float> att(static_cast<std::size_t>(nh * hd), 0.0f);
+        for (int hh = 0; hh < nh; ++hh) {
+          const int kh = hh / (nh / kvh);
+          std::vector<double> s;
+          for (int j = lo; j <= t; ++j) {
+            double d = 0;
+            for (int i = 0; i < hd; ++i)
+              d += static_cast<double>(q[static_cast<std::size_t>(t)][static_cast<std::size_t>(hh * hd + i)]) * k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
+            s.push_back(attn_cap > 0 ? attn_cap * std::tanh(d * scale / attn_cap) : d * scale);
+          }
+          const double mx = *std::max_element(s.begin(), s.end());
+          double sum = 0;
+          for (auto& e : s) sum += (e = std::exp(e - mx));
+          for (int i = 0; i < hd; ++i) {
+            double acc = 0;
+            for (int j = lo; j <= t; ++j) acc += s[static_cast<std::size_t>(j - lo)] * v[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
+            att[static_cast<std::size_t>(hh * hd + i)] = round_bf16(static_cast<float>(acc / sum));
+          }
+        }
+        auto& xt = x[static_cast<std::size_t>(t)];
+        const auto o = gnorm(proj(m.W(p + "self_attn.o_proj.weight"), att, H), m.W(p + "post_attention_layernorm.weight"));
+        for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + o[static_cast<std::size_t>(i)]);
+        const auto h2 = gnorm(xt, m.W(p + "pre_feedforward_layernorm.weight"));
+        const auto g = proj(m.W(p + "mlp.gate_proj.weight"), h2, inter);
+        const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, inter);
+        std::vector<float> mm(static_cast<std::size_t>(inter));
+        for (std::size_t i = 0; i < mm.size(); ++i) {
+          const double gi = g[i];
+          mm[i] = round_bf16(static_cast<float>(0.5 * gi * (1 + std::tanh(0.7978845608028654 * (gi + 0.044715 * gi * gi * gi))) * u[i]));
+        }
+        const auto d = gnorm(proj(m.W(p + "mlp.down_proj.weight"), mm, H), m.W(p + "post_feedforward_layernorm.weight"));
+        for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + d[static_cast<std::size_t>(i)]);
+      }
+    }
+    std::vector<std::vector<float>> out;
+    for (int t = 0; t < T; ++t) {
+      auto lg = proj(emb, gnorm(x[static_cast<std::size_t>(t)], m.W("model.norm.weight")), V);
+      for (auto& e : lg) e = static_cast<float>(fcap * std::tanh(e / fcap));
+      out.push_back(std::move(lg));
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 Gemma-3 forward pass past its window of 16, prefilled in chunks of 32 and 8, then decoded; without the window or with the config's score soft cap the reference is far off (a window, rope base, norm offset or soft cap bound wrong fails)") {
+  const std::string config = slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs/tiny-gemma3.json");
+  const auto ckpt = testing::tiny_checkpoint("gemma3-ref", config, /*seed=*/1);
+  EmitSpec s;
+  s.threads = 2;
+  s.max_ctx = 256;
+  const auto assets = testing::write_assets(ckpt, s, "assets-gemma3");
+  const RefModel weights(ckpt);
+  GemmaRef ref{weights, nlohmann::json::parse(config)};
+  ref.window = ref.cfg["sliding_window"].get<int>();
+  REQUIRE(ref.window == 16);
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 1000 + 3);
+  const auto r = must_run(assets, {prompt}, 6, 2);
+  const auto check = [&](const GemmaRef& g) {
+    std::vector<std::int32_t> all = prompt;
+    all.insert(all.end(), r.tokens[0].begin(), r.tokens[0].end() - 1);
+    const auto want = g.forward(all);
+    double worst = 0;
+    for (std::size_t i = 0; i < r.logits[0].size(); ++i) {
+      const auto& w = want[prompt.size() - 1 + i];
+      double max_ref = 0, max_err = 0;
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        max_ref = std::max(max_ref, std::abs(static_cast<double>(w[j])));
+        max_err = std::max(max_err, std::abs(static_cast<double>(r.logits[0][i][j]) - w[j]));
+      }
+      worst = std::max(worst, max_err / max_ref);
+    }
+    return worst;
+  };
+  const double worst = check(ref);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  GemmaRef unwindowed = ref;
+  unwindowed.window = 0;
+  const double off = check(unwindowed);
+  INFO("against the reference without a window: " << off);
+  CHECK(off > 5 * kLogitRel);
+  // The config sets attn_logit_softcapping 4; a circuit that applied it would match this one.
+  GemmaRef capped = ref;
+  capped.attn_cap = ref.cfg["attn_logit_softcapping"].get<double>();
+  REQUIRE(capped.attn_cap == 4.0);
+  const double off_cap = check(capped);
+  INFO("against the reference with the score soft cap: " << off_cap);
+  CHECK(off_cap > 2 * kLogitRel);
 }

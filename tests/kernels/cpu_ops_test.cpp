@@ -381,6 +381,77 @@ TEST_CASE("residual, silu_mul, gelu_mul, scale, softcap rows=4 dim=96 match fp64
   }
 }
 
+TEST_CASE("rmsnorm_offset dim=4 scales by (1 + w) in fp32: x={1,2,3,4} w={0,0.5,-0.5,1} by hand (a body that scales by w alone fails)") {
+  const Bf16 x{f32_to_bf16(1), f32_to_bf16(2), f32_to_bf16(3), f32_to_bf16(4)};
+  const Bf16 w{f32_to_bf16(0), f32_to_bf16(0.5f), f32_to_bf16(-0.5f), f32_to_bf16(1)};
+  Bf16 y(4);
+  met_rmsnorm_offset(x.data(), w.data(), y.data(), /*rows=*/1, /*count=*/1, /*dim=*/4, kEps, /*offset=*/1.0f);
+  // rms = sqrt(30 / 4); y = x / rms * (1 + w).
+  const double hand[4] = {0.36514835, 1.09544504, 0.54772252, 2.92118678};
+  for (int i = 0; i < 4; ++i) CHECK(std::abs(bf16_to_f32(y[sz(i)]) - hand[i]) <= hand[i] / 256);
+}
+
+TEST_CASE("rmsnorm_offset rows=3 count=4 dim=64 matches fp64 with offset 1, and offset 0 is met_rmsnorm bit for bit") {
+  std::mt19937 g(52);
+  const auto x = random_bf16(g, 3 * 4 * 64, -3, 3);
+  const auto w = random_bf16(g, 64, -0.5f, 0.5f);
+  Bf16 y(x.size()), plain(x.size()), zero(x.size());
+  met_rmsnorm_offset(x.data(), w.data(), y.data(), 3, 4, 64, kEps, 1.0f);
+  auto w1 = to_dbl(w);
+  for (auto& v : w1) v += 1;
+  Dbl ref(x.size());
+  const auto xd = to_dbl(x);
+  for (int v = 0; v < 12; ++v) {
+    double ss = 0;
+    for (int i = 0; i < 64; ++i) ss += xd[sz(v * 64 + i)] * xd[sz(v * 64 + i)];
+    const double inv = 1 / std::sqrt(ss / 64 + kEps);
+    for (int i = 0; i < 64; ++i) ref[sz(v * 64 + i)] = xd[sz(v * 64 + i)] * inv * w1[sz(i)];
+  }
+  check_close(y, ref, /*rel=*/1.0 / 128);
+  met_rmsnorm(x.data(), w.data(), plain.data(), 3, 4, 64, kEps);
+  met_rmsnorm_offset(x.data(), w.data(), zero.data(), 3, 4, 64, kEps, 0.0f);
+  CHECK(zero == plain);
+}
+
+TEST_CASE("gelu_tanh is the tanh approximation (gelu_pytorch_tanh), not erf: x={1,-2,3} by hand") {
+  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); erf's gelu gives 0.841345, -0.045500, 2.995950.
+  const float x[3] = {1.0f, -2.0f, 3.0f};
+  const double hand[3] = {0.84119199, -0.04540231, 2.99636261};
+  for (int i = 0; i < 3; ++i) CHECK(std::abs(met::cpu::gelu_tanh_f32(x[i]) - hand[i]) <= 2e-6);
+}
+
+TEST_CASE("softcap cap=3 of x={6,-6,0} is 3 tanh(x / 3) by hand: {2.8921, -2.8921, 0}") {
+  Bf16 x{f32_to_bf16(6), f32_to_bf16(-6), f32_to_bf16(0)};
+  met_softcap(x.data(), 3, 3.0f);
+  CHECK(std::abs(bf16_to_f32(x[0]) - 2.89208274) <= 2.9 / 256);
+  CHECK(bf16_to_f32(x[1]) == -bf16_to_f32(x[0]));
+  CHECK(bf16_to_f32(x[2]) == 0.0f);
+}
+
+TEST_CASE("window=16: the query at position p sees keys p-15..p, itself included, as transformers' sliding mask (kv > q - window); decode and prefill by hand") {
+  // One head; q = 0 gives every seen key the same weight and v[j] = j, so the output is the mean
+  // position seen: at p = 20, (5 + ... + 20) / 16 = 12.5 (a window of 17 keys gives 12, none 10).
+  const MetAttnShape s{1, 1, 8, 8, /*window=*/16, /*softcap=*/0.0f, /*scale=*/1.0f};
+  const std::int64_t tokens = 21;
+  Bf16 kc(sz(tokens * 8), f32_to_bf16(0.5f)), vc(sz(tokens * 8), 0);
+  for (std::int64_t j = 0; j < tokens; ++j) vc[sz(j * 8)] = f32_to_bf16(static_cast<float>(j));
+  const Bf16 q(sz(tokens * 8), 0);
+  Bf16 out(sz(tokens * 8));
+  met_attn_prefill(q.data(), kc.data(), vc.data(), /*base=*/0, /*start_pos=*/0, tokens, &s, 0, 1, nullptr, out.data());
+  const std::pair<int, float> rows[] = {{3, 1.5f}, {15, 7.5f}, {16, 8.5f}, {20, 12.5f}};
+  for (const auto& [p, mean] : rows) {
+    INFO("prefill p=" << p);
+    CHECK(bf16_to_f32(out[sz(p * 8)]) == mean);
+  }
+  const std::int64_t base = 0;
+  const std::int32_t len = 21;
+  std::vector<float> po(2 * 8), pml(2 * 2);
+  Bf16 dec(8);
+  met_attn_decode_split(q.data(), kc.data(), vc.data(), &base, &len, 1, &s, /*splits=*/2, 0, 2, po.data(), pml.data());
+  met_attn_decode_merge(po.data(), pml.data(), nullptr, 1, &s, 2, 0, 1, dec.data());
+  CHECK(bf16_to_f32(dec[0]) == 12.5f);
+}
+
 TEST_CASE("argmax rows=3 vocab=1000 picks the maximum, lowest index on ties") {
   std::mt19937 g(81);
   auto l = random_bf16(g, 3000);

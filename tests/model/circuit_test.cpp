@@ -131,3 +131,22 @@ TEST_CASE("every circuit of the kernel tree loads (other circuits follow the sam
   REQUIRE_MESSAGE(all.ok(), all.error().message);
   CHECK(all->count("dense-gqa") == 1);
 }
+
+TEST_CASE("strip_prefix drops an architecture's prefix from the tensor names (Gemma3ForCausalLM: model.*, the multimodal checkpoint keeps language_model.model.*); a prefix for an architecture the circuit does not claim is refused") {
+  auto c = load_circuit(real_tree(), "circuits/gemma3.toml");
+  REQUIRE_MESSAGE(c.ok(), c.error().message);
+  const std::string norm = "language_model.model.layers.{i}.input_layernorm.weight";
+  CHECK(tensor_name(*c, "Gemma3ForCausalLM", norm, 3) == "model.layers.3.input_layernorm.weight");
+  CHECK(tensor_name(*c, "Gemma3ForCausalLM", "language_model.lm_head.weight", -1) == "lm_head.weight");
+  CHECK(tensor_name(*c, "Gemma3ForConditionalGeneration", norm, 3) == "language_model.model.layers.3.input_layernorm.weight");
+  auto text = real_tree().read("circuits/gemma3.toml");
+  REQUIRE(text.ok());
+  std::string bad = *text;
+  const std::string from = "strip_prefix = { Gemma3ForCausalLM = ";
+  const auto at = bad.find(from);
+  REQUIRE(at != std::string::npos);
+  bad.replace(at, from.size(), "strip_prefix = { LlamaForCausalLM = ");
+  MemTree tree({{"circuits/gemma3.toml", bad}});
+  const auto msg = error_of(load_circuit(tree, "circuits/gemma3.toml"));
+  CHECK(msg.find("'LlamaForCausalLM' is not one of the circuit's architectures") != std::string::npos);
+}

@@ -447,3 +447,35 @@ TEST_CASE("Qwen3-30B-A3B's real config: synth lists 48 x 128 x 3 expert tensors 
   CHECK(expert_tensors == 48 * 128 * 3);
   CHECK(p->tensors.size() == 48 * (2 + 4 + 2 + 1 + 128 * 3) + 3);
 }
+TEST_CASE("tiny Gemma-3 (Gemma3ForCausalLM) is written with the text model's real tensor names (model.*, tied, sandwich and q/k norms) and its (1 + w) norms near 0, so 1 + w is near 1 (catches language_model.* names or norms stored as 1 + noise)") {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs");
+  auto config = d.read("tiny-gemma3.json");
+  REQUIRE(config.ok());
+  auto p = plan_synth(circuits(), *config, "tiny-gemma3.json", SynthOptions{1, Format::bf16});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  std::set<std::string> names;
+  for (const auto& t : p->tensors) names.insert(t.name);
+  for (const char* want : {"model.embed_tokens.weight", "model.norm.weight", "model.layers.0.input_layernorm.weight",
+                           "model.layers.0.post_attention_layernorm.weight", "model.layers.0.pre_feedforward_layernorm.weight",
+                           "model.layers.0.post_feedforward_layernorm.weight", "model.layers.5.self_attn.q_norm.weight",
+                           "model.layers.5.self_attn.k_norm.weight", "model.layers.2.self_attn.q_proj.weight",
+                           "model.layers.2.mlp.gate_proj.weight", "model.layers.2.mlp.down_proj.weight"}) {
+    CHECK_MESSAGE(names.count(want), want);
+  }
+  for (const auto& n : names) {
+    CHECK_MESSAGE(n.rfind("model.", 0) == 0, n);  // no language_model.*, no untied lm_head
+  }
+  for (std::size_t t = 0; t < p->tensors.size(); ++t) {
+    const auto& s = p->tensors[t];
+    if (s.name.find("norm") == std::string::npos) continue;
+    CAPTURE(s.name);
+    CHECK(s.kind == TensorKind::offset_norm);
+    const auto b = tensor_bytes(*p, t);
+    for (std::size_t k = 0; k + 1 < b.size(); k += 2) {
+      std::uint32_t bits = (static_cast<std::uint32_t>(b[k]) | static_cast<std::uint32_t>(b[k + 1]) << 8) << 16;
+      float v;
+      std::memcpy(&v, &bits, 4);
+      REQUIRE(std::fabs(v) <= 0.11f);
+    }
+  }
+}

@@ -42,12 +42,15 @@ def dequantised_state(checkpoint):
     return out
 
 
-def load(checkpoint, device):
+def load(checkpoint, device, attn_implementation):
     """The model with every checkpoint tensor loaded: a key transformers does not take or does not
     find (a synth layout that is not Hugging Face's) stops the script instead of leaving a randomly
     initialised module. fp8 checkpoints are dequantised into a bf16 copy first, loaded the same way
     (so transformers' own conversions, such as stacking per-expert tensors, apply to both)."""
     config = AutoConfig.from_pretrained(checkpoint)
+    # eager: the attention the model class writes out itself (Gemma's score scale and sliding window
+    # as its modelling code states them); None keeps transformers' default.
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     with tempfile.TemporaryDirectory() as tmp:
         source = checkpoint
         if getattr(config, "quantization_config", None) is not None:
@@ -58,7 +61,8 @@ def load(checkpoint, device):
                 json.dump(plain, f)
             save_file(dequantised_state(checkpoint), os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
             source = tmp
-        model, info = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16, output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(source, dtype=torch.bfloat16, output_loading_info=True,
+                                                          **extra)
     def keys(kind):  # loading info is a dict of lists (an object with those fields is read alike)
         found = info.get(kind) if isinstance(info, dict) else getattr(info, kind, None)
         return list(found or [])
@@ -92,13 +96,20 @@ def main():
     ap.add_argument("--random-prompts", type=int, default=0,
                     help="also draw this many random prompts (seeded) and keep the --keep most decisive")
     ap.add_argument("--keep", type=int, default=3)
+    ap.add_argument("--min-prompt-len", type=int, default=1,
+                    help="random prompts' shortest length (above a sliding window to exercise it)")
+    ap.add_argument("--max-prompt-len", type=int, default=47, help="random prompts' longest length")
+    ap.add_argument("--attn-implementation", default=None,
+                    help="transformers' attn_implementation (eager for Gemma: its score scale, sliding windows)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="", help="the command line to record in the fixture")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load(args.checkpoint, device)
+    if not 1 <= args.min_prompt_len <= args.max_prompt_len:
+        sys.exit("--min-prompt-len must be at least 1 and at most --max-prompt-len")
+    model = load(args.checkpoint, device, args.attn_implementation)
     prompts = [[int(x) for x in text.split(",")] for text in args.prompt_ids]
     # Random weights give flat logits: a greedy step whose top two logits differ by less than the
     # numerical noise of bf16 is a coin toss for any implementation. Random prompts are ranked by
@@ -106,7 +117,8 @@ def main():
     # most decisive are kept; each case records its margin, so the criterion is visible.
     rng = random.Random(args.seed)
     vocab = model.config.vocab_size
-    candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(1, 48))] for _ in range(args.random_prompts)]
+    candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(args.min_prompt_len, args.max_prompt_len + 1))]
+                  for _ in range(args.random_prompts)]
     scored = []
     for prompt in prompts + candidates:
         tokens, logits = greedy(model, prompt, args.steps, device)
@@ -130,6 +142,7 @@ def main():
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
         "dtype": "bfloat16",
+        "attn_implementation": model.config._attn_implementation,
         "steps": args.steps,
         "cases": cases,
     }
