@@ -20,7 +20,9 @@ std::string node_text(const model::Node& n) {
   std::string s = n.role.empty() ? n.op : n.op + ":" + n.role;
   std::vector<std::string> ps;
   const model::OpInfo* op = model::find_op(n.op);
-  for (const auto& [k, v] : n.params) {
+  for (const auto& param : n.params) {
+    const auto& k = param.first;
+    const auto& v = param.second;  // named, not bound: clang before 16 cannot capture a structured binding
     const bool left_out = op && std::any_of(op->optional.begin(), op->optional.end(), [&](const model::OptionalParam& o) {
       return o.canonical_when_set && o.name == k && o.same_as.empty() && o.value == v;
     });

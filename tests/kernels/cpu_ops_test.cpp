@@ -439,9 +439,10 @@ TEST_CASE("window=16: the query at position p sees keys p-15..p, itself included
   Bf16 out(sz(tokens * 8));
   met_attn_prefill(q.data(), kc.data(), vc.data(), /*base=*/0, /*start_pos=*/0, tokens, &s, 0, 1, nullptr, out.data());
   const std::pair<int, float> rows[] = {{3, 1.5f}, {15, 7.5f}, {16, 8.5f}, {20, 12.5f}};
-  for (const auto& [p, mean] : rows) {
+  for (const auto& row : rows) {
+    const int p = row.first;  // named, not bound: INFO captures it, which clang before 16 refuses for a binding
     INFO("prefill p=" << p);
-    CHECK(bf16_to_f32(out[sz(p * 8)]) == mean);
+    CHECK(bf16_to_f32(out[sz(p * 8)]) == row.second);
   }
   const std::int64_t base = 0;
   const std::int32_t len = 21;
