@@ -1,4 +1,4 @@
-// Elementwise bodies: rmsnorm (one warp per vector), rope (one warp per head), residual add, the
+// Elementwise bodies: rmsnorm and rmsnorm_offset (one warp per vector), rope (one warp per head), residual add, the
 // gated activations, scale and softcap. Widths that are multiples of 8 with 16-byte aligned rows
 // move 16-byte words; others take the scalar path with the same roundings.
 #pragma once
@@ -6,7 +6,10 @@
 
 namespace met_interp {
 
-MET_ENTRY(rmsnorm) {
+// y = x / rms(x) * (offset + w), in fp32 with one rounding: rmsnorm is offset 0; rmsnorm_offset
+// is Gemma's 1 + w. One warp per (row, vector).
+template <class Args>
+__device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, float offset) {
   const SliceRange r = slice_rows(a, slice);
   const int64_t count = a.count, dim = a.dim;
   const float eps = a.eps;
@@ -31,15 +34,19 @@ MET_ENTRY(rmsnorm) {
         unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
         unpack8(*reinterpret_cast<const uint4*>(a.w + i), g);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * g[k];
+        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * (offset + g[k]);
         *reinterpret_cast<uint4*>(yv + i) = pack8(f);
       }
       continue;
     }
     const float inv = inv_rms_warp(xv, static_cast<int>(dim), eps);
-    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(bf(xv[i]) * inv * bf(a.w[i]));
+    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(bf(xv[i]) * inv * (offset + bf(a.w[i])));
   }
 }
+
+MET_ENTRY(rmsnorm) { rmsnorm_rows(a, slice, 0.f); }
+
+MET_ENTRY(rmsnorm_offset) { rmsnorm_rows(a, slice, a.offset); }
 
 // Items are (row, group of heads): a warp computes each pair's cos/sin (double precision, the
 // cpu's) once per item and rotates every head of its group with them. Slices of at least 8 rows

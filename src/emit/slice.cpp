@@ -96,7 +96,10 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
     const std::int64_t n = ck >= 0 ? column_count(d, *op, f) : 0;
     std::int64_t parts = 1, row_parts = row_slices;
     if (n > 0 && rows >= 1) {
-      if (gpu && op->family == "gemm" && rows > kGpuGemvRows) {
+      // A wgmma GEMM takes tiles at most kGemmTile rows by kGemmTile (gated) or 256 columns at any
+      // row count: a batch of 16 whose plan picks a GEMM (Gemma's (1 + w) norms leave the gated
+      // gemv unfused) still cuts its columns into tiles, never into one part per stream.
+      if (gpu && op->family == "gemm" && (rows > kGpuGemvRows || op->name.ends_with("_wgmma"))) {
         row_parts = (rows + kGemmTile - 1) / kGemmTile;
         parts = (n + kGemmTile - 1) / kGemmTile;
         // The wgmma GEMM also takes 256-column tiles (kernels/hopper/gemm_wgmma.cuh), which read

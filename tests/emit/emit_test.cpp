@@ -563,20 +563,39 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
   CHECK(b.dump().find("1000000") != std::string::npos);
 }
 
-TEST_CASE("Gemma-3 on h200-sxm plans its norms as gaps (no GPU body applies 1 + w) and emit refuses them by name, never runs them as plain norms") {
+TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset, never as plain norms, and every wgmma GEMM's tiles fit the body at a batch of 16 too (a norm bound without its offset, or a batch GEMM cut into one part per stream, fails)") {
   const auto dir = testing::tiny_checkpoint("gemma3-h200", kTinyGemma3);
   testing::EmitSpec s;
   s.device = "h200-sxm";
   s.max_ctx = 256;
+  s.rungs = {1, 16};
   s.buckets = {128};
   auto a = testing::emit_checkpoint(dir, s);
-  REQUIRE_FALSE(a.ok());
-  const std::string& m = a.error().message;
-  INFO(m);
-  CHECK(m.find("gap group(s); emit only runs a plan without gaps") != std::string::npos);
-  CHECK(m.find("rmsnorm:attn_norm") != std::string::npos);
-  CHECK(m.find("rmsnorm:post_attn_norm") != std::string::npos);
-  CHECK(m.find("requires offset == 0 (offset = 1") != std::string::npos);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  int wgmma = 0;
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::map<std::string, int> count;
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      INFO(op->name << " in " << d.scope);
+      ++count[op->name];
+      if (op->name == "rmsnorm_offset") CHECK(d.imms == std::vector<float>{1e-6f, 1.0f});
+      if (op->family != "gemm" || !op->name.ends_with("_wgmma")) continue;
+      ++wgmma;
+      const auto& w = a->packet.tensors[d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "w"))]];
+      const bool gated = emit::gated_gemm(*op);
+      const auto n_out = static_cast<std::int64_t>(w.shape[0]) / (gated ? 2 : 1);
+      const auto parts = std::max<std::int64_t>(1, d.ints[static_cast<std::size_t>(emit::int_index(*op, "col_slices"))]);
+      // Tiles of 128 columns (a gated GEMM's gate and up halves), or 256 where that still fills the streams.
+      const bool tiles = parts == (n_out + 127) / 128 || (!gated && parts == (n_out + 255) / 256);
+      CHECK(tiles);
+    }
+    CHECK(count["rmsnorm_offset"] == 6 * 3 + 1);
+    CHECK(count["rmsnorm"] == 0);
+  }
+  CHECK(wgmma > 0);
 }
 
 TEST_CASE("a Gemma-3 config whose global and local layers ask for scaled ropes of two bases is refused: build.json carries one scaled rope") {
