@@ -14,9 +14,9 @@
 # <stamp>-peers-compiled.json beside the campaign's <stamp>.json) and every comparison's output.
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
-#   tiny      tiny-llama3 and tiny-qwen3: optest on cuda, cuda vs the transformers fixtures of
-#             tests/oracle and vs the same packets on the cpu bodies (cpu-oracle); tiny-gemma3:
-#             its h200 plan (gaps: no GPU body for Gemma's norms yet)
+#   tiny      tiny-llama3, tiny-qwen3 and tiny-gemma3: optest on cuda, cuda vs the transformers
+#             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
+#             the cpu bodies (cpu-oracle)
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -74,11 +74,11 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 echo "met: $("$MET" --help | head -1)"
 
 if has tiny; then
-  for m in tiny-llama3 tiny-qwen3; do
-    fx="tests/oracle/fixtures/$m-bf16.json"
+  for m in tiny-llama3 tiny-qwen3 tiny-gemma3; do
+    fx="${FIXTURES:-tests/oracle/fixtures}/$m-bf16.json"
     step "$m synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$m" >/dev/null
     step "$m emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$m" --out "$WORK/$m-a" --max-ctx 256 \
-      --decode-rungs 1,2,4 --prefill-buckets 64,128
+      --decode-rungs 1,2,4,8 --prefill-buckets 64,128
     step "$m optest cuda" 120 "$MET" circuit optest --assets "$WORK/$m-a" --backend cuda
     # shellcheck disable=SC2046
     step "$m run cuda" 120 "$MET" circuit run --assets "$WORK/$m-a" --backend cuda $(prompts_of "$fx") --max-tokens "$(steps_of "$fx")" \
@@ -93,11 +93,6 @@ if has tiny; then
       --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$m-cpu.json"
     step "$m cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-cuda.json" "$WORK/$m-cpu.json"
   done
-  # Gemma-3 does not emit for hopper yet: its norms' 1 + w (rmsnorm_offset) has no GPU body, so the
-  # plan shows them as gaps and emit refuses. The plan is logged for the record.
-  step "tiny-gemma3 synth" 60 "$MET" model synth --config tests/oracle/configs/tiny-gemma3.json --seed 1 --dtype bf16 \
-    --out "$WORK/tiny-gemma3" >/dev/null
-  step "tiny-gemma3 plan h200" 60 "$MET" circuit plan --hardware h200-sxm --checkpoint "$WORK/tiny-gemma3"
 fi
 
 for m in ${models//,/ }; do

@@ -40,9 +40,9 @@ std::uint64_t hash(const std::string& s) {
 
 // Random bytes for an operand: bf16 and f32 values in [-1, 1) (split-state (max, sum) pairs kept
 // sensible), integers in [0, bound).
-std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::int64_t bound) {
+std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::int64_t bound, float spread = 1.0f) {
   std::mt19937_64 g(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_real_distribution<float> u(-spread, spread);
   std::string out(t.bytes, '\0');
   const bool ml = t.name.size() >= 7 && t.name.compare(t.name.size() - 7, 7, "part_ml") == 0;
   switch (t.dtype) {
@@ -189,7 +189,9 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
                              t.ref == static_cast<std::uint64_t>(emit::IoField::sampled_tokens));
         if (t.source != MET_SOURCE_SCRATCH && t.source != MET_SOURCE_KV && !io_out) continue;
         if (std::any_of(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; })) continue;
-        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), vocab)});
+        // Logits in a real model's range (tens), so a final soft cap of 30 bends them in bf16.
+        const bool logits = t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits);
+        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), vocab, logits ? 32.0f : 1.0f)});
       }
       for (const auto& [h, bytes] : inputs) {
         MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));
