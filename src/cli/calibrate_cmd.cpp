@@ -79,6 +79,7 @@ int run_calibrate(const LibraryFn& library, const std::string& kernels, const Ca
   std::map<std::string, model::ModelGraph> models;
   for (const auto& c : cases) {
     if (c.hardware != hardware || models.count(c.model)) continue;
+    if (c.model.empty()) return error(fmt::format("{}: the record names no model (its \"model\" key), so no config can plan it", c.source));
     const std::string path = a.configs + "/" + c.model + ".json";
     auto text = read_file(path);
     if (!text) return error(fmt::format("{}: model '{}' needs its config.json at {} (--configs)", c.source, c.model, path));

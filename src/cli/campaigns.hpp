@@ -17,7 +17,8 @@ namespace met::cli {
 // (path, record) of every campaign under `paths`; `what` names the flag or argument in errors.
 Expected<std::vector<std::pair<std::string, nlohmann::json>>> read_campaigns(const std::vector<std::string>& paths, const std::string& what);
 
-// The cases of one record, with their family times; `path` as named.
+// The cases of one record, with their family times; `path` as named. A record without "model"
+// gives its cases model "" (`plan --measured` matches by plan digest alone).
 Expected<std::vector<estimate::CampaignCase>> campaign_cases(const std::string& path, const nlohmann::json& record);
 
 }  // namespace met::cli

@@ -34,3 +34,6 @@ echo '{"schema": "met-campaign/1", "hardware": "b200", "model": "m", "stamp": "2
 cp bench/configs/qwen3-0.6b.json "$work/m.json"
 refuse "the campaigns ran on 2 devices (b200, h200-sxm): name one with --hardware" perf-data/h200-sxm "$work/b200.json" --configs bench/configs
 refuse "no campaign of b200 measured today's plan" "$work/b200.json" --configs "$work" --hardware b200
+echo '{"schema": "met-campaign/1", "hardware": "h200-sxm", "cases": [{"kind": "decode", "rows": 1, "ctx": 4096, "ms": {"median": 1.0}}]}' \
+  >"$work/nomodel.json"
+refuse "the record names no model" "$work/nomodel.json" --configs bench/configs
