@@ -6,8 +6,9 @@ carries the plan digest the planner gives now may supply it: a campaign of an ol
 evidence for the plan that runs today, and a case no file measured with today's plan is an error,
 never a silent fallback to the old one.
 
-Used by bench/family_efficiency.py, bench/prediction_check.py and bench/side_by_side.py; paths
-are given as one argument, comma-separated."""
+Used by bench/side_by_side.py; paths are given as one argument, comma-separated. `met circuit
+calibrate` keeps the same rule in C++ (src/estimate/calibrate.cpp: only a case whose plan digest is
+today's counts, the newest file per model and case)."""
 import json
 import os
 import sys

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/campaigns.hpp"
 #include "cli/files.hpp"
 #include "cli/model_ref.hpp"
 #include "core/numfmt.hpp"
@@ -37,60 +38,25 @@ Expected<estimate::BasisChoice> parse_basis(const std::string& b) {
   return fail(fmt::format("--basis: unknown basis '{}': {}", b, suggest(b, {"datasheet", "measured"})));
 }
 
-// The cases of one campaign record (met-campaign/1) that carry a plan digest; `path` as named.
-Expected<std::vector<estimate::MeasuredCase>> campaign_cases(const std::string& path, const nlohmann::json& j) {
-  std::vector<estimate::MeasuredCase> out;
-  try {
-    const std::string hardware = j.at("hardware").get<std::string>();
-    const std::string stamp = j.value("stamp", "");
-    for (const auto& c : j.at("cases")) {
-      if (!c.contains("plan_digest")) continue;  // campaigns before the digest was recorded
-      estimate::MeasuredCase m;
-      m.hardware = hardware;
-      m.plan_digest = c.at("plan_digest").get<std::string>();
-      m.kind = c.at("kind").get<std::string>();
-      m.rows = c.at("rows").get<std::int64_t>();
-      if (m.kind == "decode") m.context = c.at("ctx").get<std::int64_t>();
-      m.median_s = c.at("ms").at("median").get<double>() / 1e3;
-      m.stamp = stamp;
-      m.source = path;
-      out.push_back(std::move(m));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return fail(fmt::format("--measured {}: not a usable campaign record: {}", path, e.what()));
-  }
-  return out;
-}
-
-// Every campaign case under the --measured paths: a file must be a campaign record; a directory
-// is searched recursively (sorted) for *.json files with schema met-campaign/1, others skipped.
+// Every campaign case under the --measured paths that carries a plan digest (cli/campaigns.hpp).
 Expected<std::vector<estimate::MeasuredCase>> load_measured(const std::vector<std::string>& paths) {
-  namespace fs = std::filesystem;
   std::vector<estimate::MeasuredCase> out;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    std::vector<std::string> files;
-    const bool dir = fs::is_directory(p, ec);
-    if (dir) {
-      for (fs::recursive_directory_iterator it(p, ec), end; !ec && it != end; it.increment(ec))
-        if (it->is_regular_file() && it->path().extension() == ".json") files.push_back(it->path().string());
-      if (ec) return fail(fmt::format("--measured {}: {}", p, ec.message()));
-      std::sort(files.begin(), files.end());
-    } else if (fs::is_regular_file(p, ec)) {
-      files.push_back(p);
-    } else {
-      return fail(fmt::format("--measured {}: no such file or directory", p));
-    }
-    for (const auto& f : files) {
-      MET_TRY(auto text, read_file(f));
-      const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-      const bool campaign = !j.is_discarded() && j.is_object() && j.value("schema", "") == "met-campaign/1";
-      if (!campaign) {
-        if (dir) continue;
-        return fail(fmt::format("--measured {}: not a campaign record (schema met-campaign/1, from met circuit run --campaign)", f));
-      }
-      MET_TRY(auto cases, campaign_cases(f, j));
-      out.insert(out.end(), cases.begin(), cases.end());
+  MET_TRY(auto records, read_campaigns(paths, "--measured"));
+  for (const auto& rec : records) {
+    auto cases = campaign_cases(rec.first, rec.second);
+    if (!cases) return fail("--measured " + cases.error().message);
+    for (const auto& c : *cases) {
+      if (c.plan_digest.empty()) continue;  // campaigns before the digest was recorded
+      estimate::MeasuredCase m;
+      m.hardware = c.hardware;
+      m.plan_digest = c.plan_digest;
+      m.kind = c.kind;
+      m.rows = c.rows;
+      m.context = c.context;
+      m.median_s = c.median_ms / 1e3;
+      m.stamp = c.stamp;
+      m.source = c.source;
+      out.push_back(std::move(m));
     }
   }
   return out;

@@ -26,6 +26,8 @@ void add_packet_commands(CLI::App& circuit, std::vector<Command>& out);
 void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out);
 // `met circuit probe` (src/cli/probe_cmd.cpp).
 void add_probe_command(CLI::App& circuit, const LibraryFn& library, std::vector<Command>& out);
+// `met circuit calibrate` (src/cli/calibrate_cmd.cpp); `kernels` is the --kernels directory ("" = none).
+void add_calibrate_command(CLI::App& circuit, const LibraryFn& library, const std::string* kernels, std::vector<Command>& out);
 // `met serve` (src/cli/serve_cmd.cpp).
 void add_serve_command(CLI::App& app, std::vector<Command>& out);
 

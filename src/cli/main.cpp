@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   met::cli::add_packet_commands(*circuit, commands);
   met::cli::add_run_commands(*circuit, load, commands);
   met::cli::add_probe_command(*circuit, load, commands);
+  met::cli::add_calibrate_command(*circuit, load, &kernels, commands);
   met::cli::add_serve_command(app, commands);
   met::cli::add_completion_command(app, load, commands);
   met::cli::add_examples(app);

@@ -68,8 +68,8 @@ struct ScopeSum {
   std::set<std::string> evidence;
 };
 
-// fit_basis: the basis a family's measured efficiency is a share of (bench/family_efficiency.py
-// divides the datasheet-basis ceiling by the measured time). A prediction divides that same
+// fit_basis: the basis a family's measured efficiency is a share of (met circuit calibrate fits
+// the measured time against the datasheet-basis ceiling). A prediction divides that same
 // ceiling, whichever basis the report's ceiling uses: dividing a measured-basis ceiling by it would
 // count the device's shortfall twice.
 // The share of the SMs a GEMM group's output tiles keep busy: tiles / (waves x SMs), 1 where the
@@ -94,8 +94,17 @@ double tile_occupancy(const planner::Group& g, const planner::Scope& scope, std:
   return static_cast<double>(tiles) / static_cast<double>(waves * units);
 }
 
+// The case a family's measured figures are looked up at: they are fitted per step (met circuit
+// calibrate: a family's time in a campaign case against its groups' ceilings in that case), so every
+// group of a step takes the step's point, the head of a prefill included (it runs on one row, but its
+// time was measured as part of the prefill step of the chunk's rows).
+struct EvidenceKey {
+  bool prefill = false;
+  std::int64_t rows = 1;
+};
+
 void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Scope& scope, const StepShape& shape, const Basis& basis,
-                    const Basis& fit_basis, const planner::RuleSet& rules, const avail::ClassInfo& cls, int units,
+                    const Basis& fit_basis, const planner::RuleSet& rules, const avail::ClassInfo& cls, int units, EvidenceKey key,
                     std::vector<GroupRow>* rows) {
   for (const auto& g : scope.groups) {
     const GroupCost c = group_cost(g, scope, shape, basis);
@@ -105,24 +114,26 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
     bool measured = false;
     if (!g.gap) {
       auto fam = rules.families.find(g.family);
-      const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(shape.prefill, shape.rows) : std::nullopt;
+      const auto eff = fam != rules.families.end() ? fam->second.efficiency_at(key.prefill, key.rows) : std::nullopt;
       if (eff) {
         pred = fit_seconds / *eff;
         sum.measured = true;
         sum.evidence.insert(fam->second.evidence);
         // The family's fixed time per instruction, where it was fitted from two model sizes.
-        const double fixed = fam->second.fixed_seconds_at(shape.prefill, shape.rows);
+        const double fixed = fam->second.fixed_seconds_at(key.prefill, key.rows);
         if (fixed > 0) {
           pred += fixed;
           sum.evidence.insert(fam->second.fixed_evidence);
         }
       }
       measured = eff.has_value();
-      // The interpreter's measured per-packet overhead (the class's own figure, never inherited).
-      if (cls.packet_overhead_us) {
-        pred += *cls.packet_overhead_us * 1e-6;
+      // The interpreter's measured per-packet overhead (the class's own figure, never inherited):
+      // from its EVIDENCE.toml, or a hand-carried HARDWARE.toml figure (never both).
+      const auto overhead = rules.packet_overhead_us ? rules.packet_overhead_us : cls.packet_overhead_us;
+      if (overhead) {
+        pred += *overhead * 1e-6;
         sum.measured = true;
-        sum.evidence.insert(cls.packet_overhead_evidence);
+        sum.evidence.insert(rules.packet_overhead_us ? rules.packet_overhead_evidence : cls.packet_overhead_evidence);
       }
     }
     const double n = scope.count;
@@ -225,7 +236,9 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
         sh.prior = context;
         sh.context = context + rows;
       }
-      add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, groups);
+      // verify: the layers take the prefill figures at K rows, the head the decode ones at K
+      const EvidenceKey key{sh.prefill, rows};
+      add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units, key, groups);
     }
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
@@ -255,7 +268,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
           sh.prior = prior;
         }
         add_scope_cost(sum, plan, s, sh, basis, fit_basis, target.rules, target.chain.leaf(), target.device->units,
-                       i == 0 ? groups : nullptr);
+                       EvidenceKey{true, chunks[i]}, i == 0 ? groups : nullptr);
       }
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
       prior += chunks[i];

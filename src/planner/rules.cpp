@@ -125,6 +125,8 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
   return r;
 }
 
+Expected<void> parse_measured(const std::string& file, Fields& f, Family& fam);
+
 Expected<Family> parse_family(const std::string& file, const toml::table& t, const std::string& klass) {
   Family fam;
   fam.klass = klass;
@@ -137,6 +139,14 @@ Expected<Family> parse_family(const std::string& file, const toml::table& t, con
   if (rpl < 1) return f.error_at("rows_per_launch", "must be >= 1");
   fam.rows_per_launch = static_cast<int>(rpl);
   MET_TRY(fam.kernels, f.str_list("kernels"));
+  MET_CHECK(parse_measured(file, f, fam));
+  MET_CHECK(f.done());
+  return fam;
+}
+
+// The measured figures of a family (KERNEL_FAMILIES.toml, or the class's generated EVIDENCE.toml):
+// `evidence`, and with it an efficiency, points by rows, fixed times per instruction.
+Expected<void> parse_measured(const std::string& file, Fields& f, Family& fam) {
   MET_TRY(fam.efficiency, f.opt_number("efficiency"));
   MET_TRY(fam.evidence, f.str("evidence"));
   if (fam.efficiency && (*fam.efficiency <= 0.0 || *fam.efficiency > 1.0)) {
@@ -175,8 +185,7 @@ Expected<Family> parse_family(const std::string& file, const toml::table& t, con
   const bool measured = fam.efficiency || !fam.efficiency_decode.empty() || !fam.efficiency_prefill.empty();
   if (measured && fam.evidence == "unmeasured") return f.error_at("evidence", "an efficiency needs the evidence it came from");
   if (has_fixed && !measured) return f.error_at("fixed_us_by_rows", "a fixed time is fitted with an efficiency");
-  MET_CHECK(f.done());
-  return fam;
+  return {};
 }
 
 double interpolate_log_rows(const std::vector<std::pair<double, double>>& points, double rows) {
@@ -193,6 +202,51 @@ double interpolate_log_rows(const std::vector<std::pair<double, double>>& points
 bool rule_order(const Rule& a, const Rule& b) {
   if (a.priority != b.priority) return a.priority > b.priority;
   return a.id < b.id;
+}
+
+// <class>/EVIDENCE.toml, written by `met circuit calibrate` from the campaigns of a device: the
+// measured figures of families the chain already defines (each unmeasured until here), and the
+// class's packet overhead, which only the leaf class's file gives (children do not inherit it).
+Expected<void> load_evidence(const KernelTree& tree, const avail::ClassInfo& cls, bool leaf, RuleSet& set) {
+  const std::string path = cls.id + "/EVIDENCE.toml";
+  if (!tree.exists(path)) return {};
+  MET_TRY(auto doc, parse_toml(tree, path));
+  Fields f(doc.file, doc.root, "");
+  MET_TRY(auto klass, f.str("class"));
+  if (klass != cls.id) return f.error_at("class", fmt::format("'{}' is not the class of this directory ('{}')", klass, cls.id));
+  MET_TRY(auto hardware, f.str("hardware"));
+  (void)hardware;  // the device the campaigns ran on: provenance only
+  MET_TRY(auto overhead, f.opt_number("packet_overhead_us"));
+  MET_TRY(auto overhead_evidence, f.opt_str("packet_overhead_evidence"));
+  if (overhead.has_value() != overhead_evidence.has_value() || (overhead && *overhead <= 0))
+    return f.error_at("packet_overhead_us", "must be positive and come with packet_overhead_evidence (the campaigns it was fitted from)");
+  if (overhead && cls.packet_overhead_us)
+    return f.error_at("packet_overhead_us", fmt::format("{}/HARDWARE.toml carries packet_overhead_us already: the figure has one home", cls.id));
+  if (overhead && leaf) {
+    set.packet_overhead_us = *overhead;
+    set.packet_overhead_evidence = *overhead_evidence;
+  }
+  MET_TRY(auto list, f.array("family"));
+  if (list) {
+    std::set<std::string> here;
+    for (const auto& node : *list) {
+      if (!node.is_table()) return f.error_at("family", "expected [[family]] tables");
+      Fields ff(doc.file, *node.as_table(), fmt::format("family '{}'", (*node.as_table())["id"].value_or(std::string("?"))));
+      MET_TRY(auto id, ff.str("id"));
+      auto it = set.families.find(id);
+      if (it == set.families.end()) return ff.error_at("id", fmt::format("no family '{}' in the class chain", id));
+      if (!here.insert(id).second) return ff.error_at("id", fmt::format("family '{}' twice", id));
+      Family& fam = it->second;
+      const bool measured = fam.efficiency || !fam.efficiency_decode.empty() || !fam.efficiency_prefill.empty();
+      if (measured || fam.evidence != "unmeasured")
+        return ff.error_at("id", fmt::format("family '{}' is measured in {} already: the figures have one home", id, fam.location));
+      MET_CHECK(parse_measured(doc.file, ff, fam));
+      if (fam.evidence == "unmeasured") return ff.error_at("evidence", "an evidence file names the campaigns of its figures");
+      MET_CHECK(ff.done());
+    }
+  }
+  MET_CHECK(f.done());
+  return {};
 }
 
 }  // namespace
@@ -251,6 +305,7 @@ Expected<RuleSet> load_rules(const KernelTree& tree, const avail::ClassChain& ch
       }
       MET_CHECK(f.done());
     }
+    MET_CHECK(load_evidence(tree, *cls, cls == chain.chain.back(), set));
   }
   for (const auto& [id, fam] : set.families) {
     for (const auto& k : fam.kernels) {

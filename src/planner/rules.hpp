@@ -82,10 +82,15 @@ struct RuleSet {
   std::vector<Rule> rules;                  // priority desc, then id
   std::map<std::string, Family> families;   // by id
   std::map<std::string, std::string> family_of_kernel;
+  // The leaf class's measured time per fused-plan group beyond the groups' own work
+  // (<class>/EVIDENCE.toml), with the campaigns it came from.
+  std::optional<double> packet_overhead_us;
+  std::string packet_overhead_evidence;
 };
 
 // Loads the rules and families of every class in the chain, root first, applying overrides and
-// removals. Every rule's family must exist and list the rule's kernels.
+// removals, then each class's EVIDENCE.toml (measured figures, docs/arch/kernel-tree.md). Every
+// rule's family must exist and list the rule's kernels.
 Expected<RuleSet> load_rules(const KernelTree& tree, const avail::ClassChain& chain);
 
 std::string pattern_text(const std::vector<PatternElem>& pattern);

@@ -7,7 +7,7 @@ met="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "$0")/lib.sh"
-commands=("" "circuit" "circuit devices" "circuit kernels" "circuit plan" "circuit emit" "circuit run" "circuit optest" "circuit probe"
+commands=("" "circuit" "circuit devices" "circuit kernels" "circuit plan" "circuit emit" "circuit run" "circuit optest" "circuit probe" "circuit calibrate"
   "circuit disasm" "circuit verify" "circuit abi" "model" "model synth" "serve" "completion")
 for c in "${commands[@]}"; do
   # shellcheck disable=SC2086

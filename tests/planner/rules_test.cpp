@@ -207,3 +207,57 @@ TEST_CASE("efficiency_by_rows refuses descending rows, shares outside (0, 1], un
     CHECK(rs.error().message.find("kernels/child/KERNEL_FAMILIES.toml:") == 0);
   }
 }
+
+namespace {
+
+met::Expected<RuleSet> load_evidence(const std::string& evidence, const std::string& child_families_extra = "evidence = \"unmeasured\"\n") {
+  const Chain c;
+  MemTree t = tree("");
+  t.files()["child/KERNEL_FAMILIES.toml"] =
+      "[[family]]\nid = \"fam\"\nunit = \"cuda_core\"\nrows_per_launch = 16\nkernels = [\"k_gemv_fast\"]\n" + child_families_extra;
+  t.files()["child/EVIDENCE.toml"] = evidence;
+  return load_rules(t, c.chain);
+}
+
+const std::string kEvidenceHead = "class = \"child\"\nhardware = \"dev\"\n";
+
+}  // namespace
+
+TEST_CASE("a class's EVIDENCE.toml gives its families their measured figures and the leaf its packet overhead") {
+  auto rs = load_evidence(kEvidenceHead + "packet_overhead_us = 0.3\npacket_overhead_evidence = \"a.json, b.json\"\n\n[[family]]\n"
+                          "id = \"fam\"\nefficiency_by_rows = { decode = [[1, 0.4], [16, 0.8]] }\nevidence = \"a.json, b.json\"\n"
+                          "fixed_us_by_rows = { decode = [[1, 5.0]] }\nfixed_evidence = \"a.json, b.json\"\n");
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  const auto& fam = rs->families.at("fam");
+  CHECK(*fam.efficiency_at(false, 16) == doctest::Approx(0.8));
+  CHECK(fam.fixed_seconds_at(false, 1) == doctest::Approx(5e-6));
+  CHECK(fam.evidence == "a.json, b.json");
+  CHECK(fam.kernels.size() == 4);  // the family of KERNEL_FAMILIES.toml, figures added
+  REQUIRE(rs->packet_overhead_us.has_value());
+  CHECK(*rs->packet_overhead_us == 0.3);
+  CHECK(rs->packet_overhead_evidence == "a.json, b.json");
+}
+
+TEST_CASE("EVIDENCE.toml refuses a family the chain lacks, figures a family carries already, another class's file, a family without "
+          "its campaigns, an overhead without them and unknown keys (catches evidence silently dropped or doubled)") {
+  const std::string fam = "\n[[family]]\nid = \"fam\"\nefficiency = 0.5\nevidence = \"a.json\"\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {kEvidenceHead + "\n[[family]]\nid = \"nope\"\nefficiency = 0.5\nevidence = \"a.json\"\n", "no family 'nope' in the class chain"},
+      {"class = \"base\"\nhardware = \"dev\"\n" + fam, "is not the class of this directory"},
+      {kEvidenceHead + "\n[[family]]\nid = \"fam\"\nefficiency = 0.5\nevidence = \"unmeasured\"\n", "needs the evidence"},
+      {kEvidenceHead + "packet_overhead_us = 0.3\n" + fam, "packet_overhead_evidence"},
+      {kEvidenceHead + "colour = 1\n" + fam, "colour"},
+      {kEvidenceHead + fam + fam, "twice"},
+  };
+  for (const auto& [text, want] : cases) {
+    const std::string expected = want;
+    CAPTURE(expected);
+    auto rs = load_evidence(text);
+    REQUIRE_FALSE(rs.ok());
+    CHECK(rs.error().message.find(expected) != std::string::npos);
+    CHECK(rs.error().message.find("kernels/child/EVIDENCE.toml:") == 0);
+  }
+  auto doubled = load_evidence(kEvidenceHead + fam, "efficiency = 0.7\nevidence = \"b.json\"\n");
+  REQUIRE_FALSE(doubled.ok());
+  CHECK(doubled.error().message.find("measured in kernels/child/KERNEL_FAMILIES.toml") != std::string::npos);
+}
