@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <utility>
+#include <vector>
 
 namespace met::emit::detail {
 namespace {
@@ -61,7 +63,7 @@ int weight_split_dim(const model::Node& n) {
 }
 
 Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, const std::string& display) {
-  const std::string ctx = fmt::format("{}: --tp {}", display, ranks);
+  const std::string ctx = fmt::format("{}/config.json: --tp {}", display, ranks);
   // What a rank must hold whole: config.json key -> circuit parameter.
   const std::pair<const char*, const char*> counts[] = {{"num_attention_heads", "heads"},
                                                         {"num_key_value_heads", "kv_heads"},
@@ -72,19 +74,21 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     if (it == g.params.end()) continue;
     const double v = it->second;
     if (std::fmod(v, ranks) != 0)
-      return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes whole {} (met does not replicate KV heads "
-                              "across ranks)",
-                              ctx, key, v, ranks, std::string(param) == "vocab" ? "vocabulary slices" : param));
+      return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it{}", ctx, key, v, ranks,
+                              std::string(param) == "kv_heads" ? " (KV heads are split, never replicated across ranks)" : ""));
   }
   model::ModelGraph r = g;
   for (const char* p : {"heads", "kv_heads", "inter"})
     if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
-  auto split = [&](model::Node& n) -> Expected<void> {
+  // Every node without a rule is named at once: what an architecture lacks, not its first gap.
+  std::vector<std::string> missing;
+  auto split = [&](model::Node& n) {
     const Rule* rule = rule_of(n);
-    if (!rule)
-      return fail(fmt::format("{}: node '{}{}' ({}) has no tensor-parallel split rule (met splits embed, the attention "
-                              "and mlp norms, qkv, q/k norms, rope, attention, o, gate_up, silu_mul, down, lm_head)",
-                              ctx, n.op, n.role.empty() ? "" : ":" + n.role, n.where));
+    if (!rule) {
+      const std::string name = fmt::format("{}{} ({})", n.op, n.role.empty() ? "" : ":" + n.role, n.where);
+      if (std::find(missing.begin(), missing.end(), name) == missing.end()) missing.push_back(name);
+      return;
+    }
     switch (*rule) {
       case Rule::replicate: break;
       case Rule::heads:
@@ -96,12 +100,19 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::row: divide(n, "in", ranks); break;
       case Rule::inter_width: divide(n, "dim", ranks); break;
     }
-    return {};
   };
-  for (auto& n : r.pre) MET_CHECK(split(n));
+  for (auto& n : r.pre) split(n);
   for (auto& k : r.kinds)
-    for (auto& n : k.nodes) MET_CHECK(split(n));
-  for (auto& n : r.post) MET_CHECK(split(n));
+    for (auto& n : k.nodes) split(n);
+  for (auto& n : r.post) split(n);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
+                            "attention and MLP layers: embed, the attention/mlp/final norms, qkv, q/k norms, rope, "
+                            "attention, o, gate_up, silu_mul, down, the residuals, lm_head, argmax)",
+                            ctx, missing.size(), g.circuit, list));
+  }
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
@@ -71,6 +72,13 @@ inline std::filesystem::path tiny_checkpoint(const std::string& name, const std:
   REQUIRE_MESSAGE(files.ok(), (files.ok() ? "" : files.error().message));
   for (const auto& [f, bytes] : *files) write(dir / f, bytes);
   return dir;
+}
+
+// The text of a config under tests/oracle/configs/ ("tiny-qwen3.json").
+inline std::string oracle_config(const std::string& name) {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/" + name);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 struct EmitSpec {
