@@ -33,6 +33,19 @@ extern "C" void met_gemm(const std::uint16_t* x, const MetHostWeight* w, std::ui
   met::cpu::gemm_products(x, w, rows, out0, out1 - out0, y + out0, w->rows);
 }
 
+// As met_gemm with the sums kept in fp32 (y: float [rows, w->rows]; met_gemv_f32's sums).
+extern "C" void met_gemm_f32(const std::uint16_t* x, const MetHostWeight* w, float* y, std::int64_t rows, std::int64_t out0,
+                             std::int64_t out1) {
+  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += met::cpu::kGemmRowBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + met::cpu::kGemmRowBlock);
+    for (std::int64_t o = out0; o < out1; ++o) {
+      met::cpu::weight_row(*w, o, wrow.data());
+      for (std::int64_t r = r0; r < r1; ++r) y[r * w->rows + o] = met::cpu::dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols);
+    }
+  }
+}
+
 // The GEMMs with their epilogue fused: each product rounds to bf16 as met_gemm's does, then the
 // epilogue op's own span function applies, so the values equal the unfused pair's (gemm, then
 // silu_mul / gelu_mul / residual_add).

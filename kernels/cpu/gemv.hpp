@@ -92,6 +92,15 @@ extern "C" void met_gemv(const std::uint16_t* x, const MetHostWeight* w, std::ui
   for (std::int64_t r = 0; r < rows; ++r) met::cpu::gemv_cols(dot, x + r * w->cols, y + r * w->rows, out0, out1);
 }
 
+// As met_gemv with the sums kept in fp32 (y: float [rows, w->rows]): a row-parallel projection's
+// partial sums, rounded only after the ranks' partials are added (met_allreduce_residual).
+extern "C" void met_gemv_f32(const std::uint16_t* x, const MetHostWeight* w, float* y, std::int64_t rows, std::int64_t out0,
+                             std::int64_t out1) {
+  met::cpu::RowDot dot(*w);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = out0; o < out1; ++o) y[r * w->rows + o] = dot(x + r * w->cols, o);
+}
+
 // x: [rows, hidden]; w_qkv: [(heads + 2*kv_heads)*head_dim, hidden] (q, k, v stacked);
 // q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append);
 // inv_freq: fp32 [rotary_dim/2] or null (theta-based rope). Only head units [unit0, unit1) (q heads,

@@ -37,6 +37,7 @@ struct EmitArgs {
   std::int64_t max_ctx = 4096;
   std::string decode_rungs, prefill_buckets;
   std::uint32_t threads = 0;
+  int tp = 1;
 };
 
 struct RunArgs {
@@ -105,6 +106,7 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
     o.prefill_buckets = *r;
   }
   o.sm_count = a.threads;
+  o.tp = a.tp;
   o.config_json = *config;
   std::error_code ec;
   o.checkpoint = fs::absolute(a.checkpoint, ec).lexically_normal().string();
@@ -112,12 +114,15 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   o.git_commit = build_commit();
   o.gpu_interpreters = gpu_interpreters();
   o.flags = {{"hardware", a.hardware}, {"checkpoint", a.checkpoint}, {"out", a.out}, {"max_ctx", std::to_string(a.max_ctx)},
-             {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}};
+             {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}, {"tp", std::to_string(a.tp)}};
   std::fprintf(stderr, "emit: planning %s on %s\n", graph->id.c_str(), a.hardware.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   auto assets = emit::emit(*lib, *target, *graph, *layout, o);
   if (!assets) return error(assets.error().message);
-  const auto problems = emit::verify(assets->packet, emit::opcode_table());
+  auto problems = emit::verify(assets->packet, emit::opcode_table());
+  for (std::size_t r = 0; r < assets->other_ranks.size(); ++r)
+    for (const auto& p : emit::verify(assets->other_ranks[r], emit::opcode_table()))
+      problems.push_back(fmt::format("rank {}: {}", r + 1, p));
   if (!problems.empty()) {
     std::string all;
     for (const auto& p : problems) all += "\n  " + p;
@@ -134,9 +139,12 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return error(tmp.string() + ": " + ec.message());
-  for (const auto& [name, bytes] : std::map<std::string, std::string>{{"model.pkt", emit::serialize(assets->packet)},
-                                                                       {"weights.json", emit::to_json(assets->weights)},
-                                                                       {"build.json", assets->build_json}}) {
+  std::map<std::string, std::string> files{{"model.pkt", emit::serialize(assets->packet)},
+                                           {"weights.json", emit::to_json(assets->weights)},
+                                           {"build.json", assets->build_json}};
+  for (std::size_t r = 0; r < assets->other_ranks.size(); ++r)
+    files[interp::rank_packet_name(static_cast<int>(r) + 1)] = emit::serialize(assets->other_ranks[r]);
+  for (const auto& [name, bytes] : files) {
     if (auto w = write_file(tmp / name, bytes); !w) return error(w.error().message);
   }
   fs::create_directory_symlink(o.checkpoint, tmp / "checkpoint", ec);
@@ -364,6 +372,8 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   emit->add_option("--decode-rungs", ea->decode_rungs, "decode batch sizes, e.g. 1,2,4 (default: the class's)");
   emit->add_option("--prefill-buckets", ea->prefill_buckets, "prefill row counts, e.g. 64,128 (default: the class's)");
   emit->add_option("--threads", ea->threads, "cpu: worker threads (default 4); GPU: SMs (default: the device's)");
+  emit->add_option("--tp", ea->tp, "tensor-parallel ranks: 1, 2, 4, 8 (one packet per rank; cpu class only for now)")
+      ->capture_default_str();
   out.push_back({emit, [library, ea] { return run_emit(library, *ea); }});
 
   auto ra = std::make_shared<RunArgs>();

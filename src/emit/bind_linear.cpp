@@ -21,6 +21,27 @@ Expected<NormLinear> norm_linear(const KernelSite& site, const std::string& role
   return NormLinear{lin, nw, w};
 }
 
+// Tensor parallelism (--tp): a row-parallel projection (`plain`: gemv_f32 or gemm_f32) writes this
+// rank's fp32 partial sums, and the all-reduce adds every rank's to the residual stream.
+Expected<void> row_parallel_residual(const KernelSite& site, const char* plain, std::uint32_t in, std::uint32_t w) {
+  Builder& b = site.b;
+  const auto y = b.buffer("y.partial", MET_DTYPE_F32, {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
+  MET_CHECK(b.add(plain, site.c.group_index, site.c.label, {in, w, y}, {site.R, /*in_row0=*/0, /*col_slices=*/1}, {}));
+  return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, y}, {site.R, site.hidden, b.sh->tp}, {});
+}
+
+// Tensor parallelism: the rank's vocabulary slice of the logits, gathered from every rank into the
+// logits IO tensor (then, when `tokens`, the argmax over the whole vocabulary).
+Expected<void> gather_logits(const KernelSite& site, std::uint32_t local, std::int64_t local_vocab, bool tokens) {
+  Builder& b = site.b;
+  const std::int64_t vocab = local_vocab * b.sh->tp;
+  const auto logits = b.io(IoField::logits, site.R, vocab);
+  MET_CHECK(b.add("allgather_cols", site.c.group_index, site.c.label, {local, logits}, {site.R, local_vocab, b.sh->tp}, {}));
+  if (!tokens) return {};
+  return b.add("argmax", site.c.group_index, site.c.label, {logits, b.io(IoField::out_tokens, site.R)}, {site.R, /*in_row0=*/0, vocab},
+               {});
+}
+
 }  // namespace
 
 Expected<void> bind_linear(const KernelSite& site) {
@@ -49,13 +70,14 @@ Expected<void> bind_linear(const KernelSite& site) {
     dst = b.act("y", R, out_w);
   } else if (role == "lm_head") {
     src = b.act(site.pre + "xn", R, in);
-    dst = b.io(IoField::logits, R, out_w);
+    dst = b.sh->tp > 1 ? b.act(site.pre + "logits.rank", R, out_w) : b.io(IoField::logits, R, out_w);
   } else {
     return site.where("linear role '" + role + "' has no emitter yet");
   }
   std::vector<std::int64_t> ints{R, 0};
   if (int_index(site.op, "col_slices") >= 0) ints.push_back(/*col_slices=*/1);
   MET_CHECK(site.add({src, w, dst}, ints, {}));
+  if (role == "lm_head" && b.sh->tp > 1) return gather_logits(site, dst, out_w, /*tokens=*/false);
   return {};
 }
 
@@ -68,6 +90,7 @@ Expected<void> bind_residual_gemv(const KernelSite& site) {
   if (!lin) return site.where(std::string("expects linear:") + (o ? "o" : "down"));
   MET_TRY(auto w, site.weight(lin));
   const auto in = o ? b.act("attn", R, param(*lin, "in")) : b.act("h", R, param(*lin, "in"));
+  if (b.sh->tp > 1) return row_parallel_residual(site, "gemv_f32", in, w);
   MET_CHECK(site.add({in, w, site.x}, {R, 0, /*col_slices=*/1}, {}));
   return {};
 }
@@ -90,6 +113,7 @@ Expected<void> bind_gemm_residual(const KernelSite& site) {
     return site.where("expects linear:o or linear:down before the residual, not " + (lin ? "linear:" + lin->role : "none"));
   MET_TRY(auto w, site.weight(lin));
   const auto in = site.b.act(lin->role == "o" ? "attn" : "h", site.R, param(*lin, "in"));
+  if (site.b.sh->tp > 1) return row_parallel_residual(site, "gemm_f32", in, w);
   MET_CHECK(site.add({in, w, site.x}, {site.R, 0, /*col_slices=*/1}, {}));
   return {};
 }
@@ -112,6 +136,11 @@ Expected<void> bind_lm_head(const KernelSite& site) {
   if (site.k == "gemv_rmsnorm_lm_head_softcap_argmax") {
     MET_TRY(const float cap, softcap_of(site));
     imms.push_back(cap);
+  }
+  if (b.sh->tp > 1) {  // this rank's vocabulary slice, then the gather and the argmax over all of it
+    const auto local = b.act(site.pre + "logits.rank", R, vocab);
+    MET_CHECK(site.add({site.x, nl.norm_w, nl.w, local, MET_NO_TENSOR}, {R, site.x_row0, /*col_slices=*/1}, imms));
+    return gather_logits(site, local, vocab, /*tokens=*/true);
   }
   MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
                      {R, site.x_row0, /*col_slices=*/1}, imms));

@@ -29,6 +29,7 @@ std::string write_build_json(const BuildRecord& r) {
   j["gpu_interpreters"] = options.gpu_interpreters;
   j["flags"] = options.flags;
   j["target"] = {{"class", r.target_class}, {"device", r.device}, {"sm_count", r.sm_count}};
+  j["tp"] = options.tp;  // tensor-parallel ranks: model.pkt is rank 0, model.rank<r>.pkt the others
   j["abi"] = {{"version", MET_PACKET_VERSION}, {"hash", abi_hash()}};
   j["checkpoint"] = options.checkpoint;
   j["network"] = options.network;
@@ -68,9 +69,11 @@ Expected<BuildInfo> parse_build_json(const std::string& text, const std::string&
     b.pad_slots = j.at("pad_slots").get<std::int64_t>();
     b.abi_hash = j.at("abi").at("hash").get<std::uint32_t>();
     b.checkpoint = j.at("checkpoint").get<std::string>();
+    b.tp = j.contains("tp") ? j.at("tp").get<int>() : 1;  // emits from before --tp are rank 0 of 1
   } catch (const nlohmann::json::exception& e) {
     return fail(display + ": " + e.what());
   }
+  if (b.tp < 1 || b.tp > static_cast<int>(kMaxTpRanks)) return fail(display + ": tp " + std::to_string(b.tp) + " is not 1 to 8");
   if (j.contains("programs")) {
     const auto& ps = j["programs"];
     if (!ps.is_array()) return fail(display + ": programs: not an array");

@@ -4,6 +4,7 @@
 #include "emit/builder.hpp"
 
 #include "emit/opcodes.hpp"
+#include "emit/tensor_parallel.hpp"
 
 namespace met::emit {
 
@@ -63,9 +64,14 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   for (const auto& w : node.weights) names.push_back(node.tied ? w : for_layer(w, first_layer, layer));
   if (names.empty())
     return fail("node '" + node.op + (node.role.empty() ? "" : ":" + node.role) + "' (" + node.where + ") has no weight");
-  const std::string entry = entry_name(names, node.role, node.op);
+  const int split = sh.tp > 1 ? weight_split_dim(node) : -1;
+  const std::string whole = entry_name(names, node.role, node.op);
+  const std::string entry = split < 0 ? whole : whole + ".rank" + std::to_string(sh.rank);
   if (auto it = sh.weight_handle.find(entry); it != sh.weight_handle.end()) return it->second;
-  MET_TRY(WeightEntry e, make_entry(entry, names, *sh.layout, sh.display));
+  MET_TRY(WeightEntry e, make_entry(whole, names, *sh.layout, sh.display));
+  if (split >= 0) {
+    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display));
+  }
   TensorDesc t;
   t.name = e.name;
   if (e.dtype == "bf16")
@@ -79,7 +85,14 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   else
     return fail(sh.display + ": tensor '" + entry + "': format '" + e.dtype + "' has no packet dtype");
   t.shape = e.shape;
-  for (const auto& p : e.parts) t.bytes += p.bytes;
+  for (const auto& p : e.parts) {
+    const auto shape = part_shape(p);
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::uint64_t all = 1;
+    for (auto d : p.shape) all *= d;
+    t.bytes += all ? p.bytes / all * n : 0;  // a rank's window holds its share of the tensor's bytes
+  }
   for (const auto& p : e.scale_parts) t.bytes += p.bytes;
   t.source = MET_SOURCE_CHECKPOINT;
   t.ref = sh.manifest->tensors.size();

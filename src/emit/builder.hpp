@@ -31,6 +31,7 @@ struct Shared {
   std::map<int, std::pair<std::uint32_t, std::uint32_t>> kv;  // layer -> (k, v)
   std::map<std::int64_t, std::uint32_t> inv_freq;             // rotary_dim -> generated table
   std::int64_t kv_slots = 0;
+  int tp = 1, rank = 0;  // tensor parallelism: the ranks of the emit and the one being built
 };
 
 // Appends a tensor to the packet; its handle.

@@ -90,6 +90,7 @@ std::string disassemble(const PacketFile& file, const std::vector<OpcodeInfo>& t
   std::string out =
       fmt::format("packet: target {}, {} sms, abi version {} hash {:#010x}\n",
                   file.target_class.empty() ? "-" : file.target_class, file.sm_count, MET_PACKET_VERSION, abi_hash());
+  if (file.tp_ranks > 1) out += fmt::format("tensor parallel: rank {} of {}\n", file.tp_rank, file.tp_ranks);
   out += fmt::format("tensors: {}\n", file.tensors.size());
   const int twidth = static_cast<int>(fmt::format("{}", file.tensors.empty() ? 0 : file.tensors.size() - 1).size());
   for (std::size_t t = 0; t < file.tensors.size(); ++t) {

@@ -4,6 +4,8 @@
 // build_info.cpp writes the record of the emit.
 #include "emit/emit.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "emit/config.hpp"
 #include "emit/schedule.hpp"
 #include "emit/slice.hpp"
+#include "emit/tensor_parallel.hpp"
 
 namespace met::emit {
 
@@ -63,8 +66,11 @@ std::vector<std::string> plan_group_rules(const planner::Plan& plan, const model
   return out;
 }
 
-Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
-                      const CheckpointLayout& layout, const EmitOptions& options) {
+namespace {
+
+// The packet of one rank (the whole emit without --tp): graph is the graph that rank runs.
+Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
+                           const CheckpointLayout& layout, const EmitOptions& options, int rank) {
   const auto& cls = target.chain.leaf();
   const bool cpu = cls.vendor == "host";
   Assets a;
@@ -97,6 +103,8 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
 
   a.packet.target_class = cls.id;
   a.packet.sm_count = sm;
+  a.packet.tp_ranks = static_cast<std::uint32_t>(options.tp);
+  a.packet.tp_rank = static_cast<std::uint32_t>(rank);
   a.weights.network = options.network;
   a.weights.checkpoint = options.checkpoint;
   Shared sh;
@@ -105,6 +113,8 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   sh.layout = &layout;
   sh.display = options.checkpoint.empty() ? graph.id : options.checkpoint;
   sh.kv_slots = a.max_seqs * a.max_ctx + a.pad_slots;
+  sh.tp = options.tp;
+  sh.rank = rank;
 
   // KV caches: one k and one v tensor per attention layer, shared by every program.
   for (std::size_t l = 0; l < graph.layer_kinds.size(); ++l) {
@@ -251,6 +261,42 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   rec.cfg = cfg;
   rec.programs = &a.programs;
   a.build_json = write_build_json(rec);
+  return a;
+}
+
+}  // namespace
+
+Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
+                      const CheckpointLayout& layout, const EmitOptions& options) {
+  if (options.tp == 1) return emit_rank(lib, target, graph, layout, options, 0);
+  const std::string display = options.checkpoint.empty() ? graph.id : options.checkpoint;
+  if (options.tp < 1 || options.tp > static_cast<int>(kMaxTpRanks) || (options.tp & (options.tp - 1)) != 0)
+    return fail(fmt::format("{}: --tp {} is not one of 1, 2, 4, 8", display, options.tp));
+  const auto& cls = target.chain.leaf();
+  if (cls.vendor != "host")
+    return fail(fmt::format("{}: --tp {}: class '{}' has no collective bodies yet; tensor-parallel programs run on the cpu "
+                            "class (--hardware host-cpu) with simulated ranks",
+                            display, options.tp, cls.id));
+  MET_TRY(const model::ModelGraph rg, rank_graph(graph, options.tp, display));
+  MET_TRY(Assets a, emit_rank(lib, target, rg, layout, options, 0));
+  for (int r = 1; r < options.tp; ++r) {
+    MET_TRY(Assets ar, emit_rank(lib, target, rg, layout, options, r));
+    // One weights.json for every rank: the rank's entries join rank 0's (a replicated entry is
+    // shared by name), and its packet's checkpoint tensors are renumbered to match.
+    for (auto& t : ar.packet.tensors) {
+      if (t.source != MET_SOURCE_CHECKPOINT) continue;
+      const WeightEntry& e = ar.weights.tensors[t.ref];
+      std::size_t k = 0;
+      while (k < a.weights.tensors.size() && a.weights.tensors[k].name != e.name) ++k;
+      if (k == a.weights.tensors.size()) a.weights.tensors.push_back(e);
+      t.ref = k;
+    }
+    for (std::size_t p = 0; p < ar.programs.size(); ++p)
+      if (ar.programs[p].groups != a.programs[p].groups)
+        return fail(fmt::format("{}: --tp {}: rank {} program {} fuses differently from rank 0", display, options.tp, r,
+                                ar.programs[p].name));
+    a.other_ranks.push_back(std::move(ar.packet));
+  }
   return a;
 }
 

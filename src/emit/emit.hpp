@@ -71,6 +71,7 @@ struct EmitOptions {
   std::vector<std::int64_t> decode_rungs;     // empty: the class defaults
   std::vector<std::int64_t> prefill_buckets;  // empty: the class defaults
   std::uint32_t sm_count = 0;                 // cpu: worker threads (0: 4); GPU: 0 = the device's SMs/CUs
+  int tp = 1;                                 // tensor-parallel ranks (1, 2, 4, 8): one packet per rank
   std::int64_t max_seqs = 0;                  // 0: the largest decode rung
   std::string config_json;                    // config.json text: rope_theta, rms_norm_eps
   std::string checkpoint;                     // the checkpoint directory as given (build.json, weights.json)
@@ -89,7 +90,8 @@ struct ProgramInfo {
 };
 
 struct Assets {
-  PacketFile packet;
+  PacketFile packet;                    // rank 0 (the only rank without --tp)
+  std::vector<PacketFile> other_ranks;  // --tp N: ranks 1 .. N-1, one file each (model.rank<r>.pkt)
   WeightsManifest weights;
   std::string build_json;
   std::vector<ProgramInfo> programs;
@@ -108,6 +110,7 @@ struct BuildInfo {
   std::string target_class;
   std::string device;
   std::uint32_t sm_count = 0;
+  int tp = 1;  // build.json "tp": tensor-parallel ranks
   std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
   std::uint32_t abi_hash = 0;
   std::string checkpoint;

@@ -26,7 +26,7 @@ namespace met::emit {
 
 struct OperandInfo {
   std::string name;
-  std::string kind;  // act, weight, vec, i32, i64, f32, table (ops.def)
+  std::string kind;  // act, weight, vec, i32, i64, f32, table, peers (ops.def)
   bool write = false;
   bool optional = false;  // may be MET_NO_TENSOR (absent reads; lm_head's tokens when argmax runs apart)
   // A write that lands at slots[row] for each of the slice's rows (kv_append in prefill). Its

@@ -211,6 +211,8 @@ std::string serialize(const PacketFile& file) {
   h.abi_hash = abi_hash();
   std::memcpy(h.target_class, file.target_class.data(), file.target_class.size());
   h.sm_count = file.sm_count;
+  h.tp_ranks = static_cast<std::uint16_t>(file.tp_ranks);
+  h.tp_rank = static_cast<std::uint16_t>(file.tp_rank);
   h.n_tensors = u32_or_throw(tensors.size(), "tensors");
   h.n_programs = u32_or_throw(programs.size(), "programs");
   h.n_instrs = u32_or_throw(instrs.size(), "instructions");
@@ -329,7 +331,9 @@ Expected<PacketFile> parse_packet(const std::string& bytes, const std::string& d
   const void* target_nul = std::memchr(h.target_class, '\0', kTargetBytes);
   if (target_nul == nullptr)
     return rd.error(fmt::format("header: target class is not NUL-terminated within {} bytes", kTargetBytes));
-  if (h.reserved != 0) return rd.error(fmt::format("header: reserved field is {}, expected 0", h.reserved));
+  if (h.tp_ranks < 1 || h.tp_ranks > kMaxTpRanks || h.tp_rank >= h.tp_ranks)
+    return rd.error(fmt::format("header: tensor-parallel rank {} of {} ranks (1 to {} ranks, rank below them)", h.tp_rank,
+                                h.tp_ranks, kMaxTpRanks));
   if (h.n_programs > 0 && h.sm_count == 0) return rd.error("header: sm count is 0 but the file holds programs");
 
   const std::uint64_t n_streams = std::uint64_t{h.n_programs} * h.sm_count;
@@ -349,6 +353,8 @@ Expected<PacketFile> parse_packet(const std::string& bytes, const std::string& d
   file.target_class = std::string(reinterpret_cast<const char*>(h.target_class),
                                   static_cast<std::size_t>(static_cast<const std::uint8_t*>(target_nul) - h.target_class));
   file.sm_count = h.sm_count;
+  file.tp_ranks = h.tp_ranks;
+  file.tp_rank = h.tp_rank;
 
   file.tensors.reserve(h.n_tensors);
   for (std::uint32_t t = 0; t < h.n_tensors; ++t) {

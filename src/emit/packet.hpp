@@ -12,6 +12,9 @@
 
 namespace met::emit {
 
+// The most tensor-parallel ranks a packet names (emit --tp 1, 2, 4 or 8).
+inline constexpr std::uint32_t kMaxTpRanks = 8;
+
 struct TensorDesc {
   std::string name;
   std::uint32_t dtype = MET_DTYPE_BF16;
@@ -54,6 +57,8 @@ struct ProgramDesc {
 struct PacketFile {
   std::string target_class;          // <= 15 bytes
   std::uint32_t sm_count = 1;
+  std::uint32_t tp_ranks = 1;        // tensor parallelism: ranks of the emit, one file each
+  std::uint32_t tp_rank = 0;         // the rank of this file, < tp_ranks
   std::vector<TensorDesc> tensors;
   std::vector<ProgramDesc> programs;
 };

@@ -88,6 +88,11 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
   out.reserve(p.instrs.size());
   for (auto& d : p.instrs) {
     const OpcodeInfo* op = find_opcode(d.opcode);
+    if (int_index(*op, "ranks") >= 0) {  // a collective: one arrival per rank at its rendezvous
+      d.slices = 1;
+      out.push_back(d);
+      continue;
+    }
     const std::int64_t rows = d.ints.empty() ? 1 : d.ints[0];
     const auto row_slices = static_cast<std::uint32_t>(std::clamp<std::int64_t>(rows, 1, sm));
     const int ck = int_index(*op, "col_slices");

@@ -52,6 +52,7 @@ ordered part_json(const WeightPart& p) {
   j["bytes"] = p.bytes;
   j["shape"] = p.shape;
   j["dtype"] = p.dtype;
+  if (!p.window.empty()) j["window"] = p.window;
   return j;
 }
 
@@ -97,7 +98,7 @@ Expected<std::vector<std::uint64_t>> get_dims(const json& j, const std::string& 
 }
 
 Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
-  MET_CHECK(check_keys(j, {"tensor", "file", "offset", "bytes", "shape", "dtype"}, {}, ctx));
+  MET_CHECK(check_keys(j, {"tensor", "file", "offset", "bytes", "shape", "dtype"}, {"window"}, ctx));
   WeightPart p;
   MET_TRY(p.tensor, get_string(j, "tensor", ctx));
   MET_TRY(p.file, get_string(j, "file", ctx));
@@ -111,6 +112,14 @@ Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
     return fail(fmt::format("{}: tensor '{}' {} {} needs {} bytes, the part says {}", ctx, p.tensor, p.dtype,
                             shape_text(p.shape), elems(p.shape) * static_cast<std::uint64_t>(*bits) / 8, p.bytes));
   }
+  if (j.contains("window")) {
+    MET_TRY(p.window, get_dims(j, "window", ctx));
+    if (p.window.size() != 4 || p.shape.size() != 2 || p.window[1] == 0 || p.window[3] == 0 ||
+        p.window[0] + p.window[1] > p.shape[0] || p.window[2] + p.window[3] > p.shape[1]) {
+      return fail(fmt::format("{}: window {} of tensor '{}' {} is not [row0, rows, col0, cols] inside a 2-d tensor", ctx,
+                              shape_text(p.window), p.tensor, shape_text(p.shape)));
+    }
+  }
   if (p.file.empty() || p.file.find("..") != std::string::npos || p.file.front() == '/') {
     return fail(fmt::format("{}: file '{}' is not a file name inside the checkpoint", ctx, p.file));
   }
@@ -120,17 +129,17 @@ Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
 // Parts stack along dim 0: same rank, trailing dims and dtype. Returns the stacked shape.
 Expected<std::vector<std::uint64_t>> stacked_shape(const std::vector<WeightPart>& parts, const std::string& ctx) {
   if (parts.empty()) return fail(fmt::format("{}: no parts", ctx));
-  std::vector<std::uint64_t> shape = parts[0].shape;
+  std::vector<std::uint64_t> shape = part_shape(parts[0]);
   if (shape.empty()) return fail(fmt::format("{}: part '{}' is a scalar; parts stack along dim 0", ctx, parts[0].tensor));
   for (std::size_t k = 1; k < parts.size(); ++k) {
-    const auto& s = parts[k].shape;
+    const auto s = part_shape(parts[k]);
     if (parts[k].dtype != parts[0].dtype) {
       return fail(fmt::format("{}: parts disagree in dtype: '{}' is {}, '{}' is {}", ctx, parts[0].tensor, parts[0].dtype,
                               parts[k].tensor, parts[k].dtype));
     }
     if (s.size() != shape.size() || !std::equal(s.begin() + 1, s.end(), shape.begin() + 1)) {
       return fail(fmt::format("{}: parts do not stack along dim 0: '{}' is {}, '{}' is {}", ctx, parts[0].tensor,
-                              shape_text(parts[0].shape), parts[k].tensor, shape_text(s)));
+                              shape_text(part_shape(parts[0])), parts[k].tensor, shape_text(s)));
     }
     shape[0] += s[0];
   }
@@ -186,6 +195,9 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
   if (j.contains("block")) {
     MET_TRY(e.block, get_dims(j, "block", ctx));
   }
+  for (const auto& p : e.parts)
+    if (!p.window.empty() && !e.scale_parts.empty())
+      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut bf16, f16 and f32 tensors only", ctx, p.tensor));
   MET_TRY(auto shape, stacked_shape(e.parts, ctx));
   if (shape != e.shape) {
     return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
@@ -321,6 +333,31 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
   }
   MET_CHECK(check_scales(e, ctx));
   return e;
+}
+
+std::vector<std::uint64_t> part_shape(const WeightPart& p) {
+  if (p.window.size() == 4) return {p.window[1], p.window[3]};
+  return p.shape;
+}
+
+Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx) {
+  const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
+  if (!e.scale_parts.empty())
+    return fail(where + ": block-scaled fp8 weights are not split for tensor parallelism yet (their scale blocks would be cut)");
+  WeightEntry out = e;
+  out.name = fmt::format("{}.rank{}", e.name, rank);
+  for (auto& p : out.parts) {
+    if (p.shape.size() != 2 || !p.window.empty())
+      return fail(fmt::format("{}: tensor '{}' {} is not a whole 2-d matrix", where, p.tensor, shape_text(p.shape)));
+    const std::uint64_t n = p.shape[static_cast<std::size_t>(dim)], r = static_cast<std::uint64_t>(ranks);
+    if (n % r != 0)
+      return fail(fmt::format("{}: tensor '{}' {}: {} {} do not divide into {} equal parts", where, p.tensor,
+                              shape_text(p.shape), n, dim == 0 ? "rows" : "columns", ranks));
+    const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank);
+    p.window = dim == 0 ? std::vector<std::uint64_t>{at, w, 0, p.shape[1]} : std::vector<std::uint64_t>{0, p.shape[0], at, w};
+  }
+  MET_TRY(out.shape, stacked_shape(out.parts, where));
+  return out;
 }
 
 std::string network_slug(const std::string& checkpoint_dir_name) {

@@ -28,7 +28,13 @@ struct WeightPart {
   std::uint64_t offset = 0;           // byte offset of the data in the file, length prefix and header included
   std::uint64_t bytes = 0;
   std::vector<std::uint64_t> shape;
+  // Tensor parallelism (emit --tp): {row0, rows, col0, cols}, the rank's window of a 2-d tensor;
+  // empty: the whole tensor. offset, bytes and shape stay the checkpoint tensor's.
+  std::vector<std::uint64_t> window;
 };
+
+// The shape a part contributes: its window's {rows, cols}, or the tensor's shape.
+std::vector<std::uint64_t> part_shape(const WeightPart& p);
 
 struct WeightEntry {
   std::string name;                   // "model.layers.0.self_attn.qkv"
@@ -62,6 +68,12 @@ Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src);
 // display names the checkpoint in errors.
 Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,
                                  const CheckpointLayout& layout, const std::string& display);
+
+// Tensor parallelism: the entry of rank `rank` of `ranks`, each part cut into `ranks` equal windows
+// along dim (0: rows, for column-parallel projections; 1: columns, for row-parallel ones) and the
+// rank's window kept; named "<entry>.rank<r>". Refuses block-scaled fp8 entries, parts that are not
+// 2-d and a dim that `ranks` does not divide (ctx locates the error).
+Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx);
 
 // "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
 std::string network_slug(const std::string& checkpoint_dir_name);

@@ -34,9 +34,9 @@ std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.
 
 std::string quantized_note(const planner::Exec& e) { return fmt::format("activations quantised to {} on the fly", e.act_math); }
 
-// Weight shards under TP: matrices split (vocab-parallel embedding and head included); small
-// parameters (norm scales, conv taps, sinks) are replicated.
-bool sharded(const model::Node& n) { return planner::is_matrix_op(n.op); }
+// Weight shards under TP, as `met circuit emit --tp` splits them: matrices split (the head by
+// vocabulary), the embedding table and small parameters (norm scales, conv taps, sinks) replicated.
+bool sharded(const model::Node& n) { return planner::is_matrix_op(n.op) && n.op != "embed"; }
 
 bool tied_head(const model::ModelGraph& m, const model::Node& n) {
   return m.tied_embeddings && n.op == "linear" && n.role == "lm_head";
@@ -173,13 +173,7 @@ double allreduce_seconds(const model::ModelGraph& m, const Basis& basis, std::in
   if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
   const double bytes = static_cast<double>(rows) * param(m, "hidden") * format_bytes(m.activation);
   const double one = 2.0 * (tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
-  double count = 0;
-  for (const auto& k : m.kinds) {
-    for (const auto& n : k.nodes) {
-      if (n.op == "residual") count += static_cast<double>(k.layers.size());
-    }
-  }
-  return count * one;
+  return static_cast<double>(tp_collectives(m, tp).all_reduces) * one;
 }
 
 planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, const model::ModelGraph& m, planner::Mode mode,
@@ -198,6 +192,17 @@ planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, c
 }
 
 }  // namespace
+
+TpCollectives tp_collectives(const model::ModelGraph& m, int tp) {
+  TpCollectives c;
+  if (tp <= 1) return c;
+  for (const auto& k : m.kinds)
+    for (const auto& n : k.nodes)
+      if (n.op == "residual") c.all_reduces += static_cast<std::int64_t>(k.layers.size());
+  for (const auto& n : m.post)
+    if (n.op == "linear" && n.role == "lm_head") ++c.gathers;
+  return c;
+}
 
 std::string exec_text(const planner::Exec& e, bool gap) {
   if (gap) return fmt::format("{} {} x {} {}", e.path, e.weight, e.act_math, e.how);

@@ -154,6 +154,16 @@ struct Analysis {
 Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& model,
                            const Options& options);
 
+// The collectives of one step at tensor parallelism tp (none at 1), where `met circuit emit --tp`
+// places them: an all-reduce at every residual (after each row-parallel o and down projection) and
+// one gather of the vocabulary-parallel logits. The all-reduces are costed (allreduce_s); the gather
+// is not yet.
+struct TpCollectives {
+  std::int64_t all_reduces = 0;
+  std::int64_t gathers = 0;
+};
+TpCollectives tp_collectives(const model::ModelGraph& m, int tp);
+
 // One case of the ladder (exposed for tests): the plan at that case and its cost.
 // A group's exec as one line: "W8A8 fp8-e4m3 x bf16 native (fp8), activations quantised to fp8-e4m3
 // on the fly"; a gap's names the pair it would need: "W4A4 nvfp4 x nvfp4 no path".

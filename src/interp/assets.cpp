@@ -18,6 +18,8 @@ Expected<std::string> slurp(const std::string& path) {
 
 }  // namespace
 
+std::string rank_packet_name(int rank) { return "model.rank" + std::to_string(rank) + ".pkt"; }
+
 Expected<Assets> load_assets(const std::string& dir) {
   Assets a;
   a.dir = dir;
@@ -33,6 +35,20 @@ Expected<Assets> load_assets(const std::string& dir) {
   if (a.build.abi_hash != emit::abi_hash())
     return fail(build + ": emitted with packet abi hash " + std::to_string(a.build.abi_hash) + ", this met reads " +
                 std::to_string(emit::abi_hash()));
+  if (a.packet.tp_ranks != static_cast<std::uint32_t>(a.build.tp) || a.packet.tp_rank != 0)
+    return fail(pkt + ": holds rank " + std::to_string(a.packet.tp_rank) + " of " + std::to_string(a.packet.tp_ranks) +
+                " but build.json says rank 0 of tp " + std::to_string(a.build.tp));
+  for (int r = 1; r < a.build.tp; ++r) {
+    const std::string path = dir + "/" + rank_packet_name(r);
+    MET_TRY(std::string rb, slurp(path));
+    MET_TRY(emit::PacketFile p, emit::parse_packet(rb, path));
+    if (p.tp_ranks != a.packet.tp_ranks || p.tp_rank != static_cast<std::uint32_t>(r) || p.target_class != a.packet.target_class ||
+        p.sm_count != a.packet.sm_count || p.programs.size() != a.packet.programs.size())
+      return fail(path + ": is not rank " + std::to_string(r) + " of this emit (rank " + std::to_string(p.tp_rank) + " of " +
+                  std::to_string(p.tp_ranks) + ", class '" + p.target_class + "', " + std::to_string(p.programs.size()) +
+                  " programs)");
+    a.other_ranks.push_back(std::move(p));
+  }
   MET_TRY(std::string wtext, slurp(weights));
   MET_TRY(a.weights, emit::parse_weights_manifest(wtext, weights));
   std::error_code ec;

@@ -4,12 +4,14 @@
 #include "interp/cpu_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "emit/opcodes.hpp"
 #include "interp/cpu_bodies.hpp"
+#include "kernels/cpu/peers.hpp"
 #include "interp/io_check.hpp"
 
 namespace met::interp {
@@ -29,6 +31,47 @@ inline void cpu_relax() {
 #endif
 }
 
+// Blocks until c >= value: a bounded spin, then C++20 atomic wait.
+void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value) {
+  std::uint32_t v = c.load(std::memory_order_acquire);
+  for (int spin = 0; v < value && spin < kSpinPolls; ++spin) {
+    cpu_relax();
+    v = c.load(std::memory_order_acquire);
+  }
+  while (v < value) {
+    c.wait(v, std::memory_order_acquire);
+    v = c.load(std::memory_order_acquire);
+  }
+}
+
+// The rendezvous of the reference collectives: before a collective's body every rank has arrived
+// (its input is written: stream order and counters guarantee it on each rank), and no rank moves
+// past the body until every rank's body has read the inputs, so no rank overwrites a buffer a peer
+// still reads. One arrival and one departure per rank: a collective runs as one slice.
+struct Collectives {
+  std::uint32_t ranks = 1;
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> in, out;  // [program][instr]
+
+  void arrive(std::size_t p, std::size_t i) {
+    if (ranks == 1) return;
+    in[p][i].fetch_add(1, std::memory_order_acq_rel);
+    in[p][i].notify_all();
+    wait_at_least(in[p][i], ranks);
+  }
+  void depart(std::size_t p, std::size_t i) {
+    if (ranks == 1) return;
+    out[p][i].fetch_add(1, std::memory_order_acq_rel);
+    out[p][i].notify_all();
+    wait_at_least(out[p][i], ranks);
+  }
+  void reset(std::size_t p, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      in[p][i].store(0, std::memory_order_relaxed);
+      out[p][i].store(0, std::memory_order_relaxed);
+    }
+  }
+};
+
 struct Aligned {
   std::unique_ptr<std::byte[]> raw;
   std::byte* data = nullptr;
@@ -41,19 +84,24 @@ struct Aligned {
 };
 }  // namespace
 
-struct CpuBackend::Impl {
+namespace {
+
+// One simulated rank (the only one without --tp): its tensors, operand tables and stream workers.
+// Rank 0's stream 0 is the calling thread; every other stream has a worker of its own.
+struct Rank {
   const emit::PacketFile* packet = nullptr;
-  std::optional<LoadedWeights> weights;
-  std::vector<MetHostWeight> host;              // per manifest entry
   Aligned arena;
   std::vector<Aligned> owned;                   // KV, IO and generated tensors
   std::vector<std::uint64_t> owned_bytes;
   std::vector<void*> ptr;                       // per tensor handle
   std::vector<std::vector<std::array<void*, kMaxOperands>>> operands;  // [program][instr]
   std::vector<std::vector<CpuBody>> bodies;                            // [program][instr]
+  std::vector<std::vector<bool>> collective;                           // [program][instr]
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> counters; // [program][instr]
+  Collectives* coll = nullptr;
 
   std::uint32_t workers = 1;
+  std::uint32_t first_pooled = 1;  // streams below it run on the caller (rank 0: stream 0)
   std::vector<std::thread> pool;
   std::atomic<std::uint32_t> generation{0};
   std::atomic<std::uint32_t> done{0};
@@ -64,18 +112,11 @@ struct CpuBackend::Impl {
     const auto& p = packet->programs[program];
     auto* ctr = counters[program].get();
     for (const auto& e : p.streams[stream]) {
-      for (const auto& w : e.waits) {
-        std::uint32_t v = ctr[w.counter].load(std::memory_order_acquire);
-        for (int spin = 0; v < w.value && spin < kSpinPolls; ++spin) {
-          cpu_relax();
-          v = ctr[w.counter].load(std::memory_order_acquire);
-        }
-        while (v < w.value) {
-          ctr[w.counter].wait(v, std::memory_order_acquire);
-          v = ctr[w.counter].load(std::memory_order_acquire);
-        }
-      }
+      for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value);
+      const bool coll_here = collective[program][e.instr];
+      if (coll_here) coll->arrive(program, e.instr);  // every rank's input is written
       bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
+      if (coll_here) coll->depart(program, e.instr);  // every rank has read them
       ctr[e.instr].fetch_add(1, std::memory_order_release);
       ctr[e.instr].notify_all();
     }
@@ -92,7 +133,75 @@ struct CpuBackend::Impl {
       done.notify_all();
     }
   }
+
+  void start(std::size_t program) {
+    const std::size_t n = packet->programs[program].instrs.size();
+    for (std::size_t i = 0; i < n; ++i) counters[program][i].store(0, std::memory_order_relaxed);
+    current = program;
+    done.store(0, std::memory_order_relaxed);
+    generation.fetch_add(1, std::memory_order_release);  // publishes counters, current and the IO inputs
+    generation.notify_all();
+  }
+
+  void finish() {
+    const std::uint32_t pooled = workers - first_pooled;
+    std::uint32_t d = done.load(std::memory_order_acquire);
+    while (d < pooled) {
+      done.wait(d, std::memory_order_acquire);
+      d = done.load(std::memory_order_acquire);
+    }
+  }
+
+  ~Rank() {
+    stop.store(true, std::memory_order_release);
+    generation.fetch_add(1, std::memory_order_release);
+    generation.notify_all();
+    for (auto& t : pool) t.join();
+  }
 };
+
+}  // namespace
+
+struct CpuBackend::Impl {
+  std::optional<LoadedWeights> weights;
+  std::vector<MetHostWeight> host;  // per manifest entry, shared by the ranks
+  Collectives coll;
+  std::vector<std::unique_ptr<Rank>> ranks;
+  // The `peers` operand of every collective instruction: each rank's copy of its input, rank order.
+  std::vector<std::vector<MetPeers>> peers;  // [program][instr]
+};
+
+namespace {
+
+void* rank_io(const Rank& rk, std::size_t program, emit::IoField field) {
+  const auto& tensors = rk.packet->tensors;
+  const std::string suffix = std::string(".io.") + emit::io_field_name(field);
+  const std::string name = rk.packet->programs[program].name + suffix;
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].source == MET_SOURCE_IO && tensors[i].ref == static_cast<std::uint64_t>(field) && tensors[i].name == name)
+      return rk.ptr[i];
+  return nullptr;
+}
+
+// The IO fields the host fills before a step.
+constexpr emit::IoField kInputs[] = {emit::IoField::tokens,   emit::IoField::positions, emit::IoField::slots,
+                                     emit::IoField::seq_base, emit::IoField::seq_len,   emit::IoField::sample_params};
+
+Expected<void> copy_inputs(const Rank& from, Rank& to, std::size_t program) {
+  for (const auto f : kInputs) {
+    void* src = rank_io(from, program, f);
+    void* dst = rank_io(to, program, f);
+    if (!src && !dst) continue;
+    if (!src || !dst) return fail(std::string("cpu backend: io field ") + emit::io_field_name(f) + " is on some ranks only");
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < from.ptr.size(); ++i)
+      if (from.ptr[i] == src) bytes = from.owned_bytes[i];
+    std::memcpy(dst, src, bytes);
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string target_mismatch(const Assets& a, const std::string& backend_class, std::uint32_t threads) {
   const bool cpu_target = a.packet.target_class == "cpu";
@@ -103,123 +212,170 @@ std::string target_mismatch(const Assets& a, const std::string& backend_class, s
 
 CpuBackend::CpuBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-CpuBackend::~CpuBackend() {
-  if (!impl_) return;
-  impl_->stop.store(true, std::memory_order_release);
-  impl_->generation.fetch_add(1, std::memory_order_release);
-  impl_->generation.notify_all();
-  for (auto& t : impl_->pool) t.join();
+CpuBackend::~CpuBackend() = default;
+
+namespace {
+
+// A rank's tensors and operand tables over its packet; weights come from the shared host views.
+Expected<void> build_rank(Rank& rk, const Assets& a, const emit::PacketFile& pf, std::vector<MetHostWeight>& host) {
+  rk.packet = &pf;
+  rk.workers = pf.sm_count;
+  const auto& tensors = pf.tensors;
+  const std::string file = a.dir + "/" + (pf.tp_rank == 0 ? std::string("model.pkt") : rank_packet_name(static_cast<int>(pf.tp_rank)));
+  std::uint64_t arena = 0;
+  for (const auto& t : tensors)
+    if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
+  rk.arena.allocate(arena);
+  rk.ptr.assign(tensors.size(), nullptr);
+  rk.owned.resize(tensors.size());
+  rk.owned_bytes.assign(tensors.size(), 0);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    switch (t.source) {
+      case MET_SOURCE_CHECKPOINT: {
+        if (t.ref >= host.size())
+          return fail(file + ": tensor '" + t.name + "' names weights.json entry " + std::to_string(t.ref) + " of " +
+                      std::to_string(host.size()));
+        const auto& hw = host[t.ref];
+        if (t.shape.size() == 1 && hw.format != MET_WEIGHT_BF16)
+          return fail(a.dir + "/weights.json: vector weight '" + t.name + "' must be bf16 for the cpu bodies");
+        rk.ptr[i] = &host[t.ref];
+        break;
+      }
+      case MET_SOURCE_SCRATCH: rk.ptr[i] = rk.arena.data + t.ref; break;
+      case MET_SOURCE_GENERATED: {
+        MET_TRY(std::string bytes, emit::generated_table(t, a.build, file));
+        rk.owned[i].allocate(t.bytes);
+        std::memcpy(rk.owned[i].data, bytes.data(), bytes.size());
+        rk.ptr[i] = rk.owned[i].data;
+        break;
+      }
+      case MET_SOURCE_KV:
+      case MET_SOURCE_IO:
+        rk.owned[i].allocate(t.bytes);
+        rk.owned_bytes[i] = t.bytes;
+        rk.ptr[i] = rk.owned[i].data;
+        break;
+      default: return fail(file + ": tensor '" + t.name + "': source " + std::to_string(t.source) + " is not run by the cpu backend");
+    }
+  }
+  for (const auto& p : pf.programs) {
+    std::vector<std::array<void*, kMaxOperands>> opnds;
+    std::vector<CpuBody> rows;
+    std::vector<bool> coll;
+    for (std::size_t k = 0; k < p.instrs.size(); ++k) {
+      const auto& d = p.instrs[k];
+      const CpuBody body = cpu_body(d.opcode);
+      if (!body)
+        return fail(file + ": program " + p.name + " instruction " + std::to_string(k) + ": opcode " + std::to_string(d.opcode) +
+                    " has no cpu body");
+      std::array<void*, kMaxOperands> o{};
+      for (std::size_t t = 0; t < d.tensors.size() && t < kMaxOperands; ++t)
+        o[t] = d.tensors[t] == MET_NO_TENSOR ? nullptr : rk.ptr[d.tensors[t]];
+      opnds.push_back(o);
+      rows.push_back(body);
+      coll.push_back(emit::int_index(*emit::find_opcode(d.opcode), "ranks") >= 0);
+    }
+    rk.operands.push_back(std::move(opnds));
+    rk.bodies.push_back(std::move(rows));
+    rk.collective.push_back(std::move(coll));
+    rk.counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
+  }
+  return {};
 }
+
+// Points every collective's `peers` operand, on every rank, at the table of the ranks' inputs.
+// The ranks' programs must agree instruction by instruction: each collective pairs with its peers'.
+Expected<void> wire_collectives(CpuBackend::Impl& m, const Assets& a) {
+  const auto& r0 = *m.ranks[0]->packet;
+  m.peers.resize(r0.programs.size());
+  m.coll.ranks = static_cast<std::uint32_t>(m.ranks.size());
+  for (std::size_t p = 0; p < r0.programs.size(); ++p) {
+    const auto& instrs = r0.programs[p].instrs;
+    m.peers[p].assign(instrs.size(), MetPeers{});
+    m.coll.in.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, instrs.size())));
+    m.coll.out.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, instrs.size())));
+    for (std::size_t i = 0; i < instrs.size(); ++i) {
+      const emit::OpcodeInfo* op = emit::find_opcode(instrs[i].opcode);
+      for (std::size_t r = 1; r < m.ranks.size(); ++r) {
+        const auto& other = m.ranks[r]->packet->programs[p];
+        if (other.instrs.size() != instrs.size() || other.instrs[i].opcode != instrs[i].opcode)
+          return fail(a.dir + "/" + rank_packet_name(static_cast<int>(r)) + ": program " + other.name + " instruction " +
+                      std::to_string(i) + " differs from rank 0's; the ranks' collectives would not pair");
+      }
+      if (!m.ranks[0]->collective[p][i]) continue;
+      for (std::size_t t = 0; t < op->tensors.size(); ++t) {
+        if (op->tensors[t].kind != "peers") continue;
+        MetPeers& table = m.peers[p][i];
+        table.ranks = static_cast<std::int32_t>(m.ranks.size());
+        for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+          const auto h = m.ranks[r]->packet->programs[p].instrs[i].tensors[t];
+          if (h == MET_NO_TENSOR) return fail(a.dir + ": program " + instrs[i].scope + ": a collective without its input");
+          table.part[r] = m.ranks[r]->ptr[h];
+        }
+        for (auto& rk : m.ranks) rk->operands[p][i][t] = &table;
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::uint32_t threads, bool any_class) {
   const std::uint32_t want = threads ? threads : a.packet.sm_count;
   if ((a.packet.target_class != "cpu" && !any_class) || want != a.packet.sm_count)
     return fail(target_mismatch(a, any_class ? a.packet.target_class : "cpu", want));
+  if (a.other_ranks.size() + 1 != a.packet.tp_ranks)
+    return fail(a.dir + ": model.pkt is rank 0 of " + std::to_string(a.packet.tp_ranks) + " but " +
+                std::to_string(a.other_ranks.size() + 1) + " rank packets were loaded");
   auto impl = std::make_unique<Impl>();
-  impl->packet = &a.packet;
-  impl->workers = a.packet.sm_count;
   MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
   impl->weights.emplace(std::move(w));
   for (std::size_t e = 0; e < impl->weights->size(); ++e) {
     MET_TRY(MetHostWeight h, impl->weights->host_weight(e));
     impl->host.push_back(h);
   }
-  const auto& tensors = a.packet.tensors;
-  std::uint64_t arena = 0;
-  for (const auto& t : tensors)
-    if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
-  impl->arena.allocate(arena);
-  impl->ptr.assign(tensors.size(), nullptr);
-  impl->owned.resize(tensors.size());
-  impl->owned_bytes.assign(tensors.size(), 0);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const auto& t = tensors[i];
-    switch (t.source) {
-      case MET_SOURCE_CHECKPOINT: {
-        if (t.ref >= impl->host.size())
-          return fail(a.dir + "/model.pkt: tensor '" + t.name + "' names weights.json entry " + std::to_string(t.ref) +
-                      " of " + std::to_string(impl->host.size()));
-        const auto& hw = impl->host[t.ref];
-        if (t.shape.size() == 1 && hw.format != MET_WEIGHT_BF16)
-          return fail(a.dir + "/weights.json: vector weight '" + t.name + "' must be bf16 for the cpu bodies");
-        impl->ptr[i] = &impl->host[t.ref];
-        break;
-      }
-      case MET_SOURCE_SCRATCH: impl->ptr[i] = impl->arena.data + t.ref; break;
-      case MET_SOURCE_GENERATED: {
-        MET_TRY(std::string bytes, emit::generated_table(t, a.build, a.dir + "/model.pkt"));
-        impl->owned[i].allocate(t.bytes);
-        std::memcpy(impl->owned[i].data, bytes.data(), bytes.size());
-        impl->ptr[i] = impl->owned[i].data;
-        break;
-      }
-      case MET_SOURCE_KV:
-      case MET_SOURCE_IO:
-        impl->owned[i].allocate(t.bytes);
-        impl->owned_bytes[i] = t.bytes;
-        impl->ptr[i] = impl->owned[i].data;
-        break;
-      default: return fail(a.dir + "/model.pkt: tensor '" + t.name + "': source " + std::to_string(t.source) + " is not run by the cpu backend");
-    }
+  std::vector<const emit::PacketFile*> files{&a.packet};
+  for (const auto& p : a.other_ranks) files.push_back(&p);
+  for (std::size_t r = 0; r < files.size(); ++r) {
+    impl->ranks.push_back(std::make_unique<Rank>());
+    Rank& rk = *impl->ranks.back();
+    rk.coll = &impl->coll;
+    rk.first_pooled = r == 0 ? 1 : 0;
+    MET_CHECK(build_rank(rk, a, *files[r], impl->host));
   }
-  for (const auto& p : a.packet.programs) {
-    std::vector<std::array<void*, kMaxOperands>> opnds;
-    std::vector<CpuBody> rows;
-    for (std::size_t k = 0; k < p.instrs.size(); ++k) {
-      const auto& d = p.instrs[k];
-      const CpuBody body = cpu_body(d.opcode);
-      if (!body)
-        return fail(a.dir + "/model.pkt: program " + p.name + " instruction " + std::to_string(k) + ": opcode " +
-                    std::to_string(d.opcode) + " has no cpu body");
-      std::array<void*, kMaxOperands> o{};
-      for (std::size_t t = 0; t < d.tensors.size() && t < kMaxOperands; ++t)
-        o[t] = d.tensors[t] == MET_NO_TENSOR ? nullptr : impl->ptr[d.tensors[t]];
-      opnds.push_back(o);
-      rows.push_back(body);
-    }
-    impl->operands.push_back(std::move(opnds));
-    impl->bodies.push_back(std::move(rows));
-    impl->counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
+  MET_CHECK(wire_collectives(*impl, a));
+  for (auto& rk : impl->ranks) {
+    Rank* raw = rk.get();
+    for (std::uint32_t s = raw->first_pooled; s < raw->workers; ++s) raw->pool.emplace_back([raw, s] { raw->worker(s); });
   }
-  auto* raw = impl.get();
-  for (std::uint32_t s = 1; s < raw->workers; ++s) raw->pool.emplace_back([raw, s] { raw->worker(s); });
   return std::unique_ptr<CpuBackend>(new CpuBackend(std::move(impl)));
 }
 
-void* CpuBackend::io(std::size_t program, emit::IoField field) {
-  const auto& tensors = impl_->packet->tensors;
-  const std::string suffix = std::string(".io.") + emit::io_field_name(field);
-  const std::string name = impl_->packet->programs[program].name + suffix;
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].source == MET_SOURCE_IO && tensors[i].ref == static_cast<std::uint64_t>(field) && tensors[i].name == name)
-      return impl_->ptr[i];
-  return nullptr;
-}
+void* CpuBackend::io(std::size_t program, emit::IoField field) { return rank_io(*impl_->ranks[0], program, field); }
 
 Expected<void> CpuBackend::run(std::size_t program) {
   auto& m = *impl_;
-  if (program >= m.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
-  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
-  const std::size_t n = m.packet->programs[program].instrs.size();
-  for (std::size_t i = 0; i < n; ++i) m.counters[program][i].store(0, std::memory_order_relaxed);
-  m.current = program;
-  m.done.store(0, std::memory_order_relaxed);
-  m.generation.fetch_add(1, std::memory_order_release);  // publishes counters, current and the IO inputs
-  m.generation.notify_all();
-  m.walk(program, 0);
-  const std::uint32_t others = m.workers - 1;
-  std::uint32_t d = m.done.load(std::memory_order_acquire);
-  while (d < others) {
-    m.done.wait(d, std::memory_order_acquire);
-    d = m.done.load(std::memory_order_acquire);
-  }
+  Rank& r0 = *m.ranks[0];
+  if (program >= r0.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
+  MET_CHECK(check_step_io(*r0.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
+  // Every rank runs the step on the same inputs: rank 0's IO (what the host filled) is copied to
+  // the others; the outputs the host reads are rank 0's, which the gather made whole.
+  for (std::size_t r = 1; r < m.ranks.size(); ++r) MET_CHECK(copy_inputs(r0, *m.ranks[r], program));
+  m.coll.reset(program, r0.packet->programs[program].instrs.size());
+  for (auto& rk : m.ranks) rk->start(program);
+  r0.walk(program, 0);
+  for (auto& rk : m.ranks) rk->finish();
   return {};
 }
 
 Expected<void> CpuBackend::reset_kv() {
-  const auto& tensors = impl_->packet->tensors;
-  for (std::size_t i = 0; i < tensors.size(); ++i)
-    if (tensors[i].source == MET_SOURCE_KV) std::memset(impl_->owned[i].data, 0, impl_->owned_bytes[i]);
+  for (auto& rk : impl_->ranks) {
+    const auto& tensors = rk->packet->tensors;
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i].source == MET_SOURCE_KV) std::memset(rk->owned[i].data, 0, rk->owned_bytes[i]);
+  }
   return {};
 }
 
@@ -236,20 +392,20 @@ Expected<std::byte*> host_bytes(const emit::PacketFile& f, const std::vector<voi
 }  // namespace
 
 Expected<void> CpuBackend::write_tensor(std::size_t h, const void* data, std::uint64_t bytes) {
-  MET_TRY(std::byte* p, host_bytes(*impl_->packet, impl_->ptr, h, bytes));
+  MET_TRY(std::byte* p, host_bytes(*impl_->ranks[0]->packet, impl_->ranks[0]->ptr, h, bytes));
   std::memcpy(p, data, bytes);
   return {};
 }
 
 Expected<void> CpuBackend::read_tensor(std::size_t h, void* data, std::uint64_t bytes) {
-  MET_TRY(std::byte* p, host_bytes(*impl_->packet, impl_->ptr, h, bytes));
+  MET_TRY(std::byte* p, host_bytes(*impl_->ranks[0]->packet, impl_->ranks[0]->ptr, h, bytes));
   std::memcpy(data, p, bytes);
   return {};
 }
 
 // Slices are independent within an instruction: they run on up to the machine's cores.
 Expected<void> CpuBackend::run_instruction(std::size_t program, std::size_t instr) {
-  auto& m = *impl_;
+  auto& m = *impl_->ranks[0];
   if (program >= m.packet->programs.size() || instr >= m.packet->programs[program].instrs.size())
     return fail("cpu backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
   const auto& d = m.packet->programs[program].instrs[instr];

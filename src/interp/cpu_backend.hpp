@@ -1,6 +1,8 @@
 // The cpu backend: executes packet programs on the host with sm_count worker threads, each walking
 // its stream: wait on counters (acquire; a bounded spin, then C++20 atomic wait), run the opcode's
 // cpu body for the slice, signal (release + notify). Same packets as the GPU; the oracle for it.
+// A tensor-parallel emit (--tp N) runs as N simulated ranks in this process, each with its own
+// tensors and sm_count workers, meeting at every collective (the reference all-reduce and gather).
 #pragma once
 
 #include <atomic>
@@ -32,8 +34,9 @@ class CpuBackend final : public Backend {
   Expected<void> read_tensor(std::size_t handle, void* data, std::uint64_t bytes) override;
   Expected<void> run_instruction(std::size_t program, std::size_t instr) override;
 
+  struct Impl;  // the ranks (one without --tp), their workers and the collectives (cpu_backend.cpp)
+
  private:
-  struct Impl;
   explicit CpuBackend(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

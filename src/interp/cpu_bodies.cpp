@@ -7,6 +7,7 @@
 
 #include "emit/opcodes.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/collective.hpp"
 #include "kernels/cpu/embed.hpp"
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemv.hpp"
@@ -28,6 +29,7 @@ using T_i32 = std::int32_t*;
 using T_i64 = std::int64_t*;
 using T_f32 = float*;
 using T_table = const float*;
+using T_peers = const MetPeers*;  // every rank's copy (the backend builds it: cpu_backend.cpp)
 
 template <class T>
 T operand(void* p) {
@@ -36,6 +38,10 @@ T operand(void* p) {
 template <>
 T_weight operand<T_weight>(void* p) {
   return static_cast<const MetHostWeight*>(p);
+}
+template <>
+T_peers operand<T_peers>(void* p) {
+  return static_cast<const MetPeers*>(p);
 }
 template <>
 T_vec operand<T_vec>(void* p) {
@@ -200,15 +206,17 @@ void body_gemv_rmsnorm_lm_head_softcap_argmax(const MetArgs_gemv_rmsnorm_lm_head
                                           a.tokens ? a.tokens + r.begin : nullptr, r.end - r.begin, c.begin, c.end);
 }
 
-void body_gemv(const MetArgs_gemv& a, const InstrDesc& d, std::uint32_t s) {
+// A projection's slice (gemv, gemm and their fp32-output variants): its rows, its output columns.
+template <class A, class Kernel>
+void linear_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel kernel) {
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
-  met_gemv(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
+  kernel(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
 }
 
-void body_gemm(const MetArgs_gemm& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
-  met_gemm(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
-}
+void body_gemv(const MetArgs_gemv& a, const InstrDesc& d, std::uint32_t s) { linear_slice(a, d, s, met_gemv); }
+void body_gemm(const MetArgs_gemm& a, const InstrDesc& d, std::uint32_t s) { linear_slice(a, d, s, met_gemm); }
+void body_gemv_f32(const MetArgs_gemv_f32& a, const InstrDesc& d, std::uint32_t s) { linear_slice(a, d, s, met_gemv_f32); }
+void body_gemm_f32(const MetArgs_gemm_f32& a, const InstrDesc& d, std::uint32_t s) { linear_slice(a, d, s, met_gemm_f32); }
 
 // A gated GEMM's slice: its output has half the weight's rows.
 template <class A, class Kernel>
@@ -306,6 +314,16 @@ void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t 
   const RowRange r = emit::slice_rows(d, s);
   met_moe_down(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
                r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden);
+}
+
+void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end);
+}
+
+void body_allgather_cols(const MetArgs_allgather_cols& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_allgather_cols(a.part, a.out, a.width, r.begin, r.end);
 }
 
 // opcode number - 1 -> the body of the op's CPU reference, over the reference's operand struct

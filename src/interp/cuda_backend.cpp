@@ -163,6 +163,10 @@ CudaBackend::~CudaBackend() = default;
 
 Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   const std::string at = a.dir + "/model.pkt";
+  if (a.packet.tp_ranks > 1)
+    return fail(at + ": emitted for " + std::to_string(a.packet.tp_ranks) +
+                " tensor-parallel ranks; the cuda backend runs one rank (its collectives are not written yet): run these "
+                "assets with --backend cpu, or emit without --tp");
   if (a.packet.target_class != "hopper")
     return fail(a.dir + " were emitted for class '" + a.packet.target_class +
                 "'; the cuda backend runs the hopper interpreter (emit for h100-sxm or h200-sxm)");

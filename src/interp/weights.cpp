@@ -150,8 +150,25 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
       srcs.push_back(ptr);
     }
     const std::size_t align = element_align(e.parts.at(0).dtype);
-    for (const auto& p : e.parts) s.bytes += p.bytes;
-    if (srcs.size() == 1 && aligned(srcs[0], align)) {
+    bool windowed = false;
+    for (const auto& p : e.parts) {
+      windowed = windowed || !p.window.empty();
+      s.bytes += p.window.empty() ? p.bytes : p.bytes / (p.shape[0] * p.shape[1]) * p.window[1] * p.window[3];
+    }
+    if (windowed) {  // a tensor-parallel rank's window: its rows, each cut to its columns
+      std::byte* buf = own(s.bytes);
+      std::uint64_t at = 0;
+      for (std::size_t k = 0; k < srcs.size(); ++k) {
+        const auto& p = e.parts[k];
+        const std::uint64_t el = p.bytes / (p.shape[0] * p.shape[1]);
+        const std::vector<std::uint64_t> win = p.window.empty() ? std::vector<std::uint64_t>{0, p.shape[0], 0, p.shape[1]} : p.window;
+        for (std::uint64_t r = 0; r < win[1]; ++r) {
+          std::memcpy(buf + at, srcs[k] + ((win[0] + r) * p.shape[1] + win[2]) * el, win[3] * el);
+          at += win[3] * el;
+        }
+      }
+      s.data = buf;
+    } else if (srcs.size() == 1 && aligned(srcs[0], align)) {
       s.data = srcs[0];
     } else {
       std::byte* buf = own(s.bytes);

@@ -1,7 +1,8 @@
 // LoadedWeights: the checkpoint bytes behind a weights.json, mapped read-only. Loading checks every
 // part against the safetensors header it names (dtype, shape, offset, bytes), so a checkpoint that
 // changed since emit is refused, not misread. A one-part entry is used in place; a fused entry
-// (q/k/v, gate/up) is concatenated once into owned memory, its block scales stacked to match.
+// (q/k/v, gate/up) is concatenated once into owned memory, its block scales stacked to match; a
+// tensor-parallel rank's window of a tensor (emit --tp) is copied out once.
 #pragma once
 
 #include <cstddef>

@@ -156,8 +156,8 @@ std::string located(const std::string& what) { return std::string(kDisplay) + ":
 TEST_CASE("the ABI hash and version are pinned: a field-list or opcode-table change without a version bump is caught") {
   // Changing packet_fields.def or the opcode table changes abi_hash(); then bump MET_PACKET_VERSION
   // and update both pins.
-  CHECK(MET_PACKET_VERSION == 9u);
-  CHECK(abi_hash() == 0x60b82db7u);
+  CHECK(MET_PACKET_VERSION == 10u);
+  CHECK(abi_hash() == 0x09cc7426u);
 }
 
 TEST_CASE("layout: every field sits at the offset the .def implies (packed, naturally aligned, no padding)") {
@@ -422,8 +422,16 @@ TEST_CASE("a wait on a counter past the program's instructions is refused") {
         located("program 0 'decode_4': stream 1: entry 1: wait 1 on counter 2 but the program has 2 instructions"));
 }
 
+TEST_CASE("a tensor-parallel rank outside its ranks is refused") {
+  CHECK(parse_error(with_header([](MetPktHeader& h) { h.tp_rank = 2; h.tp_ranks = 2; })) ==
+        located("header: tensor-parallel rank 2 of 2 ranks (1 to 8 ranks, rank below them)"));
+  CHECK(parse_error(with_header([](MetPktHeader& h) { h.tp_ranks = 0; })) ==
+        located("header: tensor-parallel rank 0 of 0 ranks (1 to 8 ranks, rank below them)"));
+  CHECK(parse_error(with_header([](MetPktHeader& h) { h.tp_ranks = 16; })) ==
+        located("header: tensor-parallel rank 0 of 16 ranks (1 to 8 ranks, rank below them)"));
+}
+
 TEST_CASE("non-zero reserved fields are refused") {
-  CHECK(parse_error(with_header([](MetPktHeader& h) { h.reserved = 1; })) == located("header: reserved field is 1, expected 0"));
   CHECK(parse_error(with_record<MetPktProgram>(&MetPktHeader::programs_offset, 0, [](MetPktProgram& p) { p.reserved = 3; })) ==
         located("program 0 'decode_4': reserved field is 3, expected 0"));
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <unistd.h>
 
@@ -73,12 +74,20 @@ inline std::filesystem::path tiny_checkpoint(const std::string& name, const std:
   return dir;
 }
 
+// The text of a config under tests/oracle/configs/ ("tiny-qwen3.json").
+inline std::string oracle_config(const std::string& name) {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/" + name);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 struct EmitSpec {
   std::string device = "host-cpu";
   std::uint32_t threads = 0;
   std::vector<std::int64_t> rungs = {1, 2, 4};
   std::vector<std::int64_t> buckets = {8, 32};
   std::int64_t max_ctx = 128;
+  int tp = 1;  // tensor-parallel ranks (emit --tp)
 };
 
 inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt, const EmitSpec& spec,
@@ -93,6 +102,7 @@ inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt,
   o.decode_rungs = spec.rungs;
   o.prefill_buckets = spec.buckets;
   o.sm_count = spec.threads;
+  o.tp = spec.tp;
   o.config_json = config;
   o.checkpoint = ckpt.string();
   o.network = emit::network_slug(src.name());
@@ -110,12 +120,18 @@ inline model::ModelGraph graph_of(const std::filesystem::path& ckpt, const TreeL
 inline std::filesystem::path write_assets(const std::filesystem::path& ckpt, const EmitSpec& spec, const std::string& name) {
   auto a = emit_checkpoint(ckpt, spec);
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-  const auto problems = emit::verify(a->packet, emit::opcode_table());
-  std::string all;
-  for (const auto& p : problems) all += p + "\n";
-  REQUIRE_MESSAGE(problems.empty(), all);
+  std::vector<const emit::PacketFile*> ranks{&a->packet};
+  for (const auto& p : a->other_ranks) ranks.push_back(&p);
+  for (const auto* pf : ranks) {
+    const auto problems = emit::verify(*pf, emit::opcode_table());
+    std::string all;
+    for (const auto& p : problems) all += p + "\n";
+    REQUIRE_MESSAGE(problems.empty(), all);
+  }
   const auto dir = temp_dir(name);
   write(dir / "model.pkt", emit::serialize(a->packet));
+  for (std::size_t r = 0; r < a->other_ranks.size(); ++r)
+    write(dir / ("model.rank" + std::to_string(r + 1) + ".pkt"), emit::serialize(a->other_ranks[r]));
   write(dir / "weights.json", emit::to_json(a->weights));
   write(dir / "build.json", a->build_json);
   std::filesystem::create_directory_symlink(std::filesystem::absolute(ckpt), dir / "checkpoint");

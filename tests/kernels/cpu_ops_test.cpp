@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../kernels/cpu/attention.hpp"
+#include "../../kernels/cpu/collective.hpp"
 #include "../../kernels/cpu/embed.hpp"
 #include "../../kernels/cpu/gemm.hpp"
 #include "../../kernels/cpu/gemv.hpp"
@@ -279,6 +280,57 @@ TEST_CASE("gemm rows=70 in=128 out=48 bf16 and fp8-e4m3 matches fp64 and equals 
     met_gemm(x.data(), &t.w, yt.data(), 70, 20, t.w.rows);
     CHECK(yt == y);
   }
+}
+
+TEST_CASE("gemv_f32 and gemm_f32 rows=70 in=128 out=48 keep gemv's fp32 sums unrounded: bf16 of them is met_gemv bit for bit, and they match fp64 (a body that rounds or drops a tile fails)") {
+  std::mt19937 g(37);
+  const auto t = make_weight(g, MET_WEIGHT_BF16, 48, 128, 16, 64);
+  const auto x = random_bf16(g, 70 * 128);
+  Bf16 yv(70 * 48);
+  met_gemv(x.data(), &t.w, yv.data(), 70, 0, t.w.rows);
+  std::vector<float> fv(70 * 48), fm(70 * 48);
+  met_gemv_f32(x.data(), &t.w, fv.data(), 70, 0, t.w.rows);
+  met_gemm_f32(x.data(), &t.w, fm.data(), 70, 0, 20);
+  met_gemm_f32(x.data(), &t.w, fm.data(), 70, 20, t.w.rows);
+  CHECK(fm == fv);
+  Bf16 rounded(fv.size());
+  bool any_unrounded = false;
+  for (std::size_t i = 0; i < fv.size(); ++i) {
+    rounded[i] = met::cpu::f32_to_bf16(fv[i]);
+    any_unrounded = any_unrounded || met::cpu::round_bf16(fv[i]) != fv[i];
+  }
+  CHECK(rounded == yv);
+  CHECK(any_unrounded);
+  check_close(rounded, ref_linear(to_dbl(x), t, 70));
+}
+
+TEST_CASE("allreduce_residual ranks=3 rows=2 width=5 adds bf16(p0 + p1 + p2) to x, rows [1, 2) only; allgather_cols lays the ranks' columns side by side (a rank dropped or a wrong stride fails)") {
+  std::vector<float> p0(10), p1(10), p2(10);
+  Bf16 x(10);
+  for (int i = 0; i < 10; ++i) {
+    p0[i] = 0.25f * static_cast<float>(i);
+    p1[i] = 1.0f;
+    p2[i] = -0.5f * static_cast<float>(i % 3);
+    x[i] = met::cpu::f32_to_bf16(static_cast<float>(i));
+  }
+  const MetPeers peers{3, {p0.data(), p1.data(), p2.data()}};
+  const Bf16 before = x;
+  met_allreduce_residual(x.data(), &peers, /*width=*/5, /*row0=*/1, /*row1=*/2);
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    const float want = i < 5 ? met::cpu::bf16_to_f32(before[i])
+                             : met::cpu::round_bf16(static_cast<float>(i) + met::cpu::round_bf16(p0[i] + p1[i] + p2[i]));
+    CHECK(met::cpu::bf16_to_f32(x[i]) == want);
+  }
+  Bf16 a(4), b(4), out(16);
+  for (int i = 0; i < 4; ++i) {
+    a[i] = met::cpu::f32_to_bf16(static_cast<float>(i));
+    b[i] = met::cpu::f32_to_bf16(static_cast<float>(10 + i));
+  }
+  const MetPeers parts{2, {a.data(), b.data()}};
+  met_allgather_cols(&parts, out.data(), /*width=*/2, /*row0=*/0, /*row1=*/2);
+  const float want[] = {0, 1, 10, 11, 2, 3, 12, 13};
+  for (int i = 0; i < 8; ++i) CHECK(met::cpu::bf16_to_f32(out[i]) == want[i]);
 }
 
 // ---------------------------------------------------------------- elementwise

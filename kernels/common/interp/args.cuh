@@ -30,6 +30,7 @@ typedef int* T_i32;
 typedef int64_t* T_i64;
 typedef float* T_f32;
 typedef const float* T_table;
+typedef const void* T_peers;  // collectives: no device body yet (the cuda backend refuses TP assets)
 
 #define MET_ARGS_HEAD MetGeom geom;
 #include "common/ops_args.h"

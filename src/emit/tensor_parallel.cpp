@@ -1,0 +1,119 @@
+// The split rules of tensor parallelism, one table by (op, role): what each node's parameters
+// become on one rank and which dimension of its weight is cut. A node the table does not name is
+// refused by name, so an architecture with a step between a row-parallel projection and its
+// residual (Gemma-3's post norms) or with experts (Qwen3-MoE) is refused, never split wrong.
+#include "emit/tensor_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace met::emit::detail {
+namespace {
+
+enum class Rule { replicate, heads, column, row, inter_width };
+
+// (op, role) -> rule; role "*" matches any role of the op.
+const std::map<std::pair<std::string, std::string>, Rule>& rules() {
+  static const std::map<std::pair<std::string, std::string>, Rule> t = {
+      {{"embed", "*"}, Rule::replicate},          // every rank looks up the whole table
+      {{"rmsnorm", "attn_norm"}, Rule::replicate},
+      {{"rmsnorm", "mlp_norm"}, Rule::replicate},
+      {{"rmsnorm", "final_norm"}, Rule::replicate},
+      {{"rmsnorm", "q_norm"}, Rule::heads},       // per-head norms: the rank's heads, the same weight
+      {{"rmsnorm", "k_norm"}, Rule::heads},
+      {{"rope", "*"}, Rule::heads},
+      {{"kv_append", "*"}, Rule::heads},
+      {{"attention", "*"}, Rule::heads},
+      {{"linear", "qkv"}, Rule::column},
+      {{"linear", "gate_up"}, Rule::column},
+      {{"linear", "lm_head"}, Rule::column},       // vocabulary-parallel: logits gathered after it
+      {{"linear", "o"}, Rule::row},
+      {{"linear", "down"}, Rule::row},
+      {{"silu_mul", "*"}, Rule::inter_width},
+      {{"residual", "*"}, Rule::replicate},        // after a row-parallel projection: the all-reduce
+      {{"argmax", "*"}, Rule::replicate},          // over the gathered logits
+  };
+  return t;
+}
+
+const Rule* rule_of(const model::Node& n) {
+  const auto& t = rules();
+  if (auto it = t.find({n.op, n.role}); it != t.end()) return &it->second;
+  if (auto it = t.find({n.op, "*"}); it != t.end()) return &it->second;
+  return nullptr;
+}
+
+void divide(model::Node& n, const char* key, int ranks) {
+  if (auto it = n.params.find(key); it != n.params.end()) it->second /= ranks;
+}
+
+}  // namespace
+
+int weight_split_dim(const model::Node& n) {
+  const Rule* r = rule_of(n);
+  if (!r) return -1;
+  if (*r == Rule::column) return 0;
+  if (*r == Rule::row) return 1;
+  return -1;
+}
+
+Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, const std::string& display) {
+  const std::string ctx = fmt::format("{}/config.json: --tp {}", display, ranks);
+  // What a rank must hold whole: config.json key -> circuit parameter.
+  const std::pair<const char*, const char*> counts[] = {{"num_attention_heads", "heads"},
+                                                        {"num_key_value_heads", "kv_heads"},
+                                                        {"intermediate_size", "inter"},
+                                                        {"vocab_size", "vocab"}};
+  for (const auto& [key, param] : counts) {
+    auto it = g.params.find(param);
+    if (it == g.params.end()) continue;
+    const double v = it->second;
+    if (std::fmod(v, ranks) != 0)
+      return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it{}", ctx, key, v, ranks,
+                              std::string(param) == "kv_heads" ? " (KV heads are split, never replicated across ranks)" : ""));
+  }
+  model::ModelGraph r = g;
+  for (const char* p : {"heads", "kv_heads", "inter"})
+    if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
+  // Every node without a rule is named at once: what an architecture lacks, not its first gap.
+  std::vector<std::string> missing;
+  auto split = [&](model::Node& n) {
+    const Rule* rule = rule_of(n);
+    if (!rule) {
+      const std::string name = fmt::format("{}{} ({})", n.op, n.role.empty() ? "" : ":" + n.role, n.where);
+      if (std::find(missing.begin(), missing.end(), name) == missing.end()) missing.push_back(name);
+      return;
+    }
+    switch (*rule) {
+      case Rule::replicate: break;
+      case Rule::heads:
+        divide(n, "heads", ranks);
+        divide(n, "kv_heads", ranks);
+        divide(n, "count", ranks);
+        break;
+      case Rule::column: divide(n, "out", ranks); break;
+      case Rule::row: divide(n, "in", ranks); break;
+      case Rule::inter_width: divide(n, "dim", ranks); break;
+    }
+  };
+  for (auto& n : r.pre) split(n);
+  for (auto& k : r.kinds)
+    for (auto& n : k.nodes) split(n);
+  for (auto& n : r.post) split(n);
+  if (!missing.empty()) {
+    std::string list;
+    for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
+    return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
+                            "attention and MLP layers: embed, the attention/mlp/final norms, qkv, q/k norms, rope, "
+                            "attention, o, gate_up, silu_mul, down, the residuals, lm_head, argmax)",
+                            ctx, missing.size(), g.circuit, list));
+  }
+  return r;
+}
+
+}  // namespace met::emit::detail

@@ -1,0 +1,171 @@
+// emit --tp N (src/emit/tensor_parallel.cpp and its binding): each rank's packet holds its share of
+// the weights and the collectives the planner places; counts that N does not divide, classes
+// without collective bodies and architectures without split rules are refused by name.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../interp/tiny_model.hpp"
+#include "emit/opcodes.hpp"
+#include "estimate/analysis.hpp"
+
+namespace met {
+namespace {
+
+std::string with(std::string config, const std::string& key, const std::string& value) {
+  const auto at = config.find("\"" + key + "\"");
+  REQUIRE(at != std::string::npos);
+  const auto colon = config.find(':', at), end = config.find_first_of(",}", colon);
+  return config.replace(colon + 1, end - colon - 1, " " + value);
+}
+
+std::int64_t count_ops(const emit::ProgramDesc& p, const std::string& name) {
+  std::int64_t n = 0;
+  for (const auto& d : p.instrs) n += emit::find_opcode(d.opcode)->name == name;
+  return n;
+}
+
+// Weight bytes one decode step of one row reads on a rank: every checkpoint tensor of its packet,
+// the embedding table replaced by the one row a token gathers (what the planner charges).
+double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifest& w, double hidden) {
+  double bytes = 0;
+  for (const auto& t : f.tensors) {
+    if (t.source != MET_SOURCE_CHECKPOINT) continue;
+    const bool table = w.tensors[t.ref].name == "model.embed_tokens.weight";
+    bytes += table ? hidden * 2 : static_cast<double>(t.bytes);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP table and runs the planner's collectives per step (a split that drops or repeats a weight, or a missing all-reduce, fails)") {
+  for (const char* cfg : {"tiny-llama3-kv8.json", "tiny-llama3.json"}) {  // untied, and a tied head (TP 2 only: 2 KV heads)
+    CAPTURE(cfg);
+    const auto ckpt = testing::tiny_checkpoint(std::string("tp-bytes-") + cfg, testing::oracle_config(cfg));
+    const auto graph = testing::graph_of(ckpt);
+    auto& tl = testing::tree_lib();
+    auto h200 = planner::resolve_target(tl.lib, "h200-sxm");  // host-cpu has no interconnect, so no TP table
+    REQUIRE(h200.ok());
+    estimate::Options o;
+    o.mode = planner::Mode::decode;
+    o.rows = 1;
+    auto an = estimate::analyze(tl.lib, *h200, graph, o);
+    REQUIRE(an.ok());
+    const double hidden = graph.params.at("hidden");
+    const std::int64_t layers = static_cast<std::int64_t>(graph.params.at("layers"));
+    for (int tp : {2, 4, 8}) {
+      CAPTURE(tp);
+      if (static_cast<int>(graph.params.at("kv_heads")) % tp != 0) continue;
+      testing::EmitSpec spec;
+      spec.tp = tp;
+      auto a = testing::emit_checkpoint(ckpt, spec);
+      REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+      REQUIRE(a->other_ranks.size() == static_cast<std::size_t>(tp - 1));
+      const estimate::CaseEstimate* row = nullptr;
+      for (const auto& c : an->tp)
+        if (c.tp == tp) row = &c;
+      REQUIRE(row != nullptr);
+      const auto coll = estimate::tp_collectives(graph, tp);
+      CHECK(coll.all_reduces == 2 * layers);
+      CHECK(coll.gathers == 1);
+      std::vector<const emit::PacketFile*> ranks{&a->packet};
+      for (const auto& p : a->other_ranks) ranks.push_back(&p);
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        CAPTURE(r);
+        CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
+        CHECK(ranks[r]->tp_rank == r);
+        CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden) == doctest::Approx(row->weight_bytes).epsilon(1e-12));
+        for (const auto& p : ranks[r]->programs) {
+          CAPTURE(p.name);
+          CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
+          CHECK(count_ops(p, "allgather_cols") == coll.gathers);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a rank holds whole heads: its qkv window is its q heads then its k and v heads, its o window their columns (a split by rows of the fused qkv, or o cut by rows, fails)") {
+  const auto ckpt = testing::tiny_checkpoint("tp-windows", testing::oracle_config("tiny-llama3-kv8.json"));
+  testing::EmitSpec spec;
+  spec.tp = 4;
+  auto a = testing::emit_checkpoint(ckpt, spec);
+  REQUIRE(a.ok());
+  const emit::WeightEntry* qkv = nullptr;
+  const emit::WeightEntry* o = nullptr;
+  for (const auto& e : a->weights.tensors) {
+    if (e.name == "model.layers.0.self_attn.qkv.rank2") qkv = &e;
+    if (e.name == "model.layers.0.self_attn.o_proj.weight.rank2") o = &e;
+  }
+  REQUIRE(qkv != nullptr);
+  REQUIRE(o != nullptr);
+  // 8 heads and 8 KV heads of 32 over hidden 256: rank 2 of 4 takes rows [128, 192) of q, k and v.
+  REQUIRE(qkv->parts.size() == 3);
+  CHECK(qkv->parts[0].window == std::vector<std::uint64_t>{128, 64, 0, 256});
+  CHECK(qkv->parts[1].window == std::vector<std::uint64_t>{128, 64, 0, 256});
+  CHECK(qkv->parts[2].window == std::vector<std::uint64_t>{128, 64, 0, 256});
+  CHECK(qkv->shape == std::vector<std::uint64_t>{192, 256});
+  REQUIRE(o->parts.size() == 1);
+  CHECK(o->parts[0].window == std::vector<std::uint64_t>{0, 256, 128, 64});
+  CHECK(o->shape == std::vector<std::uint64_t>{256, 64});
+  // The manifest round-trips its windows.
+  auto back = emit::parse_weights_manifest(emit::to_json(a->weights), "weights.json");
+  REQUIRE(back.ok());
+  CHECK(emit::to_json(*back) == emit::to_json(a->weights));
+}
+
+TEST_CASE("--tp that does not divide the KV heads, the heads, the intermediate size or the vocabulary is refused with the config key (never replicated or rounded)") {
+  const std::string base = testing::oracle_config("tiny-llama3-kv8.json");
+  struct Case {
+    std::string config;
+    int tp;
+    std::string want;
+  };
+  const Case cases[] = {
+      {testing::oracle_config("tiny-llama3.json"), 4, "num_key_value_heads = 2 is not a multiple of 4"},
+      {with(with(base, "num_attention_heads", "4"), "num_key_value_heads", "4"), 8, "num_attention_heads = 4 is not a multiple of 8"},
+      {with(base, "intermediate_size", "516"), 8, "intermediate_size = 516 is not a multiple of 8"},
+      {with(base, "vocab_size", "1020"), 8, "vocab_size = 1020 is not a multiple of 8"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.want);
+    const auto ckpt = testing::tiny_checkpoint("tp-refused", c.config);
+    testing::EmitSpec spec;
+    spec.tp = c.tp;
+    auto a = testing::emit_checkpoint(ckpt, spec);
+    REQUIRE_FALSE(a.ok());
+    CHECK(a.error().message.find(ckpt.string() + "/config.json: --tp " + std::to_string(c.tp) + ": " + c.want) !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3 and Qwen3-MoE is refused by name") {
+  const auto llama = testing::tiny_checkpoint("tp-class", testing::oracle_config("tiny-llama3-kv8.json"));
+  testing::EmitSpec spec;
+  spec.tp = 2;
+  spec.device = "h200-sxm";
+  auto gpu = testing::emit_checkpoint(llama, spec);
+  REQUIRE_FALSE(gpu.ok());
+  CHECK(gpu.error().message.find("class 'hopper' has no collective bodies yet") != std::string::npos);
+  spec.device = "host-cpu";
+  spec.tp = 3;
+  auto three = testing::emit_checkpoint(llama, spec);
+  REQUIRE_FALSE(three.ok());
+  CHECK(three.error().message.find("--tp 3 is not one of 1, 2, 4, 8") != std::string::npos);
+  spec.tp = 2;
+  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma3.json", "rmsnorm:post_attn_norm (kernels/circuits/gemma3.toml:"},
+                                                         {"tiny-qwen3-moe.json", "moe_router (kernels/circuits/moe.toml:"}};
+  for (const auto& [cfg, node] : refused) {
+    const std::string name = cfg, want = node;
+    CAPTURE(name);
+    const auto ckpt = testing::tiny_checkpoint("tp-arch", testing::oracle_config(name));
+    auto a = testing::emit_checkpoint(ckpt, spec);
+    REQUIRE_FALSE(a.ok());
+    CHECK(a.error().message.find(want) != std::string::npos);
+    CHECK(a.error().message.find("have no tensor-parallel split rule") != std::string::npos);
+  }
+}
+
+}  // namespace met
