@@ -164,7 +164,23 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     }
     // Scales: stacked like the parts. A part that does not end on a block boundary would shift
     // the next part's blocks, so rows are re-blocked at g = gcd(block, rows of every part but the last).
-    if (!e.scale_parts.empty()) {
+    if (!e.scale_parts.empty() && e.block.empty()) {
+      // Per-tensor scales (modelopt): one float per row, each part's rows repeating its scale, so the
+      // view is a block of 1 x cols and a fused q/k/v keeps each projection's own scale.
+      const std::uint64_t cols = e.parts[0].shape.size() == 2 ? e.parts[0].shape[1] : 0;
+      s.scale_bytes = e.shape.at(0) * sizeof(float);
+      std::byte* buf = own(s.scale_bytes);
+      std::uint64_t row = 0;
+      for (std::size_t k = 0; k < e.parts.size(); ++k) {
+        MET_TRY(auto ptr, part_bytes(e.scale_parts[k], e.name));
+        float v = 0;
+        std::memcpy(&v, ptr, sizeof v);
+        for (std::uint64_t j = 0; j < e.parts[k].shape[0]; ++j, ++row) std::memcpy(buf + row * sizeof v, &v, sizeof v);
+      }
+      s.scales = buf;
+      s.block_rows = 1;
+      s.block_cols = static_cast<std::int32_t>(cols);
+    } else if (!e.scale_parts.empty()) {
       const std::uint64_t br = e.block.at(0), bc = e.block.at(1);
       std::uint64_t g = br;
       for (std::size_t k = 0; k + 1 < e.parts.size(); ++k) g = std::gcd(g, e.parts[k].shape[0]);

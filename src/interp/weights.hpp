@@ -35,7 +35,8 @@ class LoadedWeights {
   // Contiguous bytes of the stacked entry, aligned to its element size.
   const std::byte* data(std::size_t e) const { return slots_[e].data; }
   std::uint64_t bytes(std::size_t e) const { return slots_[e].bytes; }
-  // F32 block scales [ceil(rows / block_rows), ceil(cols / block_cols)] (nullptr without scales).
+  // F32 block scales [ceil(rows / block_rows), ceil(cols / block_cols)] (nullptr without scales);
+  // per-tensor scales come as one per row (block 1 x cols).
   const std::byte* scales(std::size_t e) const { return slots_[e].scales; }
   std::uint64_t scale_bytes(std::size_t e) const { return slots_[e].scale_bytes; }
   // Scale block of the stacked entry: the checkpoint's block, or finer rows when fused parts do not
