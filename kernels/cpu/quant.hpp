@@ -29,6 +29,9 @@ struct MetHostWeight {
   std::int32_t block_rows;  // fp8-e4m3 scale block (e.g. 128 x 128; 1 x cols = per channel)
   std::int32_t block_cols;
   float tensor_scale;       // nvfp4 global scale; ignored otherwise
+  // W8A8 with a static per-tensor activation scale (modelopt's input_scale): the math reads each
+  // activation as e4m3(x / act_scale) * act_scale. 0: activations are read as bf16 (W8A16, W16A16).
+  float act_scale;
 };
 
 namespace met::cpu {
@@ -150,6 +153,16 @@ inline float dot_bf16_f32(const std::uint16_t* x, const float* w, std::int64_t n
   return acc;
 }
 
+// The dot of an activation row with a decoded weight row as the weight's path reads activations:
+// bf16, or (act_scale > 0, W8A8 static) quantised to e4m3 with the per-tensor scale first.
+inline float dot_act(const MetHostWeight& w, const std::uint16_t* x, const float* wrow, std::int64_t n) {
+  if (w.act_scale <= 0.0f) return dot_bf16_f32(x, wrow, n);
+  const float s = w.act_scale;
+  float acc = 0.0f;
+  for (std::int64_t c = 0; c < n; ++c) acc += fp8_e4m3_to_f32(f32_to_fp8_e4m3(bf16_to_f32(x[c]) / s)) * s * wrow[c];
+  return acc;
+}
+
 // Row-at-a-time dot products against a bf16 activation row; fp32 accumulation in column order,
 // so gemv, gemm and the fused bodies produce bit-identical sums for the same (row, weight row).
 class RowDot {
@@ -157,7 +170,7 @@ class RowDot {
   explicit RowDot(const MetHostWeight& w) : w_(w), row_(static_cast<std::size_t>(w.cols)) {}
   float operator()(const std::uint16_t* x, std::int64_t r) {
     weight_row(w_, r, row_.data());
-    return dot_bf16_f32(x, row_.data(), w_.cols);
+    return dot_act(w_, x, row_.data(), w_.cols);
   }
   const MetHostWeight& weight() const { return w_; }
 

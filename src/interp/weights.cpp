@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -180,6 +182,19 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
       s.scales = buf;
       s.block_rows = 1;
       s.block_cols = static_cast<std::int32_t>(cols);
+      // Static activation scales: the parts of a fused entry read one input (q/k/v the same normed
+      // row, gate/up too), so they share the largest of their calibrated scales, as vLLM's
+      // modelopt loader does; a smaller one would clip what the larger was calibrated to hold.
+      for (const auto& p : e.input_scale_parts) {
+        MET_TRY(auto ptr, part_bytes(p, e.name));
+        float v = 0;
+        std::memcpy(&v, ptr, sizeof v);
+        if (!(v > 0.0f) || !std::isfinite(v)) {
+          return fail(fmt::format("weight '{}': input scale '{}' is {}; a static activation scale must be finite and positive",
+                                  e.name, p.tensor, v));
+        }
+        s.act_scale = std::max(s.act_scale, v);
+      }
     } else if (!e.scale_parts.empty()) {
       const std::uint64_t br = e.block.at(0), bc = e.block.at(1);
       std::uint64_t g = br;
@@ -236,6 +251,7 @@ Expected<MetHostWeight> LoadedWeights::host_weight(std::size_t e) const {
   h.block_rows = slots_[e].block_rows;
   h.block_cols = slots_[e].block_cols;
   h.tensor_scale = 1.0f;
+  h.act_scale = slots_[e].act_scale;
   return h;
 }
 

@@ -60,6 +60,7 @@ class LoadedWeights {
     const std::byte* scales = nullptr;
     std::uint64_t scale_bytes = 0;
     std::int32_t block_rows = 0, block_cols = 0;
+    float act_scale = 0;  // static per-tensor activation scale (W8A8), 0 without
   };
   LoadedWeights();
 

@@ -688,12 +688,29 @@ TEST_CASE("an fp8 KV cache on a checkpoint that carries calibrated KV scales (mo
         std::string::npos);
 }
 
-TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) has no W8A8 path on host-cpu: emit refuses its Linear groups as no path, never runs them weight-only") {
-  const auto dir = testing::tiny_checkpoint("modelopt-nopath", testing::tiny_llama_config(2, 128), 7, Format::fp8_e4m3,
+TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for host-cpu and is refused for h200-sxm, whose class has no W8A8 body: never run weight-only (a W8A16 substitute fails)") {
+  const auto dir = testing::tiny_checkpoint("modelopt-paths", testing::tiny_llama_config(2, 128), 7, Format::fp8_e4m3,
                                             model::Fp8Layout::modelopt);
-  testing::EmitSpec spec;  // bf16 KV: the checkpoint's KV scales stay unused
-  auto a = testing::emit_checkpoint(dir, spec);
-  REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message.find("no path for fp8-e4m3 x fp8-e4m3") != std::string::npos);
-  CHECK(a.error().message.find("linear:qkv") != std::string::npos);
+  testing::EmitSpec cpu;  // bf16 KV: the checkpoint's KV scales stay unused
+  auto a = testing::emit_checkpoint(dir, cpu);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto target = planner::resolve_target(testing::tree_lib().lib, "host-cpu");
+  REQUIRE(target.ok());
+  const auto graph = testing::graph_of(dir);
+  const auto plan = plan_for(*target, graph, planner::Mode::decode, 1);
+  int w8a8 = 0;
+  for (const auto& sc : plan.scopes)
+    for (const auto& g : sc.groups) {
+      if (!g.exec || g.exec->weight != "fp8-e4m3") continue;
+      CHECK(g.exec->act_math == "fp8-e4m3");
+      ++w8a8;
+    }
+  CHECK(w8a8 > 0);
+  testing::EmitSpec gpu;
+  gpu.device = "h200-sxm";
+  gpu.buckets = {128};
+  gpu.max_ctx = 256;
+  auto h = testing::emit_checkpoint(dir, gpu);
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error().message.find("fp8-e4m3 x fp8-e4m3") != std::string::npos);
 }

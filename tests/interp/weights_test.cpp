@@ -221,6 +221,16 @@ TEST_CASE("modelopt fp8: a fused q/k/v decodes each row with its own projection'
   CHECK(h->block_cols == h->cols);
   const auto& e = m.tensors[*qkv];
   REQUIRE(e.parts.size() == 3);
+  float act_scale = 0;  // the largest of the parts' static input scales
+  REQUIRE(e.input_scale_parts.size() == 3);
+  for (const auto& p : e.input_scale_parts) {
+    const std::string b = ck.tensor(p.tensor);
+    float v = 0;
+    std::memcpy(&v, b.data(), sizeof v);
+    act_scale = std::max(act_scale, v);
+  }
+  CHECK(act_scale > 0);
+  CHECK(h->act_scale == act_scale);
   std::int64_t row = 0;
   std::vector<float> got(static_cast<std::size_t>(h->cols));
   for (std::size_t k = 0; k < 3; ++k) {

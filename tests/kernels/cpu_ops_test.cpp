@@ -281,6 +281,43 @@ TEST_CASE("gemm rows=70 in=128 out=48 bf16 and fp8-e4m3 matches fp64 and equals 
   }
 }
 
+// x quantised as a static W8A8 path reads it: the e4m3 value nearest to x / s (ties to the even
+// code, saturating at 448), times s; found by search over the codes' definition (def_e4m3).
+Dbl quantise_static(const Bf16& x, float s) {
+  Dbl out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = bf16_to_f32(x[i]) / s, a = std::min(std::abs(v), 448.0);  // x / s in fp32, as the body divides
+    int best = 0;
+    for (int c = 1; c < 127; ++c) {
+      const double d = std::abs(def_e4m3(static_cast<std::uint8_t>(c)) - a), bd = std::abs(def_e4m3(static_cast<std::uint8_t>(best)) - a);
+      if (d < bd || (d == bd && c % 2 == 0)) best = c;
+    }
+    out[i] = std::copysign(def_e4m3(static_cast<std::uint8_t>(best)), v) * s;
+  }
+  return out;
+}
+
+TEST_CASE("W8A8 static (act_scale 0.01): gemv and gemm read every activation as e4m3(x / s) * s and match fp64 over the quantised inputs; W8A16 of the same weight does not (an act_scale left unread fails)") {
+  std::mt19937 g(33);
+  auto t = make_weight(g, MET_WEIGHT_FP8_E4M3, 40, 128, 1, 128);
+  const auto x = random_bf16(g, 5 * 128, -3, 3);
+  Bf16 y16(5 * 40), y8(5 * 40), y8m(5 * 40);
+  met_gemv(x.data(), &t.w, y16.data(), 5, 0, t.w.rows);
+  t.w.act_scale = 0.01f;
+  met_gemv(x.data(), &t.w, y8.data(), 5, 0, t.w.rows);
+  met_gemm(x.data(), &t.w, y8m.data(), 5, 0, t.w.rows);
+  const Dbl ref8 = ref_linear(quantise_static(x, 0.01f), t, 5), ref16 = ref_linear(to_dbl(x), t, 5);
+  check_close(y8, ref8, 1e-2);
+  CHECK(y8m == y8);
+  double max_ref = 0, far = 0;
+  for (std::size_t i = 0; i < ref8.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(ref16[i]));
+    far = std::max(far, std::abs(ref8[i] - ref16[i]));
+  }
+  CHECK(far > 1e-2 * max_ref);  // the two paths are told apart at the tolerance above
+  check_close(y16, ref16, 1e-2);
+}
+
 // ---------------------------------------------------------------- elementwise
 
 TEST_CASE("embed rows=5 vocab=50 dim=64 bf16 and fp8-e4m3 gathers the token rows") {
