@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "bf16.hpp"
+#include "quant.hpp"
 
 // Attention geometry and options. window 0 = full causal; softcap 0 = off; scale is applied to
-// q.k before the softcap (usually 1/sqrt(head_dim)).
+// q.k before the softcap (usually 1/sqrt(head_dim)). kv_fp8 1: the caches hold e4m3 codes, K =
+// code * k_scale, V = code * v_scale (quant.hpp kv_load); 0: bf16 caches.
 struct MetAttnShape {
   std::int32_t heads;
   std::int32_t kv_heads;
@@ -20,6 +22,9 @@ struct MetAttnShape {
   std::int32_t window;
   float softcap;
   float scale;
+  std::int32_t kv_fp8 = 0;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 namespace met::cpu {
@@ -49,9 +54,9 @@ inline void attend_range(const std::uint16_t* q, const std::uint16_t* k_cache, c
   std::vector<float> scores(static_cast<std::size_t>(hi - lo));
   float m_new = st.m;
   for (std::int64_t j = lo; j < hi; ++j) {
-    const std::uint16_t* k = k_cache + (base + j) * kw + static_cast<std::int64_t>(kv_head) * s.head_dim;
+    const std::int64_t k = (base + j) * kw + static_cast<std::int64_t>(kv_head) * s.head_dim;
     float dot = 0.0f;
-    for (std::int32_t d = 0; d < s.head_dim; ++d) dot += bf16_to_f32(q[d]) * bf16_to_f32(k[d]);
+    for (std::int32_t d = 0; d < s.head_dim; ++d) dot += bf16_to_f32(q[d]) * kv_load(k_cache, k + d, s.kv_fp8, s.k_scale);
     float score = dot * s.scale;
     if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
     scores[static_cast<std::size_t>(j - lo)] = score;
@@ -61,11 +66,11 @@ inline void attend_range(const std::uint16_t* q, const std::uint16_t* k_cache, c
   st.l *= carry;
   for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] *= carry;
   for (std::int64_t j = lo; j < hi; ++j) {
-    const std::uint16_t* v = v_cache + (base + j) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
+    const std::int64_t v = (base + j) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
     const float p = std::exp(scores[static_cast<std::size_t>(j - lo)] - m_new);
     st.l += p;
     const float pb = round_bf16(p);
-    for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] += pb * bf16_to_f32(v[d]);
+    for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] += pb * kv_load(v_cache, v + d, s.kv_fp8, s.v_scale);
   }
   st.m = m_new;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "bf16.hpp"
+#include "quant.hpp"
 
 // Rotary and head geometry shared by rope and the fused qkv bodies. Rotation is the half-split
 // ("neox") form over the first rotary_dim dims of each head: inv_freq_i = theta^(-2i/rotary_dim),
@@ -19,6 +20,9 @@ struct MetRopeShape {
   std::int32_t head_dim;
   std::int32_t rotary_dim;
   float theta;
+  std::int32_t kv_fp8 = 0;  // the fused qkv bodies' caches: as MetAttnShape's (attention.hpp)
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
 
 namespace met::cpu {
@@ -70,9 +74,10 @@ inline void rope_heads(std::uint16_t* x, std::int32_t n_heads, std::int32_t head
 
 // Copies one row's K [kv_heads*head_dim] and V [kv_heads*v_head_dim] to cache slot `slot`.
 inline void kv_append_row(const std::uint16_t* k, const std::uint16_t* v, std::uint16_t* k_cache,
-                          std::uint16_t* v_cache, std::int64_t slot, std::int64_t k_width, std::int64_t v_width) {
-  for (std::int64_t i = 0; i < k_width; ++i) k_cache[slot * k_width + i] = k[i];
-  for (std::int64_t i = 0; i < v_width; ++i) v_cache[slot * v_width + i] = v[i];
+                          std::uint16_t* v_cache, std::int64_t slot, std::int64_t k_width, std::int64_t v_width,
+                          std::int32_t kv_fp8, float k_scale, float v_scale) {
+  for (std::int64_t i = 0; i < k_width; ++i) kv_store(k_cache, slot * k_width + i, k[i], kv_fp8, k_scale);
+  for (std::int64_t i = 0; i < v_width; ++i) kv_store(v_cache, slot * v_width + i, v[i], kv_fp8, v_scale);
 }
 
 inline float silu_f32(float g) { return g / (1.0f + std::exp(-g)); }
@@ -149,12 +154,13 @@ extern "C" void met_rope(std::uint16_t* q, std::int64_t q_stride, std::uint16_t*
 }
 
 // Cache layout: k_cache [slot][kv_heads][head_dim], v_cache [slot][kv_heads][v_head_dim];
-// slots[r] is the flat cache slot of row r (sequence base + position).
-extern "C" void met_kv_append(const std::uint16_t* k, std::int64_t k_stride, const std::uint16_t* v, std::int64_t v_stride, std::uint16_t* k_cache, std::uint16_t* v_cache, const std::int64_t* slots, std::int64_t rows, std::int32_t kv_heads, std::int32_t head_dim, std::int32_t v_head_dim) {
+// slots[r] is the flat cache slot of row r (sequence base + position). kv_fp8 1: e4m3 caches of
+// x / k_scale and x / v_scale (quant.hpp kv_store).
+extern "C" void met_kv_append(const std::uint16_t* k, std::int64_t k_stride, const std::uint16_t* v, std::int64_t v_stride, std::uint16_t* k_cache, std::uint16_t* v_cache, const std::int64_t* slots, std::int64_t rows, std::int32_t kv_heads, std::int32_t head_dim, std::int32_t v_head_dim, std::int32_t kv_fp8, float k_scale, float v_scale) {
   const std::int64_t kw = static_cast<std::int64_t>(kv_heads) * head_dim;
   const std::int64_t vw = static_cast<std::int64_t>(kv_heads) * v_head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::kv_append_row(k + r * k_stride, v + r * v_stride, k_cache, v_cache, slots[r], kw, vw);
+    met::cpu::kv_append_row(k + r * k_stride, v + r * v_stride, k_cache, v_cache, slots[r], kw, vw, kv_fp8, k_scale, v_scale);
 }
 
 // x += y over n elements.

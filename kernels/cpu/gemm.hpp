@@ -22,7 +22,7 @@ inline void gemm_products(const std::uint16_t* x, const MetHostWeight* w, std::i
     const std::int64_t r1 = std::min(rows, r0 + kGemmRowBlock);
     for (std::int64_t j = 0; j < n; ++j) {
       weight_row(*w, w0 + j, wrow.data());
-      for (std::int64_t r = r0; r < r1; ++r) p[r * ldp + j] = f32_to_bf16(dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols));
+      for (std::int64_t r = r0; r < r1; ++r) p[r * ldp + j] = f32_to_bf16(dot_act(*w, x + r * w->cols, wrow.data(), w->cols));
     }
   }
 }

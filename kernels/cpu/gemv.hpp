@@ -49,10 +49,10 @@ inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, float e
       if (k_norm_w) rmsnorm_row(head, k_norm_w, head, 1, hd, eps);
       rope_heads(head, 1, s.head_dim, s.rotary_dim, s.theta, inv_freq, pos);
       const std::int64_t kh = u - s.heads;
-      for (std::int64_t i = 0; i < hd; ++i) k_cache[slot * kw + kh * hd + i] = head[i];
+      for (std::int64_t i = 0; i < hd; ++i) kv_store(k_cache, slot * kw + kh * hd + i, head[i], s.kv_fp8, s.k_scale);
     } else {
       const std::int64_t vh = u - s.heads - s.kv_heads;
-      for (std::int64_t i = 0; i < hd; ++i) v_cache[slot * kw + vh * hd + i] = head[i];
+      for (std::int64_t i = 0; i < hd; ++i) kv_store(v_cache, slot * kw + vh * hd + i, head[i], s.kv_fp8, s.v_scale);
     }
   }
 }

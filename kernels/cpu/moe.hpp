@@ -74,7 +74,7 @@ extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight
     for (std::int64_t j = 0; j < width; ++j) {
       met::cpu::weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + j, row.data());
       for (const std::int64_t t : by_expert[e])
-        gu[static_cast<std::size_t>(t * width + j)] = met::cpu::f32_to_bf16(met::cpu::dot_bf16_f32(x + (t / top_k) * hidden, row.data(), hidden));
+        gu[static_cast<std::size_t>(t * width + j)] = met::cpu::f32_to_bf16(met::cpu::dot_act(*w_gate_up, x + (t / top_k) * hidden, row.data(), hidden));
     }
   }
   for (std::int64_t t = 0; t < rows * top_k; ++t) met::cpu::silu_mul_row(gu.data() + t * width, h + t * inter, inter);
@@ -95,7 +95,7 @@ extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down
       met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
       for (const std::int64_t t : by_expert[e])
         acc[static_cast<std::size_t>((t / top_k) * hidden + o)] +=
-            met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_bf16_f32(h + t * inter, row.data(), inter)));
+            met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_act(*w_down, h + t * inter, row.data(), inter)));
     }
   }
   for (std::size_t k = 0; k < acc.size(); ++k) y[k] = met::cpu::f32_to_bf16(acc[k]);

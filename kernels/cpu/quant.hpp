@@ -29,6 +29,9 @@ struct MetHostWeight {
   std::int32_t block_rows;  // fp8-e4m3 scale block (e.g. 128 x 128; 1 x cols = per channel)
   std::int32_t block_cols;
   float tensor_scale;       // nvfp4 global scale; ignored otherwise
+  // W8A8 with a static per-tensor activation scale (modelopt's input_scale): the math reads each
+  // activation as e4m3(x / act_scale) * act_scale. 0: activations are read as bf16 (W8A16, W16A16).
+  float act_scale;
 };
 
 namespace met::cpu {
@@ -56,6 +59,40 @@ inline float fp8_e4m3_to_f32(std::uint8_t v) {
   }
   constexpr std::uint32_t kBiasShift = 127 - 7;
   return bits_to_f32(sign | ((exp + kBiasShift) << 23) | (man << 20));
+}
+
+// The e4m3 code nearest to f, ties to the even code; magnitudes past 448 saturate to 448 (as a
+// scaled fp8 conversion clamps); NaN stays NaN (0x7f).
+inline std::uint8_t f32_to_fp8_e4m3(float f) {
+  if (std::isnan(f)) return 0x7fu;
+  const std::uint8_t sign = std::signbit(f) ? 0x80u : 0x00u;
+  constexpr float kMax = 448.0f, kMinNormal = 1.0f / 64.0f;  // 1.75 * 2^8, 2^-6
+  const float a = std::fmin(std::fabs(f), kMax);
+  if (a < kMinNormal) {  // subnormal steps of 2^-9; 8 steps is the smallest normal, code 8
+    return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(std::nearbyint(a * 512.0f)));
+  }
+  int e = 0;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  int exp = e - 1;                    // a = (2m) * 2^exp, 2m in [1, 2)
+  int man = static_cast<int>(std::nearbyint((2.0f * m - 1.0f) * 8.0f));
+  if (man == 8) {
+    man = 0;
+    ++exp;
+  }
+  const int code = std::min((exp + 7) << 3 | man, 0x7e);
+  return static_cast<std::uint8_t>(sign | static_cast<std::uint8_t>(code));
+}
+
+// KV cache elements. The bodies take the caches as bf16 pointers; where the op's kv_fp8 is 1 their
+// bytes are e4m3 codes of x / scale (one per-tensor scale per cache), read back as code * scale.
+inline float kv_load(const std::uint16_t* cache, std::int64_t i, std::int32_t fp8, float scale) {
+  return fp8 ? fp8_e4m3_to_f32(reinterpret_cast<const std::uint8_t*>(cache)[i]) * scale : bf16_to_f32(cache[i]);
+}
+inline void kv_store(std::uint16_t* cache, std::int64_t i, std::uint16_t bf16, std::int32_t fp8, float scale) {
+  if (fp8)
+    reinterpret_cast<std::uint8_t*>(cache)[i] = f32_to_fp8_e4m3(bf16_to_f32(bf16) / scale);
+  else
+    cache[i] = bf16;
 }
 
 // fp4 e2m1: 1 sign, 2 exponent (bias 1), 1 mantissa bit: +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
@@ -116,6 +153,16 @@ inline float dot_bf16_f32(const std::uint16_t* x, const float* w, std::int64_t n
   return acc;
 }
 
+// The dot of an activation row with a decoded weight row as the weight's path reads activations:
+// bf16, or (act_scale > 0, W8A8 static) quantised to e4m3 with the per-tensor scale first.
+inline float dot_act(const MetHostWeight& w, const std::uint16_t* x, const float* wrow, std::int64_t n) {
+  if (w.act_scale <= 0.0f) return dot_bf16_f32(x, wrow, n);
+  const float s = w.act_scale;
+  float acc = 0.0f;
+  for (std::int64_t c = 0; c < n; ++c) acc += fp8_e4m3_to_f32(f32_to_fp8_e4m3(bf16_to_f32(x[c]) / s)) * s * wrow[c];
+  return acc;
+}
+
 // Row-at-a-time dot products against a bf16 activation row; fp32 accumulation in column order,
 // so gemv, gemm and the fused bodies produce bit-identical sums for the same (row, weight row).
 class RowDot {
@@ -123,7 +170,7 @@ class RowDot {
   explicit RowDot(const MetHostWeight& w) : w_(w), row_(static_cast<std::size_t>(w.cols)) {}
   float operator()(const std::uint16_t* x, std::int64_t r) {
     weight_row(w_, r, row_.data());
-    return dot_bf16_f32(x, row_.data(), w_.cols);
+    return dot_act(w_, x, row_.data(), w_.cols);
   }
   const MetHostWeight& weight() const { return w_; }
 

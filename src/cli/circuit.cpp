@@ -62,6 +62,16 @@ Expected<std::vector<estimate::MeasuredCase>> load_measured(const std::vector<st
   return out;
 }
 
+}  // namespace
+
+Expected<Format> kv_dtype_format(const std::string& name) {
+  if (name == "bf16") return Format::bf16;
+  if (name == "fp8") return Format::fp8_e4m3;
+  return fail(fmt::format("--kv-dtype: unknown KV cache format '{}': {}", name, suggest(name, {"bf16", "fp8"})));
+}
+
+namespace {
+
 // The command that regenerates an output: every choice that differs from the defaults.
 std::string command_line(const PlanArgs& a, std::int64_t rows) {
   std::string s = fmt::format("met circuit plan --hardware {}", a.hardware);
@@ -69,6 +79,7 @@ std::string command_line(const PlanArgs& a, std::int64_t rows) {
   else s += fmt::format(" --model {}", a.model);
   if (!a.revision.empty()) s += fmt::format(" --revision {}", a.revision);
   if (!a.precision.empty()) s += fmt::format(" --precision {}", a.precision);
+  if (!a.kv_dtype.empty()) s += fmt::format(" --kv-dtype {}", a.kv_dtype);
   if (a.mode != "decode") s += fmt::format(" --mode {} --rows {}", a.mode, rows);
   if (a.context) s += fmt::format(" --context {}", *a.context);
   if (a.tp != 1) s += fmt::format(" --tp {}", a.tp);
@@ -124,6 +135,9 @@ Expected<std::string> plan_output(const planner::Library& lib, const PlanArgs& a
                               ref.kind == ModelRef::Kind::instance ? "golden instance" : "stored config", ref.canonical));
     }
     canonical.model = ref.canonical;
+  }
+  if (!a.kv_dtype.empty()) {
+    MET_TRY(graph.kv, kv_dtype_format(a.kv_dtype));
   }
   estimate::Options opt;
   opt.basis = basis;

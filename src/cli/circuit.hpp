@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/expected.hpp"
+#include "core/format.hpp"
 #include "planner/library.hpp"
 
 namespace met::cli {
@@ -18,6 +20,7 @@ struct PlanArgs {
   std::string revision;         // --revision of a Hub model ("" = main)
   std::string checkpoint;       // directory; exclusive with model
   std::string precision;        // recipe | declared ("" = recipe for --model, declared for --checkpoint)
+  std::string kv_dtype;         // bf16 | fp8 ("" = the model's: the checkpoint's declared KV format, else its activations')
   std::string mode = "decode";
   std::optional<std::int64_t> rows;
   std::optional<std::int64_t> context;
@@ -30,6 +33,9 @@ struct PlanArgs {
 };
 
 inline constexpr const char* kDefaultModel = "llama-3.1-8b-instruct";
+
+// --kv-dtype of plan and emit: "bf16" or "fp8" (e4m3 with a per-tensor scale).
+Expected<Format> kv_dtype_format(const std::string& name);
 
 int run_devices(const planner::Library& lib);
 int run_kernels(const planner::Library& lib, const std::string& hardware);

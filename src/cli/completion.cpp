@@ -50,7 +50,8 @@ std::map<std::string, std::vector<std::string>> flag_values(const planner::Libra
       {"--precision", {"recipe", "declared"}},
       {"--basis", {"datasheet", "measured"}},
       {"--backend", {"cpu", "cuda", "cpu-oracle"}},
-      {"--dtype", {"bf16", "fp8-e4m3"}},
+      {"--dtype", {"bf16", "fp8-block128", "fp8-modelopt", "fp8-e4m3"}},
+      {"--kv-dtype", {"bf16", "fp8"}},
   };
 }
 

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   auto* ckpt_opt = plan->add_option("--checkpoint", args.checkpoint, "Hugging Face checkpoint directory (config.json, safetensors)");
   model_opt->excludes(ckpt_opt);
   plan->add_option("--precision", args.precision, "recipe | declared");
+  plan->add_option("--kv-dtype", args.kv_dtype,
+                   "KV cache format: bf16 | fp8 (e4m3, per-tensor scale); default: the checkpoint's declared KV format, "
+                   "else its activations'");
   plan->add_option("--mode", args.mode, "decode | batch | prefill | verify (K draft tokens against the cache)")
       ->capture_default_str();
   plan->add_option("--rows", args.rows, "sequences (batch) or prompt tokens (prefill)");

@@ -17,6 +17,7 @@
 #include "cli/embedded_tree.hpp"
 #include "core/suggest.hpp"
 #include "model/circuit.hpp"
+#include "model/quant.hpp"
 #include "model/safetensors.hpp"
 #include "model/synth.hpp"
 #include "tree/kernel_tree.hpp"
@@ -123,9 +124,9 @@ class Writer {
 };
 
 int run_synth(const SynthArgs& a) {
-  const auto dtype = parse_format(a.dtype);
-  if (!dtype || (*dtype != Format::bf16 && *dtype != Format::fp8_e4m3)) {
-    return error(fmt::format("--dtype: unknown dtype '{}': {}", a.dtype, suggest(a.dtype, {"bf16", "fp8-e4m3"})));
+  const auto dtype = model::parse_synth_dtype(a.dtype);
+  if (!dtype) {
+    return error(fmt::format("--dtype: unknown dtype '{}': {}", a.dtype, suggest(a.dtype, model::synth_dtype_names())));
   }
   if (a.shard_bytes == 0) return error("--shard-bytes: must be positive");
   auto text = read_text(a.config);
@@ -134,7 +135,7 @@ int run_synth(const SynthArgs& a) {
   MemTree tree(embedded_kernel_files(), "kernels/");
   auto circuits = model::load_circuits(tree);
   if (!circuits) return error(circuits.error().message);
-  auto plan = model::plan_synth(*circuits, *text, a.config, model::SynthOptions{a.seed, *dtype});
+  auto plan = model::plan_synth(*circuits, *text, a.config, model::SynthOptions{a.seed, dtype->dtype, dtype->layout});
   if (!plan) return error(plan.error().message);
   auto shards = model::shard_synth(*plan, a.shard_bytes);
   if (!shards) return error(shards.error().message);
@@ -159,6 +160,9 @@ int run_synth(const SynthArgs& a) {
 
   Writer w(*plan, a.threads ? a.threads : std::thread::hardware_concurrency());
   if (auto r = w.write_file(tmp / "config.json", plan->config_json); !r) return cleanup(r.error().message);
+  if (!plan->hf_quant_config_json.empty()) {
+    if (auto r = w.write_file(tmp / model::kHfQuantFile, plan->hf_quant_config_json); !r) return cleanup(r.error().message);
+  }
   for (const auto& s : *shards) {
     if (auto r = w.write_shard(tmp / s.file, s); !r) return cleanup(r.error().message);
   }
@@ -184,7 +188,8 @@ void add_model_commands(CLI::App& model, std::vector<Command>& out) {
   auto* synth = model.add_subcommand("synth", "write a Hugging Face checkpoint directory with seeded random weights");
   synth->add_option("--config", args->config, "config.json of the model (its architecture picks the circuit)")->required();
   synth->add_option("--seed", args->seed, "generator seed: same seed, same bytes")->required();
-  synth->add_option("--dtype", args->dtype, "bf16 | fp8-e4m3 (Linear weights with 128x128 block scales)")->capture_default_str();
+  synth->add_option("--dtype", args->dtype, "bf16 | fp8-block128 (Qwen3-FP8: 128x128 block scales, dynamic activations) | fp8-modelopt (nvidia "
+                    "modelopt FP8: per-tensor weight and input scales, fp8 KV scales) | fp8-e4m3 (= fp8-block128)")->capture_default_str();
   synth->add_option("--out", args->out, "checkpoint directory to write")->required();
   synth->add_option("--shard-bytes", args->shard_bytes, "split into model-0000k-of-0000n.safetensors past this many bytes")
       ->capture_default_str();

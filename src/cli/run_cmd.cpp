@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/circuit.hpp"
 #include "cli/commands.hpp"
 #include "cli/version.hpp"
 #include "core/numfmt.hpp"
@@ -38,6 +39,7 @@ struct EmitArgs {
   std::string decode_rungs, prefill_buckets;
   std::uint32_t threads = 0;
   int tp = 1;
+  std::string kv_dtype = "bf16";
 };
 
 struct RunArgs {
@@ -87,6 +89,9 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   DiskCheckpoint source(a.checkpoint);
   auto graph = model::instantiate_checkpoint(*lib->tree, lib->circuits, source);
   if (!graph) return error(graph.error().message);
+  auto kv = kv_dtype_format(a.kv_dtype);
+  if (!kv) return error(kv.error().message);
+  graph->kv = *kv;  // the plan emit builds (its KV bytes and memory fit) and the caches it allocates
   auto layout = emit::read_checkpoint_layout(source);
   if (!layout) return error(layout.error().message);
   auto config = source.read("config.json");
@@ -114,7 +119,8 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   o.git_commit = build_commit();
   o.gpu_interpreters = gpu_interpreters();
   o.flags = {{"hardware", a.hardware}, {"checkpoint", a.checkpoint}, {"out", a.out}, {"max_ctx", std::to_string(a.max_ctx)},
-             {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}, {"tp", std::to_string(a.tp)}};
+             {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}, {"tp", std::to_string(a.tp)},
+             {"kv_dtype", a.kv_dtype}};
   std::fprintf(stderr, "emit: planning %s on %s\n", graph->id.c_str(), a.hardware.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   auto assets = emit::emit(*lib, *target, *graph, *layout, o);
@@ -373,6 +379,9 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   emit->add_option("--prefill-buckets", ea->prefill_buckets, "prefill row counts, e.g. 64,128 (default: the class's)");
   emit->add_option("--threads", ea->threads, "cpu: worker threads (default 4); GPU: SMs (default: the device's)");
   emit->add_option("--tp", ea->tp, "tensor-parallel ranks: 1, 2, 4, 8 (one packet per rank; cpu class only for now)")
+      ->capture_default_str();
+  emit->add_option("--kv-dtype", ea->kv_dtype,
+                   "KV cache: bf16 | fp8 (e4m3, one scale per cache: 1; a checkpoint with calibrated KV scales is refused)")
       ->capture_default_str();
   out.push_back({emit, [library, ea] { return run_emit(library, *ea); }});
 

@@ -37,9 +37,10 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   const RopeConfig rc = node_rope(b.cfg, *rope);
   t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
                      inv_freq_table(*b.sh, rc, rotary)});
+  const std::pair<float, float> ks = b.sh->kv_scale.at(c.layer);
   MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
-                      /*unit_rows=*/hd},
-                     {b.cfg.eps, static_cast<float>(rc.theta)}));
+                      /*unit_rows=*/hd, b.sh->kv_fp8},
+                     {b.cfg.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
   b.q_src = q;
   b.q_stride = heads * hd;
   return {};
@@ -89,17 +90,21 @@ Expected<void> bind_attention(const KernelSite& site) {
       split_state ? b.buffer("part_ml", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2})
                   : MET_NO_TENSOR;
   const std::int64_t window = param(*at, "window");
+  const auto& ks = b.sh->kv_scale.at(c.layer);
+  const std::int64_t fp8 = b.sh->kv_fp8;
   if (k == "attn_decode_split") {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
-                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1}, {softcap, scale}));
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8},
+                       {softcap, scale, ks.first, ks.second}));
   } else if (fused) {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), sinks, po, pml, out},
-                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1}, {softcap, scale}));
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8},
+                       {softcap, scale, ks.first, ks.second}));
   } else if (k == "attn_decode_merge") {
     MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, splits, /*col_slices=*/1}, {softcap, scale}));
   } else {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::positions, R), b.io(IoField::seq_base, R), sinks, out},
-                       {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1}, {softcap, scale}));
+                       {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1, fp8}, {softcap, scale, ks.first, ks.second}));
   }
   return {};
 }
@@ -126,8 +131,9 @@ Expected<void> bind_kv_append(const KernelSite& site) {
   const std::int64_t vhd = param(*n, "v_head_dim") > 0 ? param(*n, "v_head_dim") : hd;
   const std::int64_t kcol = qkv.stride - kvh * (hd + vhd);
   const auto& kv = b.sh->kv.at(site.c.layer);
+  const auto& ks = b.sh->kv_scale.at(site.c.layer);
   MET_CHECK(site.add({qkv.handle, b.io(IoField::slots, R), kv.first, kv.second},
-                     {R, qkv.stride, kcol, kcol + kvh * hd, kvh, hd, vhd}, {}));
+                     {R, qkv.stride, kcol, kcol + kvh * hd, kvh, hd, vhd, b.sh->kv_fp8}, {ks.first, ks.second}));
   return {};
 }
 

@@ -116,7 +116,24 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   sh.tp = options.tp;
   sh.rank = rank;
 
-  // KV caches: one k and one v tensor per attention layer, shared by every program.
+  // KV caches: one k and one v tensor per attention layer, shared by every program, in the graph's
+  // KV format: bf16, or e4m3 with a per-tensor scale of 1 per cache (docs/arch/interpreter.md, The
+  // fp8 KV cache).
+  if (graph.kv != Format::bf16 && graph.kv != Format::fp8_e4m3) {
+    return fail("emit: a " + std::string(format_name(graph.kv)) + " KV cache is not emitted (bf16, fp8-e4m3)");
+  }
+  if (graph.kv == Format::fp8_e4m3) {
+    // Calibrated scales (modelopt's k_proj.k_scale / v_proj.v_scale) live in the weight bytes, which
+    // emit does not read; a cache of scale 1 beside them would be a silent substitute.
+    for (const auto& [name, info] : layout.tensors) {
+      if (name.ends_with(".k_proj.k_scale") || name.ends_with(".v_proj.v_scale"))
+        return fail("emit: the checkpoint carries calibrated KV scales ('" + name +
+                    "'); an fp8 KV cache with them is not emitted yet (emit writes scale 1): use a bf16 KV cache");
+    }
+  }
+  const bool kv_fp8 = graph.kv == Format::fp8_e4m3;
+  sh.kv_fp8 = kv_fp8 ? 1 : 0;
+  const std::uint64_t kv_elem = kv_fp8 ? 1 : 2;
   for (std::size_t l = 0; l < graph.layer_kinds.size(); ++l) {
     const auto& kind = graph.kinds[static_cast<std::size_t>(graph.layer_kinds[l])];
     for (const auto& n : kind.nodes) {
@@ -126,15 +143,16 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
       auto make = [&](const char* which, std::int64_t dim) {
         TensorDesc t;
         t.name = "kv.L" + std::to_string(l) + "." + which;
-        t.dtype = MET_DTYPE_BF16;
+        t.dtype = kv_fp8 ? MET_DTYPE_FP8_E4M3 : MET_DTYPE_BF16;
         t.shape = {static_cast<std::uint64_t>(sh.kv_slots), static_cast<std::uint64_t>(kvh), static_cast<std::uint64_t>(dim)};
-        t.bytes = 2 * t.shape[0] * t.shape[1] * t.shape[2];
+        t.bytes = kv_elem * t.shape[0] * t.shape[1] * t.shape[2];
         t.source = MET_SOURCE_KV;
         t.ref = l;
         return add_tensor(a.packet, std::move(t));
       };
       const auto kh = make("k", hd);
       sh.kv[static_cast<int>(l)] = {kh, make("v", vhd)};
+      sh.kv_scale[static_cast<int>(l)] = {1.0f, 1.0f};
     }
   }
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/strings.hpp"
+#include "model/quant.hpp"
 #include "model/synth.hpp"
 
 namespace met::emit {
@@ -154,11 +155,30 @@ Expected<void> check_scales(const WeightEntry& e, const std::string& ctx) {
     return {};
   }
   if (e.dtype != "fp8-e4m3") return fail(fmt::format("{}: scale_parts on a {} weight", ctx, e.dtype));
-  if (e.block.size() != 2 || e.block[0] == 0 || e.block[1] == 0) {
-    return fail(fmt::format("{}: 'block' must be two positive integers, found {}", ctx, shape_text(e.block)));
-  }
   if (e.scale_parts.size() != e.parts.size()) {
     return fail(fmt::format("{}: {} scale parts for {} parts", ctx, e.scale_parts.size(), e.parts.size()));
+  }
+  if (!e.input_scale_parts.empty() && e.input_scale_parts.size() != e.parts.size()) {
+    return fail(fmt::format("{}: {} input scale parts for {} parts", ctx, e.input_scale_parts.size(), e.parts.size()));
+  }
+  for (const auto& s : e.input_scale_parts) {
+    if (s.dtype != "F32" || !s.shape.empty()) {
+      return fail(fmt::format("{}: input scale '{}' is {} {}, expected F32 [] (one static scale per tensor)", ctx, s.tensor,
+                              s.dtype, shape_text(s.shape)));
+    }
+  }
+  if (e.block.empty()) {  // per-tensor
+    for (const auto& s : e.scale_parts) {
+      if (s.dtype != "F32" || !s.shape.empty()) {
+        return fail(fmt::format("{}: scale '{}' is {} {}, expected F32 [] (one scale per tensor)", ctx, s.tensor, s.dtype,
+                                shape_text(s.shape)));
+      }
+    }
+    return {};
+  }
+  if (!e.input_scale_parts.empty()) return fail(fmt::format("{}: input_scale_parts beside block scales", ctx));
+  if (e.block.size() != 2 || e.block[0] == 0 || e.block[1] == 0) {
+    return fail(fmt::format("{}: 'block' must be two positive integers, found {}", ctx, shape_text(e.block)));
   }
   for (std::size_t k = 0; k < e.parts.size(); ++k) {
     const auto& w = e.parts[k];
@@ -175,7 +195,7 @@ Expected<void> check_scales(const WeightEntry& e, const std::string& ctx) {
 }
 
 Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
-  MET_CHECK(check_keys(j, {"name", "dtype", "shape", "parts", "scale_parts"}, {"block"}, ctx0));
+  MET_CHECK(check_keys(j, {"name", "dtype", "shape", "parts", "scale_parts"}, {"block", "input_scale_parts"}, ctx0));
   WeightEntry e;
   MET_TRY(e.name, get_string(j, "name", ctx0));
   const std::string ctx = fmt::format("{} '{}'", ctx0, e.name);
@@ -184,12 +204,14 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
     return fail(fmt::format("{}: unknown dtype '{}' (known: bf16, f16, f32, fp8-e4m3)", ctx, e.dtype));
   }
   MET_TRY(e.shape, get_dims(j, "shape", ctx));
-  for (const char* key : {"parts", "scale_parts"}) {
+  for (const std::string key : {"parts", "scale_parts", "input_scale_parts"}) {
+    if (!j.contains(key)) continue;
     const json& arr = j.at(key);
     if (!arr.is_array()) return fail(fmt::format("{}: '{}' is {}, expected a list", ctx, key, json_type(arr)));
+    auto& out = key == "parts" ? e.parts : key == "scale_parts" ? e.scale_parts : e.input_scale_parts;
     for (std::size_t k = 0; k < arr.size(); ++k) {
       MET_TRY(auto p, parse_part(arr[k], fmt::format("{}: {} {}", ctx, key, k)));
-      (std::string(key) == "parts" ? e.parts : e.scale_parts).push_back(std::move(p));
+      out.push_back(std::move(p));
     }
   }
   if (j.contains("block")) {
@@ -252,6 +274,10 @@ std::string to_json(const WeightsManifest& m) {
     j["scale_parts"] = ordered::array();
     for (const auto& p : e.scale_parts) j["scale_parts"].push_back(part_json(p));
     if (!e.block.empty()) j["block"] = e.block;
+    if (!e.input_scale_parts.empty()) {
+      j["input_scale_parts"] = ordered::array();
+      for (const auto& p : e.input_scale_parts) j["input_scale_parts"].push_back(part_json(p));
+    }
     root["tensors"].push_back(std::move(j));
   }
   return root.dump(2) + "\n";
@@ -315,21 +341,46 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
     return fail(fmt::format("{}: tensor '{}' is {}; weights.json holds BF16, F16, F32 and F8_E4M3", ctx, tensors[0],
                             e.parts[0].dtype));
   }
-  std::size_t with_scale = 0;
-  for (const auto& t : tensors) with_scale += layout.tensors.count(t + kScaleSuffix);
+  // "<module>.weight" -> "<module>.input_scale"; other names have no module input scale.
+  auto input_scale_of = [](const std::string& t) {
+    const std::string_view suffix = ".weight";
+    return std::string_view(t).ends_with(suffix) ? t.substr(0, t.size() - suffix.size() + 1) + kInputScale : std::string();
+  };
+  std::size_t with_block = 0, with_tensor = 0, with_input = 0;
+  for (const auto& t : tensors) {
+    with_block += layout.tensors.count(t + kScaleSuffix);
+    with_tensor += layout.tensors.count(t + kTensorScaleSuffix);
+    with_input += layout.tensors.count(input_scale_of(t));
+  }
+  if (with_block != 0 && with_tensor != 0) {
+    return fail(fmt::format("{}: '{}' and '{}' scales both present; a checkpoint holds block scales or per-tensor scales",
+                            ctx, kScaleSuffix, kTensorScaleSuffix));
+  }
+  const std::size_t with_scale = with_block + with_tensor;
+  const char* suffix = with_block != 0 ? kScaleSuffix : kTensorScaleSuffix;
   if (with_scale != 0 && with_scale != tensors.size()) {
-    return fail(fmt::format("{}: only {} of {} fused tensors have a '{}' tensor", ctx, with_scale, tensors.size(), kScaleSuffix));
+    return fail(fmt::format("{}: only {} of {} fused tensors have a '{}' tensor", ctx, with_scale, tensors.size(), suffix));
+  }
+  if (with_input != 0 && with_tensor != 0 && with_input != tensors.size()) {
+    return fail(fmt::format("{}: only {} of {} fused tensors have an '{}' tensor", ctx, with_input, tensors.size(), kInputScale));
   }
   if (with_scale != 0) {
     for (const auto& t : tensors) {
-      MET_TRY(auto s, part_of(t + kScaleSuffix, layout, ctx));
+      MET_TRY(auto s, part_of(t + suffix, layout, ctx));
       e.scale_parts.push_back(std::move(s));
     }
-    e.block = {kFp8BlockRows, kFp8BlockCols};
+    if (with_block != 0) e.block = {kFp8BlockRows, kFp8BlockCols};
+  }
+  if (with_input != 0 && with_tensor != 0) {
+    for (const auto& t : tensors) {
+      MET_TRY(auto s, part_of(input_scale_of(t), layout, ctx));
+      e.input_scale_parts.push_back(std::move(s));
+    }
   }
   if (e.dtype == "fp8-e4m3" && e.scale_parts.empty()) {
-    return fail(fmt::format("{}: F8_E4M3 tensor '{}' has no '{}{}' (only block-scaled fp8 checkpoints are supported)",
-                            ctx, tensors[0], tensors[0], kScaleSuffix));
+    return fail(fmt::format("{}: F8_E4M3 tensor '{}' has no scale: neither '{}{}' (block-scaled) nor '{}{}' (per-tensor, "
+                            "modelopt)",
+                            ctx, tensors[0], tensors[0], kScaleSuffix, tensors[0], kTensorScaleSuffix));
   }
   MET_CHECK(check_scales(e, ctx));
   return e;
@@ -381,9 +432,88 @@ std::string entry_name(const std::vector<std::string>& tensors, const std::strin
   return prefix + (!role.empty() ? role : !op.empty() ? op : "fused");
 }
 
+namespace {
+
+// An fp8 entry against the scheme config.json / hf_quant_config.json declare (the header alone
+// cannot tell a block-scaled checkpoint whose scales went missing from a per-tensor one).
+Expected<void> check_declared(const WeightEntry& e, const std::optional<model::QuantScheme>& q, const std::string& ctx) {
+  for (const auto& p : e.parts) {
+    if (p.dtype == "F8_E4M3" && q && model::excluded(q->exclude, p.tensor)) {
+      return fail(fmt::format("{}: tensor '{}' is F8_E4M3, but {} keeps it unquantised (excluded by its {})", ctx, p.tensor,
+                              q->source, q->method == "modelopt" ? "exclude_modules" : "modules_to_not_convert"));
+    }
+  }
+  if (e.dtype != "fp8-e4m3") return {};
+  if (!q || q->weight != Format::fp8_e4m3) {
+    return fail(fmt::format("{}: tensor '{}' is F8_E4M3, but neither config.json quantization_config nor {} declares fp8 "
+                            "weights",
+                            ctx, e.parts[0].tensor, model::kHfQuantFile));
+  }
+  if (q->method == "fp8") {
+    if (e.block.empty()) {
+      return fail(fmt::format("{}: {} declares quant_method fp8 with block scales ('{}{}'), but '{}' has a per-tensor '{}'",
+                              ctx, q->source, e.parts[0].tensor, kScaleSuffix, e.parts[0].tensor, e.scale_parts[0].tensor));
+    }
+    const std::vector<std::int64_t> want{static_cast<std::int64_t>(kFp8BlockRows), static_cast<std::int64_t>(kFp8BlockCols)};
+    if (!q->block.empty() && q->block != want) {
+      return fail(fmt::format("{}: {} declares weight_block_size [{}, {}]; the cpu weight view reads [128, 128] blocks", ctx,
+                              q->source, q->block[0], q->block[1]));
+    }
+    return {};
+  }
+  if (q->method == "modelopt") {
+    if (!e.block.empty()) {
+      return fail(fmt::format("{}: {} declares modelopt FP8 with per-tensor scales ('{}{}'), but '{}' has block scales '{}'",
+                              ctx, q->source, e.parts[0].tensor, kTensorScaleSuffix, e.parts[0].tensor, e.scale_parts[0].tensor));
+    }
+    if (q->act && e.input_scale_parts.empty()) {
+      const std::string& t = e.parts[0].tensor;
+      return fail(fmt::format("{}: {} declares static fp8 activations, but '{}' has no '{}{}'", ctx, q->source, t,
+                              t.substr(0, t.rfind('.') + 1), kInputScale));
+    }
+  }
+  return {};
+}
+
+// With kv_cache_quant_algo FP8 in hf_quant_config.json, modelopt writes the calibrated per-tensor
+// KV scales beside the k and v projections: "<attn>.k_proj.k_scale", "<attn>.v_proj.v_scale", F32 [].
+Expected<void> check_kv_scales(const std::vector<std::string>& tensors, const CheckpointLayout& layout,
+                               const model::QuantScheme& q, const std::string& ctx) {
+  for (const auto& t : tensors) {
+    for (const char* which : {"k", "v"}) {
+      const std::string proj = fmt::format(".self_attn.{}_proj.weight", which);
+      if (!std::string_view(t).ends_with(proj)) continue;
+      const std::string name = t.substr(0, t.size() - std::string_view("weight").size()) + which + "_scale";
+      auto it = layout.tensors.find(name);
+      if (it == layout.tensors.end()) {
+        return fail(fmt::format("{}: {} declares kv_cache_quant_algo FP8, but there is no '{}'", ctx, q.source, name));
+      }
+      if (it->second.dtype != "F32" || !it->second.shape.empty()) {
+        return fail(fmt::format("{}: KV scale '{}' is {} {}, expected F32 [] (one scale per layer)", ctx, name, it->second.dtype,
+                                shape_text(it->second.shape)));
+      }
+    }
+  }
+  return {};
+}
+
+Expected<std::optional<model::QuantScheme>> declared_quant(const CheckpointSource& src) {
+  MET_TRY(std::string text, src.read("config.json"));
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::exception& e) {
+    return fail(fmt::format("{}: invalid json: {}", src.display("config.json"), e.what()));
+  }
+  return model::read_quant(config, src);
+}
+
+}  // namespace
+
 Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, const model::ModelGraph& graph,
                                                  const CheckpointSource& src, const std::string& checkpoint) {
   MET_TRY(auto layout, read_checkpoint_layout(src));
+  MET_TRY(auto quant, declared_quant(src));
   MET_TRY(auto nodes, model::weight_nodes(circuit, graph));
   WeightsManifest m;
   m.network = network_slug(src.name());
@@ -394,6 +524,11 @@ Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, 
     for (const auto& t : n.tensors) tensors.push_back(t.name);
     const std::string name = entry_name(n.names, n.role, n.op);
     MET_TRY(auto e, make_entry(name, tensors, layout, src.display("")));
+    const std::string ctx = fmt::format("{}: weight '{}'", src.display(""), name);
+    MET_CHECK(check_declared(e, quant, ctx));
+    if (quant && quant->kv == Format::fp8_e4m3 && quant->source == model::kHfQuantFile) {
+      MET_CHECK(check_kv_scales(tensors, layout, *quant, ctx));
+    }
     if (!seen.insert(name).second) {
       return fail(fmt::format("{}: two weight nodes share the entry name '{}'", n.where, name));
     }

@@ -1,7 +1,9 @@
 // weights.json ("met-weights/1"): which checkpoint bytes back each weight the packets name. A
 // manifest tensor is one or more checkpoint tensors stacked along dim 0 (fused q/k/v, gate/up),
-// with block-fp8 scales (`<tensor>_scale_inv`) stacked the same way. Pure: headers arrive through
-// a CheckpointSource; the interpreter (src/interp/weights.hpp) maps the bytes.
+// with its fp8 scales stacked the same way: block scales (`<tensor>_scale_inv`, Qwen3-FP8 /
+// DeepSeek-V3) or one per-tensor scale per part (modelopt's `<module>.weight_scale`, with its static
+// `<module>.input_scale`). Pure: headers arrive through a CheckpointSource; the interpreter
+// (src/interp/weights.hpp) maps the bytes.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,8 @@ namespace met::emit {
 
 inline constexpr const char* kWeightsSchema = "met-weights/1";
 inline constexpr const char* kScaleSuffix = "_scale_inv";   // block-fp8 checkpoints: "<weight>_scale_inv"
+inline constexpr const char* kTensorScaleSuffix = "_scale";  // modelopt: "<module>.weight" + "_scale"
+inline constexpr const char* kInputScale = "input_scale";    // modelopt: "<module>.input_scale"
 inline constexpr std::uint64_t kFp8BlockRows = 128;         // weight_block_size of DeepSeek-V3 / Qwen3-FP8
 inline constexpr std::uint64_t kFp8BlockCols = 128;
 
@@ -41,8 +45,11 @@ struct WeightEntry {
   std::string dtype;                  // format name: "bf16", "fp8-e4m3", "f16", "f32"
   std::vector<std::uint64_t> shape;   // parts stacked along dim 0
   std::vector<WeightPart> parts;
-  std::vector<WeightPart> scale_parts;  // one per part (F32 [ceil(r/128), ceil(c/128)]) or empty
-  std::vector<std::uint64_t> block;     // scale block [rows, cols] of each part; empty iff scale_parts is
+  // One per part or empty: F32 [ceil(r/128), ceil(c/128)] block scales with `block`, or, with
+  // `block` empty, one F32 [] per-tensor scale per part (modelopt).
+  std::vector<WeightPart> scale_parts;
+  std::vector<std::uint64_t> block;     // scale block [rows, cols] of each part; empty for per-tensor scales
+  std::vector<WeightPart> input_scale_parts;  // static per-tensor activation scales, F32 [], one per part, or empty
 };
 
 struct WeightsManifest {
@@ -64,7 +71,8 @@ struct CheckpointLayout {
 Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src);
 
 // One manifest entry from checkpoint tensors stacked along dim 0: same rank, trailing dims and
-// dtype; fp8 parts must each have a `<tensor>_scale_inv` F32 [ceil(r/128), ceil(c/128)].
+// dtype; fp8 parts must each have a `<tensor>_scale_inv` F32 [ceil(r/128), ceil(c/128)] or, all of
+// them, a per-tensor `<tensor>_scale` F32 [] (and then `<module>.input_scale` F32 [] where present).
 // display names the checkpoint in errors.
 Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,
                                  const CheckpointLayout& layout, const std::string& display);
@@ -83,7 +91,11 @@ std::string network_slug(const std::string& checkpoint_dir_name);
 std::string entry_name(const std::vector<std::string>& tensors, const std::string& role, const std::string& op = "");
 
 // Every weight of the graph, layer by layer in execution order (pre, layers, post); a tied node
-// (lm_head on the embedding) gets its own entry over the embedding's bytes.
+// (lm_head on the embedding) gets its own entry over the embedding's bytes. The fp8 tensors are
+// held to what config.json and hf_quant_config.json declare: block scales for quant_method fp8
+// (weight_block_size 128x128), per-tensor weight and input scales for modelopt FP8, no fp8 tensor
+// under an exclusion, and with kv_cache_quant_algo FP8 a `k_proj.k_scale` and `v_proj.v_scale`
+// F32 [] beside every attention layer's k and v projections.
 Expected<WeightsManifest> build_weights_manifest(const model::Circuit& circuit, const model::ModelGraph& graph,
                                                  const CheckpointSource& src, const std::string& checkpoint);
 

@@ -71,13 +71,35 @@ T_vec operand<T_vec>(void* p) {
 
 std::int32_t i32(std::int64_t v) { return static_cast<std::int32_t>(v); }
 
+// An op that touches the KV caches names their format (kv_fp8) and scales; the others leave the
+// shapes' bf16 defaults.
+template <class A>
+concept TouchesKv = requires(const A& a) {
+  a.kv_fp8;
+  a.k_scale;
+  a.v_scale;
+};
+
+template <class A, class S>
+void kv_format(const A& a, S& s) {
+  if constexpr (TouchesKv<A>) {
+    s.kv_fp8 = i32(a.kv_fp8);
+    s.k_scale = a.k_scale;
+    s.v_scale = a.v_scale;
+  }
+}
+
 template <class A>
 MetRopeShape rope_shape(const A& a, float theta) {
-  return MetRopeShape{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.rotary_dim), theta};
+  MetRopeShape s{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.rotary_dim), theta};
+  kv_format(a, s);
+  return s;
 }
 template <class A>
 MetAttnShape attn_shape(const A& a) {
-  return MetAttnShape{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.window), a.softcap, a.scale};
+  MetAttnShape s{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.window), a.softcap, a.scale};
+  kv_format(a, s);
+  return s;
 }
 
 // The heads a slice of a fused qkv op computes. Its units are rows [u0, u1) * unit_rows of the
@@ -260,7 +282,7 @@ void body_kv_append(const MetArgs_kv_append& a, const InstrDesc& d, std::uint32_
   const RowRange r = emit::slice_rows(d, s);
   const u16* base = a.qkv + r.begin * a.stride;
   met_kv_append(base + a.k_col0, a.stride, base + a.v_col0, a.stride, a.k_cache, a.v_cache, a.slots + r.begin,
-                r.end - r.begin, i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim));
+                r.end - r.begin, i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.kv_fp8), a.k_scale, a.v_scale);
 }
 
 void body_residual_add(const MetArgs_residual_add& a, const InstrDesc& d, std::uint32_t s) {

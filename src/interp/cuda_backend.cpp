@@ -264,6 +264,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         break;
       }
       case MET_SOURCE_KV: {
+        if (t.dtype != MET_DTYPE_BF16)
+          return fail(at + ": KV cache '" + t.name +
+                      "' is not bf16; the hopper interpreter's attention bodies read a bf16 cache (fp8 KV bodies are not "
+                      "built yet)");
         MET_TRY(cu::DevicePtr p, m.alloc(t.bytes));
         MET_CU(*api, MemsetD8(p, 0, t.bytes));
         m.tensor[i] = p;

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -181,7 +183,36 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     }
     // Scales: stacked like the parts. A part that does not end on a block boundary would shift
     // the next part's blocks, so rows are re-blocked at g = gcd(block, rows of every part but the last).
-    if (!e.scale_parts.empty()) {
+    if (!e.scale_parts.empty() && e.block.empty()) {
+      // Per-tensor scales (modelopt): one float per row, each part's rows repeating its scale, so the
+      // view is a block of 1 x cols and a fused q/k/v keeps each projection's own scale.
+      const std::uint64_t cols = e.parts[0].shape.size() == 2 ? e.parts[0].shape[1] : 0;
+      s.scale_bytes = e.shape.at(0) * sizeof(float);
+      std::byte* buf = own(s.scale_bytes);
+      std::uint64_t row = 0;
+      for (std::size_t k = 0; k < e.parts.size(); ++k) {
+        MET_TRY(auto ptr, part_bytes(e.scale_parts[k], e.name));
+        float v = 0;
+        std::memcpy(&v, ptr, sizeof v);
+        for (std::uint64_t j = 0; j < e.parts[k].shape[0]; ++j, ++row) std::memcpy(buf + row * sizeof v, &v, sizeof v);
+      }
+      s.scales = buf;
+      s.block_rows = 1;
+      s.block_cols = static_cast<std::int32_t>(cols);
+      // Static activation scales: the parts of a fused entry read one input (q/k/v the same normed
+      // row, gate/up too), so they share the largest of their calibrated scales, as vLLM's
+      // modelopt loader does; a smaller one would clip what the larger was calibrated to hold.
+      for (const auto& p : e.input_scale_parts) {
+        MET_TRY(auto ptr, part_bytes(p, e.name));
+        float v = 0;
+        std::memcpy(&v, ptr, sizeof v);
+        if (!(v > 0.0f) || !std::isfinite(v)) {
+          return fail(fmt::format("weight '{}': input scale '{}' is {}; a static activation scale must be finite and positive",
+                                  e.name, p.tensor, v));
+        }
+        s.act_scale = std::max(s.act_scale, v);
+      }
+    } else if (!e.scale_parts.empty()) {
       const std::uint64_t br = e.block.at(0), bc = e.block.at(1);
       std::uint64_t g = br;
       for (std::size_t k = 0; k + 1 < e.parts.size(); ++k) g = std::gcd(g, e.parts[k].shape[0]);
@@ -237,6 +268,7 @@ Expected<MetHostWeight> LoadedWeights::host_weight(std::size_t e) const {
   h.block_rows = slots_[e].block_rows;
   h.block_cols = slots_[e].block_cols;
   h.tensor_scale = 1.0f;
+  h.act_scale = slots_[e].act_scale;
   return h;
 }
 

@@ -36,7 +36,8 @@ class LoadedWeights {
   // Contiguous bytes of the stacked entry, aligned to its element size.
   const std::byte* data(std::size_t e) const { return slots_[e].data; }
   std::uint64_t bytes(std::size_t e) const { return slots_[e].bytes; }
-  // F32 block scales [ceil(rows / block_rows), ceil(cols / block_cols)] (nullptr without scales).
+  // F32 block scales [ceil(rows / block_rows), ceil(cols / block_cols)] (nullptr without scales);
+  // per-tensor scales come as one per row (block 1 x cols).
   const std::byte* scales(std::size_t e) const { return slots_[e].scales; }
   std::uint64_t scale_bytes(std::size_t e) const { return slots_[e].scale_bytes; }
   // Scale block of the stacked entry: the checkpoint's block, or finer rows when fused parts do not
@@ -60,6 +61,7 @@ class LoadedWeights {
     const std::byte* scales = nullptr;
     std::uint64_t scale_bytes = 0;
     std::int32_t block_rows = 0, block_cols = 0;
+    float act_scale = 0;  // static per-tensor activation scale (W8A8), 0 without
   };
   LoadedWeights();
 

@@ -142,7 +142,8 @@ Expected<QuantScheme> from_quantization_config(const json& q, const std::string&
       if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer()) {
         return fail(fmt::format("{}: 'weight_block_size' must be two integers", ctx));
       }
-      s.notes.push_back(fmt::format("fp8 weights scaled per {}x{} block", b[0].get<std::int64_t>(), b[1].get<std::int64_t>()));
+      s.block = {b[0].get<std::int64_t>(), b[1].get<std::int64_t>()};
+      s.notes.push_back(fmt::format("fp8 weights scaled per {}x{} block", s.block[0], s.block[1]));
     }
     return s;
   }

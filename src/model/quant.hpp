@@ -27,6 +27,7 @@ struct QuantScheme {
   std::optional<Format> act;
   bool act_dynamic = false;           // the config declares dynamic activation quantisation
   std::vector<std::string> notes;     // facts for the report (block size, group size, ...)
+  std::vector<std::int64_t> block;    // fp8 weight_block_size [rows, cols] when declared, else empty
 };
 
 inline constexpr const char* kHfQuantFile = "hf_quant_config.json";

@@ -22,6 +22,7 @@
 #include "model/experts.hpp"
 #include "model/instantiate.hpp"
 #include "model/ops.hpp"
+#include "model/quant.hpp"
 #include "model/safetensors.hpp"
 #include "model/safetensors_writer.hpp"
 
@@ -36,6 +37,7 @@ constexpr float kFp8Max = 448.0f;
 constexpr double kNormNoise = 0.1;
 constexpr double kOtherRange = 0.1;
 constexpr double kEmbedGain = 2.0;
+constexpr double kActAmax = 8.0;  // calibrated |activation| and |K|, |V| bound behind static scales
 
 std::uint64_t mix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -188,6 +190,10 @@ Affine affine_of(const SynthTensor& t) {
       const double base = 1 / std::sqrt(fan) / kFp8Max;
       return {base, 0.25 * base};
     }
+    case TensorKind::input_scale:
+    case TensorKind::kv_scale:
+      // amax / 448 as modelopt calibrates it, for activations and K/V of magnitude up to ~kActAmax.
+      return {kActAmax / kFp8Max, 0.25 * kActAmax / kFp8Max};
   }
   return {};
 }
@@ -290,6 +296,13 @@ Expected<std::vector<WeightNodeSpec>> weight_nodes(const Circuit& circuit, const
   return out;
 }
 
+std::optional<SynthDtype> parse_synth_dtype(const std::string& name) {
+  if (name == "bf16") return SynthDtype{Format::bf16, Fp8Layout::block128};
+  if (name == "fp8-block128" || name == "fp8-e4m3") return SynthDtype{Format::fp8_e4m3, Fp8Layout::block128};
+  if (name == "fp8-modelopt") return SynthDtype{Format::fp8_e4m3, Fp8Layout::modelopt};
+  return std::nullopt;
+}
+
 Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, const std::string& config_text,
                                const std::string& display, const SynthOptions& options) {
   if (options.dtype != Format::bf16 && options.dtype != Format::fp8_e4m3) {
@@ -312,7 +325,8 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
   config["torch_dtype"] = "bfloat16";
   if (config.contains("dtype")) config["dtype"] = "bfloat16";
   config.erase("quantization_config");
-  if (options.dtype == Format::fp8_e4m3) {
+  const bool modelopt = options.dtype == Format::fp8_e4m3 && options.layout == Fp8Layout::modelopt;
+  if (options.dtype == Format::fp8_e4m3 && !modelopt) {
     config["quantization_config"] = {{"quant_method", "fp8"},
                                      {"fmt", "e4m3"},
                                      {"activation_scheme", "dynamic"},
@@ -322,6 +336,14 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
   plan.circuit = circuit->id;
   plan.options = options;
   plan.config_json = config.dump(2) + "\n";
+  if (modelopt) {
+    // nvidia/Llama-3.1-70B-Instruct-FP8's sidecar (modelopt 0.23.0); its config.json has no
+    // quantization_config.
+    nlohmann::ordered_json hq;
+    hq["producer"] = {{"name", "modelopt"}, {"version", "0.23.0"}};
+    hq["quantization"] = {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", "FP8"}, {"exclude_modules", {"lm_head"}}};
+    plan.hf_quant_config_json = hq.dump(4);
+  }
 
   // Instantiate from the config alone (recipe bf16): the graph fixes the tensor list.
   MemCheckpoint src("synth", {{"config.json", plan.config_json}});
@@ -340,19 +362,35 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
       t.kind = w.kind;
       t.fan_in = w.shape.empty() ? 1 : w.shape.back();
       const bool fp8 = options.dtype == Format::fp8_e4m3 && n.quantizable;
+      if (fp8 && modelopt && !std::string_view(w.name).ends_with(".weight")) {
+        return fail(fmt::format("{}: layer {}: fp8-modelopt names scales after '<module>.weight'; tensor '{}' is not one",
+                                n.where, n.layer, w.name));
+      }
       t.dtype = fp8 ? "F8_E4M3" : "BF16";
       t.bytes = bytes_of(t.dtype, t.shape);
       plan.tensors.push_back(t);
-      if (fp8) {
+      if (!fp8) continue;
+      auto add_f32 = [&](const std::string& name, std::vector<std::uint64_t> shape, TensorKind kind) {
         SynthTensor s;
-        s.name = w.name + "_scale_inv";
+        s.name = name;
         s.dtype = "F32";
-        s.shape = {(w.shape[0] + kSynthBlock - 1) / kSynthBlock, (w.shape[1] + kSynthBlock - 1) / kSynthBlock};
-        s.kind = TensorKind::scale;
+        s.shape = std::move(shape);
+        s.kind = kind;
         s.fan_in = t.fan_in;
         s.bytes = bytes_of(s.dtype, s.shape);
         plan.tensors.push_back(s);
+      };
+      if (!modelopt) {
+        add_f32(w.name + "_scale_inv", {(w.shape[0] + kSynthBlock - 1) / kSynthBlock, (w.shape[1] + kSynthBlock - 1) / kSynthBlock},
+                TensorKind::scale);
+        continue;
       }
+      // "<module>.weight" -> "<module>.weight_scale", "<module>.input_scale" (F32 scalars).
+      const std::string module = w.name.substr(0, w.name.size() - std::string_view(".weight").size());
+      add_f32(w.name + "_scale", {}, TensorKind::scale);
+      add_f32(module + ".input_scale", {}, TensorKind::input_scale);
+      if (std::string_view(module).ends_with(".self_attn.k_proj")) add_f32(module + ".k_scale", {}, TensorKind::kv_scale);
+      if (std::string_view(module).ends_with(".self_attn.v_proj")) add_f32(module + ".v_scale", {}, TensorKind::kv_scale);
     }
   }
   for (const auto& t : plan.tensors) plan.total_bytes += t.bytes;
@@ -433,6 +471,7 @@ Expected<std::map<std::string, std::string>> synth_files(const SynthPlan& plan, 
   MET_TRY(auto shards, shard_synth(plan, shard_bytes));
   std::map<std::string, std::string> files;
   files["config.json"] = plan.config_json;
+  if (!plan.hf_quant_config_json.empty()) files[kHfQuantFile] = plan.hf_quant_config_json;
   for (const auto& s : shards) {
     std::string bytes = s.header;
     for (auto k : s.tensors) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,7 +21,9 @@ namespace met::model {
 
 // What a tensor is, for value ranges and quantization.
 // offset_norm: a norm weight stored as a difference from 1 (Gemma's 1 + w).
-enum class TensorKind { embedding, norm, offset_norm, linear, lm_head, scale, other };
+// scale: a block or per-tensor fp8 weight scale; input_scale: a static per-tensor activation scale;
+// kv_scale: a per-tensor fp8 KV-cache scale (modelopt's k_proj.k_scale, v_proj.v_scale).
+enum class TensorKind { embedding, norm, offset_norm, linear, lm_head, scale, input_scale, kv_scale, other };
 
 struct WeightTensorSpec {
   std::string name;                    // checkpoint tensor name
@@ -45,10 +48,32 @@ struct WeightNodeSpec {
 // names no per-expert tensors (fused [experts, ...] checkpoint tensors) is an error.
 Expected<std::vector<WeightNodeSpec>> weight_nodes(const Circuit& circuit, const ModelGraph& graph);
 
+// How fp8 Linear weights are laid out (docs/arch/kernel-tree.md, Synthetic checkpoints):
+// block128: Qwen3-8B-FP8's config.json quantization_config {quant_method fp8, fmt e4m3,
+//   activation_scheme dynamic, weight_block_size [128, 128]} and F32 `<weight>_scale_inv`
+//   [ceil(r/128), ceil(c/128)];
+// modelopt: nvidia's *-Instruct-FP8 hf_quant_config.json {quant_algo FP8, kv_cache_quant_algo FP8,
+//   exclude_modules [lm_head]} with F32 scalar `<module>.weight_scale` and `<module>.input_scale`,
+//   and F32 scalar `self_attn.k_proj.k_scale` / `self_attn.v_proj.v_scale` per attention layer.
+enum class Fp8Layout { block128, modelopt };
+
 struct SynthOptions {
   std::uint64_t seed = 0;
   Format dtype = Format::bf16;         // bf16 | fp8_e4m3 (Linear weights; the rest stays bf16)
+  Fp8Layout layout = Fp8Layout::block128;  // read when dtype is fp8_e4m3
 };
+
+// The --dtype names of `met model synth`: bf16, fp8-block128, fp8-modelopt, and fp8-e4m3 (the
+// name before there were two layouts: block128). nullopt for any other name.
+struct SynthDtype {
+  Format dtype;
+  Fp8Layout layout;
+};
+std::optional<SynthDtype> parse_synth_dtype(const std::string& name);
+inline const std::vector<std::string>& synth_dtype_names() {
+  static const std::vector<std::string> names = {"bf16", "fp8-block128", "fp8-modelopt", "fp8-e4m3"};
+  return names;
+}
 
 inline constexpr std::uint64_t kSynthBlock = 128;          // fp8 weight_block_size
 inline constexpr std::uint64_t kDefaultShardBytes = 2'000'000'000;
@@ -65,6 +90,7 @@ struct SynthTensor {
 struct SynthPlan {
   std::string circuit;                 // circuit id
   std::string config_json;             // config.json to write
+  std::string hf_quant_config_json;    // hf_quant_config.json to write (modelopt), else empty
   SynthOptions options;
   std::vector<SynthTensor> tensors;    // in file order; an fp8 weight is followed by its scale
   std::uint64_t total_bytes = 0;

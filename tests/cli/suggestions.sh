@@ -38,7 +38,8 @@ expect_error "model typo" "did you mean 'qwen3-8b'" circuit plan --hardware h200
 expect_error "hf id typo" "did you mean 'Qwen/Qwen3-8B'" circuit plan --hardware h200 --model Qwen/Qwen3-8C
 expect_error "mode typo" "did you mean 'prefill'" circuit plan --hardware h200 --mode prefil --rows 8
 expect_error "format typo" "did you mean 'json'" circuit plan --hardware h200 --format jsno
-expect_error "dtype typo" "did you mean 'fp8-e4m3'" model synth --config /dev/null --seed 1 --dtype fp8 --out /nonexistent
+expect_error "dtype typo" "did you mean 'fp8-block128', 'fp8-e4m3' or 'fp8-modelopt'" model synth --config /dev/null --seed 1 --dtype fp8 --out /nonexistent
+expect_error "kv-dtype typo" "--kv-dtype: unknown KV cache format 'fp9': did you mean 'fp8'" circuit plan --hardware h200 --kv-dtype fp9
 expect_error "flag typo" "flag '--hardwre' is not known to \`met circuit plan\`: did you mean '--hardware'" circuit plan --hardwre h200-sxm
 expect_error "flag typo with =" "'--model'" circuit plan --hardware h200 --modle=qwen3-8b
 expect_error "subcommand typo" "did you mean 'plan'" circuit plna --hardware h200

@@ -543,7 +543,8 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
         const auto* info = emit::find_opcode(d.opcode);
         CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "window"))] == (sliding ? 16 : 0));
         // attn_logit_softcapping 4 in the config, yet no cap: transformers' Gemma-3 never applies it.
-        CHECK(d.imms == std::vector<float>{0.0f, static_cast<float>(1 / std::sqrt(96.0))});
+        CHECK(d.imms[0] == 0.0f);
+        CHECK(d.imms[1] == static_cast<float>(1 / std::sqrt(96.0)));
       } else if (op == "softcap") {
         CHECK(d.imms == std::vector<float>{3.0f});
       }
@@ -633,4 +634,102 @@ TEST_CASE("build.json programs without a name or digest are refused, with the fi
   const auto bad2 = emit::parse_build_json(j.dump(), "x/build.json");
   REQUIRE_FALSE(bad2.ok());
   CHECK(bad2.error().message == "x/build.json: programs: not an array");
+}
+
+TEST_CASE("--kv-dtype fp8: the caches are F8_E4M3 at half the bytes, and every op that writes or reads them says kv_fp8 with scale 1 (catches a bf16 allocation under an fp8 flag)") {
+  testing::EmitSpec bf, f8;
+  f8.kv = Format::fp8_e4m3;
+  auto a = testing::emit_checkpoint(ckpt(), bf), b = testing::emit_checkpoint(ckpt(), f8);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
+  CHECK(emit::verify(b->packet, emit::opcode_table()).empty());
+  auto kv_bytes = [](const emit::PacketFile& f, std::uint32_t dtype) {
+    std::uint64_t n = 0;
+    for (const auto& t : f.tensors) {
+      if (t.source != MET_SOURCE_KV) continue;
+      CHECK(t.dtype == dtype);
+      n += t.bytes;
+    }
+    return n;
+  };
+  const std::uint64_t kb = kv_bytes(a->packet, MET_DTYPE_BF16), k8 = kv_bytes(b->packet, MET_DTYPE_FP8_E4M3);
+  CHECK(kb > 0);
+  CHECK(k8 * 2 == kb);
+  std::size_t touching = 0;
+  for (const auto& p : b->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      const int k = emit::int_index(*op, "kv_fp8");
+      if (k < 0) continue;
+      ++touching;
+      CHECK(d.ints[static_cast<std::size_t>(k)] == 1);
+      CHECK(d.imms[d.imms.size() - 2] == 1.0f);  // k_scale, v_scale: the last two imms
+      CHECK(d.imms[d.imms.size() - 1] == 1.0f);
+    }
+  CHECK(touching > 0);
+  // The planner reads the same format: KV bytes per token and the memory fit's KV halve.
+  auto& tl = testing::tree_lib();
+  auto target = planner::resolve_target(tl.lib, "host-cpu");
+  REQUIRE(target.ok());
+  auto graph = testing::graph_of(ckpt());
+  estimate::Options o;
+  auto bf_an = estimate::analyze(tl.lib, *target, graph, o);
+  graph.kv = Format::fp8_e4m3;
+  auto f8_an = estimate::analyze(tl.lib, *target, graph, o);
+  REQUIRE(bf_an.ok());
+  REQUIRE(f8_an.ok());
+  CHECK(bf_an->key.kv_bytes_per_token > 0);
+  CHECK(f8_an->key.kv_bytes_per_token * 2 == bf_an->key.kv_bytes_per_token);
+  CHECK(f8_an->fit.kv * 2 == bf_an->fit.kv);
+}
+
+TEST_CASE("an fp8 KV cache on a checkpoint that carries calibrated KV scales (modelopt k_proj.k_scale) is refused, never run at scale 1") {
+  const auto dir = testing::tiny_checkpoint("kv-scales", testing::tiny_llama_config(2, 128), 7, Format::fp8_e4m3,
+                                            model::Fp8Layout::modelopt);
+  DiskCheckpoint src(dir.string());
+  auto layout = emit::read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  auto g = model::instantiate_checkpoint(testing::tree_lib().tree, testing::tree_lib().lib.circuits, src);
+  REQUIRE(g.ok());
+  CHECK(g->kv == Format::fp8_e4m3);  // hf_quant_config.json: kv_cache_quant_algo FP8
+  auto target = planner::resolve_target(testing::tree_lib().lib, "host-cpu");
+  REQUIRE(target.ok());
+  emit::EmitOptions o;
+  o.max_ctx = 128;
+  o.decode_rungs = {1};
+  o.prefill_buckets = {8};
+  auto config = src.read("config.json");
+  REQUIRE(config.ok());
+  o.config_json = *config;
+  auto a = emit::emit(testing::tree_lib().lib, *target, *g, *layout, o);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("the checkpoint carries calibrated KV scales ('model.layers.0.self_attn.k_proj.k_scale')") !=
+        std::string::npos);
+}
+
+TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for host-cpu and is refused for h200-sxm, whose class has no W8A8 body: never run weight-only (a W8A16 substitute fails)") {
+  const auto dir = testing::tiny_checkpoint("modelopt-paths", testing::tiny_llama_config(2, 128), 7, Format::fp8_e4m3,
+                                            model::Fp8Layout::modelopt);
+  testing::EmitSpec cpu;  // bf16 KV: the checkpoint's KV scales stay unused
+  auto a = testing::emit_checkpoint(dir, cpu);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto target = planner::resolve_target(testing::tree_lib().lib, "host-cpu");
+  REQUIRE(target.ok());
+  const auto graph = testing::graph_of(dir);
+  const auto plan = plan_for(*target, graph, planner::Mode::decode, 1);
+  int w8a8 = 0;
+  for (const auto& sc : plan.scopes)
+    for (const auto& g : sc.groups) {
+      if (!g.exec || g.exec->weight != "fp8-e4m3") continue;
+      CHECK(g.exec->act_math == "fp8-e4m3");
+      ++w8a8;
+    }
+  CHECK(w8a8 > 0);
+  testing::EmitSpec gpu;
+  gpu.device = "h200-sxm";
+  gpu.buckets = {128};
+  gpu.max_ctx = 256;
+  auto h = testing::emit_checkpoint(dir, gpu);
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error().message.find("fp8-e4m3 x fp8-e4m3") != std::string::npos);
 }

@@ -41,6 +41,31 @@ std::map<std::string, std::string> synth(const std::string& name, Format dtype, 
   return *f;
 }
 
+// A modelopt fp8 plan of a fixture, for tests that change its tensors before writing the files.
+model::SynthPlan modelopt_plan(const std::string& name) {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + name);
+  auto cfg = d.read("config.json");
+  REQUIRE(cfg.ok());
+  auto p = model::plan_synth(circuits(), *cfg, name, model::SynthOptions{11, Format::fp8_e4m3, model::Fp8Layout::modelopt});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return *p;
+}
+
+std::map<std::string, std::string> files_of(const model::SynthPlan& p) {
+  auto f = model::synth_files(p, model::kDefaultShardBytes);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+// The manifest's error for a checkpoint (instantiation must succeed).
+std::string manifest_error(const model::MemCheckpoint& src) {
+  auto g = model::instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  auto m = build_weights_manifest(circuits().at(g->circuit), *g, src, "/ckpt/" + src.name());
+  REQUIRE_FALSE(m.ok());
+  return m.error().message;
+}
+
 WeightsManifest manifest_of(const model::MemCheckpoint& src) {
   auto g = model::instantiate_checkpoint(tree(), circuits(), src);
   REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
@@ -150,7 +175,7 @@ TEST_CASE("make_entry refuses parts that do not stack, mixed dtypes, fp8 without
   l8->tensors.erase("model.layers.0.self_attn.o_proj.weight_scale_inv");
   auto noscale = make_entry("o", {"model.layers.0.self_attn.o_proj.weight"}, *l8, "t8");
   REQUIRE_FALSE(noscale.ok());
-  CHECK(noscale.error().message.find("F8_E4M3 tensor 'model.layers.0.self_attn.o_proj.weight' has no "
+  CHECK(noscale.error().message.find("F8_E4M3 tensor 'model.layers.0.self_attn.o_proj.weight' has no scale: neither "
                                      "'model.layers.0.self_attn.o_proj.weight_scale_inv'") != std::string::npos);
   l8->tensors.at("model.layers.0.self_attn.q_proj.weight_scale_inv").shape = {2, 1};
   auto wrong = make_entry("q", {"model.layers.0.self_attn.q_proj.weight"}, *l8, "t8");
@@ -203,4 +228,78 @@ TEST_CASE("a role-less node's entry is named by its op: a layer's expert gate/up
   const std::vector<std::string> down = {"m.experts.0.down_proj.weight", "m.experts.1.down_proj.weight"};
   CHECK(entry_name(gate_up, "", "moe_gate_up") == "m.experts.moe_gate_up");
   CHECK(entry_name(down, "", "moe_down") == "m.experts.moe_down");
+}
+
+TEST_CASE("modelopt fp8: per-tensor weight and input scales per fused part, lm_head bf16, and the manifest round-trips (catches a fused entry with one scale)") {
+  const auto p = modelopt_plan("tiny-llama");
+  model::MemCheckpoint src("tiny-llama-mo", files_of(p));
+  const auto m = manifest_of(src);
+  const auto& qkv = entry(m, "model.layers.0.self_attn.qkv");
+  CHECK(qkv.dtype == "fp8-e4m3");
+  CHECK(qkv.block.empty());
+  REQUIRE(qkv.scale_parts.size() == 3);
+  REQUIRE(qkv.input_scale_parts.size() == 3);
+  CHECK(qkv.scale_parts[1].tensor == "model.layers.0.self_attn.k_proj.weight_scale");
+  CHECK(qkv.scale_parts[1].shape.empty());
+  CHECK(qkv.input_scale_parts[2].tensor == "model.layers.0.self_attn.v_proj.input_scale");
+  CHECK(entry(m, "lm_head.weight").dtype == "bf16");
+  auto back = parse_weights_manifest(to_json(m), "w.json");
+  REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+  CHECK(to_json(*back) == to_json(m));
+}
+
+TEST_CASE("modelopt fp8 checkpoints that disagree with hf_quant_config.json are refused with located errors (catches a missing KV or input scale, an excluded module in fp8, a wrong scale shape, a block/per-tensor mix-up)") {
+  const auto base = modelopt_plan("tiny-llama");
+  auto without = [&](const std::string& tensor) {
+    model::SynthPlan p = base;
+    const auto n = p.tensors.size();
+    std::erase_if(p.tensors, [&](const model::SynthTensor& t) { return t.name == tensor; });
+    REQUIRE(p.tensors.size() + 1 == n);
+    return model::MemCheckpoint("ckpt", files_of(p));
+  };
+  CHECK(manifest_error(without("model.layers.1.self_attn.k_proj.k_scale")) ==
+        "checkpoints/ckpt/: weight 'model.layers.1.self_attn.qkv': hf_quant_config.json declares kv_cache_quant_algo FP8, but there is "
+        "no 'model.layers.1.self_attn.k_proj.k_scale'");
+  CHECK(manifest_error(without("model.layers.0.mlp.down_proj.input_scale")) ==
+        "checkpoints/ckpt/: weight 'model.layers.0.mlp.down_proj.weight': hf_quant_config.json declares static fp8 activations, but "
+        "'model.layers.0.mlp.down_proj.weight' has no 'model.layers.0.mlp.down_proj.input_scale'");
+  const std::string missing = manifest_error(without("model.layers.0.self_attn.o_proj.weight_scale"));
+  CHECK(missing.find("F8_E4M3 tensor 'model.layers.0.self_attn.o_proj.weight' has no scale") != std::string::npos);
+
+  auto files = files_of(base);
+  files["hf_quant_config.json"] =
+      R"({"quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head", "model.layers.0.mlp.down_proj"]}})";
+  CHECK(manifest_error(model::MemCheckpoint("ckpt", files)) ==
+        "checkpoints/ckpt/: weight 'model.layers.0.mlp.down_proj.weight': tensor 'model.layers.0.mlp.down_proj.weight' is F8_E4M3, but "
+        "hf_quant_config.json keeps it unquantised (excluded by its exclude_modules)");
+
+  files = files_of(base);
+  files.erase("hf_quant_config.json");
+  auto cfg = nlohmann::json::parse(files.at("config.json"));
+  cfg["quantization_config"] = {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}};
+  files["config.json"] = cfg.dump();
+  const std::string mixed = manifest_error(model::MemCheckpoint("ckpt", files));
+  CHECK(mixed.find("config.json quantization_config declares quant_method fp8 with block scales "
+                   "('model.layers.0.self_attn.q_proj.weight_scale_inv'), but 'model.layers.0.self_attn.q_proj.weight' has a "
+                   "per-tensor 'model.layers.0.self_attn.q_proj.weight_scale'") != std::string::npos);
+
+  model::SynthPlan bad = base;
+  for (auto& t : bad.tensors) {
+    if (t.name == "model.layers.0.self_attn.o_proj.weight_scale") t.shape = {1};
+  }
+  auto layout = read_checkpoint_layout(model::MemCheckpoint("ckpt", files_of(bad)));
+  REQUIRE(layout.ok());
+  auto wrong = make_entry("o", {"model.layers.0.self_attn.o_proj.weight"}, *layout, "ckpt");
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message == "ckpt: weight 'o': scale 'model.layers.0.self_attn.o_proj.weight_scale' is F32 [1], expected "
+                                 "F32 [] (one scale per tensor)");
+}
+
+TEST_CASE("an unknown quant_algo in hf_quant_config.json is refused naming the file and the known ones") {
+  auto files = files_of(modelopt_plan("tiny-llama"));
+  files["hf_quant_config.json"] = R"({"quantization": {"quant_algo": "FP9", "exclude_modules": ["lm_head"]}})";
+  model::MemCheckpoint src("ckpt", files);
+  auto g = model::instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.error().message.find("hf_quant_config.json: unsupported quant_algo 'FP9' (known: FP8, NVFP4, MXFP4)") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -61,11 +62,15 @@ inline void write(const std::filesystem::path& p, const std::string& bytes) {
 }
 
 // A synth checkpoint directory (config.json + model.safetensors).
-inline std::filesystem::path tiny_checkpoint(const std::string& name, const std::string& config, std::uint64_t seed = 7) {
+inline std::filesystem::path tiny_checkpoint(const std::string& name, const std::string& config, std::uint64_t seed = 7,
+                                             Format dtype = Format::bf16,
+                                             model::Fp8Layout layout = model::Fp8Layout::block128) {
   const auto dir = temp_dir(name) / "tiny-llama";
   std::filesystem::create_directories(dir);
   model::SynthOptions so;
   so.seed = seed;
+  so.dtype = dtype;
+  so.layout = layout;
   auto plan = model::plan_synth(tree_lib().lib.circuits, config, "config.json", so);
   REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message));
   auto files = model::synth_files(*plan, model::kDefaultShardBytes);
@@ -88,6 +93,7 @@ struct EmitSpec {
   std::vector<std::int64_t> buckets = {8, 32};
   std::int64_t max_ctx = 128;
   int tp = 1;  // tensor-parallel ranks (emit --tp)
+  std::optional<Format> kv;  // the KV cache format (`met circuit emit --kv-dtype`); unset: bf16, as the CLI's default
 };
 
 inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt, const EmitSpec& spec,
@@ -95,6 +101,7 @@ inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt,
   MET_TRY(planner::Target target, planner::resolve_target(tl.lib, spec.device));
   DiskCheckpoint src(ckpt.string());
   MET_TRY(model::ModelGraph graph, model::instantiate_checkpoint(tl.tree, tl.lib.circuits, src));
+  graph.kv = spec.kv.value_or(Format::bf16);
   MET_TRY(emit::CheckpointLayout layout, emit::read_checkpoint_layout(src));
   MET_TRY(std::string config, src.read("config.json"));
   emit::EmitOptions o;

@@ -41,7 +41,8 @@ const std::map<std::string, model::Circuit>& circuits() {
 struct TempCheckpoint {
   fs::path dir;
   model::SynthPlan plan;
-  TempCheckpoint(const std::string& fixture, Format dtype, std::uint64_t shard_bytes) {
+  TempCheckpoint(const std::string& fixture, Format dtype, std::uint64_t shard_bytes,
+                 model::Fp8Layout layout = model::Fp8Layout::block128) {
     static int counter = 0;
     dir = fs::temp_directory_path() / ("met-weights-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     fs::remove_all(dir);
@@ -49,7 +50,7 @@ struct TempCheckpoint {
     DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + fixture);
     auto cfg = d.read("config.json");
     REQUIRE(cfg.ok());
-    auto p = model::plan_synth(circuits(), *cfg, fixture, model::SynthOptions{21, dtype});
+    auto p = model::plan_synth(circuits(), *cfg, fixture, model::SynthOptions{21, dtype, layout});
     REQUIRE(p.ok());
     plan = *p;
     auto files = model::synth_files(plan, shard_bytes);
@@ -204,4 +205,46 @@ TEST_CASE("a checkpoint that changed since emit is refused naming the tensor and
   REQUIRE_FALSE(w9.ok());
   CHECK(w9.error().message.find("tensor 'model.layers.0.input_layernorm.weight': dtype is BF16 in the checkpoint, F16 in weights.json") !=
         std::string::npos);
+}
+
+TEST_CASE("modelopt fp8: a fused q/k/v decodes each row with its own projection's per-tensor scale (catches one scale for the fused entry)") {
+  TempCheckpoint ck("tiny-llama", Format::fp8_e4m3, model::kDefaultShardBytes, model::Fp8Layout::modelopt);
+  const auto m = ck.manifest();
+  auto w = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_MESSAGE(w.ok(), (w.ok() ? "" : w.error().message));
+  const auto qkv = w->find("model.layers.0.self_attn.qkv");
+  REQUIRE(qkv);
+  auto h = w->host_weight(*qkv);
+  REQUIRE(h.ok());
+  CHECK(h->format == MET_WEIGHT_FP8_E4M3);
+  CHECK(h->block_rows == 1);
+  CHECK(h->block_cols == h->cols);
+  const auto& e = m.tensors[*qkv];
+  REQUIRE(e.parts.size() == 3);
+  float act_scale = 0;  // the largest of the parts' static input scales
+  REQUIRE(e.input_scale_parts.size() == 3);
+  for (const auto& p : e.input_scale_parts) {
+    const std::string b = ck.tensor(p.tensor);
+    float v = 0;
+    std::memcpy(&v, b.data(), sizeof v);
+    act_scale = std::max(act_scale, v);
+  }
+  CHECK(act_scale > 0);
+  CHECK(h->act_scale == act_scale);
+  std::int64_t row = 0;
+  std::vector<float> got(static_cast<std::size_t>(h->cols));
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::string sb = ck.tensor(e.scale_parts[k].tensor), wb = ck.tensor(e.parts[k].tensor);
+    float scale = 0;
+    std::memcpy(&scale, sb.data(), sizeof scale);
+    const std::int64_t rows = static_cast<std::int64_t>(e.parts[k].shape[0]);
+    for (std::int64_t r : {std::int64_t{0}, rows - 1}) {
+      met::cpu::weight_row(*h, row + r, got.data());
+      for (std::int64_t c = 0; c < h->cols; c += 7) {
+        const auto code = static_cast<std::uint8_t>(wb[static_cast<std::size_t>(r * h->cols + c)]);
+        CHECK(got[static_cast<std::size_t>(c)] == met::cpu::fp8_e4m3_to_f32(code) * scale);
+      }
+    }
+    row += rows;
+  }
 }

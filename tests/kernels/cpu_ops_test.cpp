@@ -333,6 +333,43 @@ TEST_CASE("allreduce_residual ranks=3 rows=2 width=5 adds bf16(p0 + p1 + p2) to 
   for (int i = 0; i < 8; ++i) CHECK(met::cpu::bf16_to_f32(out[i]) == want[i]);
 }
 
+// x quantised as a static W8A8 path reads it: the e4m3 value nearest to x / s (ties to the even
+// code, saturating at 448), times s; found by search over the codes' definition (def_e4m3).
+Dbl quantise_static(const Bf16& x, float s) {
+  Dbl out(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = bf16_to_f32(x[i]) / s, a = std::min(std::abs(v), 448.0);  // x / s in fp32, as the body divides
+    int best = 0;
+    for (int c = 1; c < 127; ++c) {
+      const double d = std::abs(def_e4m3(static_cast<std::uint8_t>(c)) - a), bd = std::abs(def_e4m3(static_cast<std::uint8_t>(best)) - a);
+      if (d < bd || (d == bd && c % 2 == 0)) best = c;
+    }
+    out[i] = std::copysign(def_e4m3(static_cast<std::uint8_t>(best)), v) * s;
+  }
+  return out;
+}
+
+TEST_CASE("W8A8 static (act_scale 0.01): gemv and gemm read every activation as e4m3(x / s) * s and match fp64 over the quantised inputs; W8A16 of the same weight does not (an act_scale left unread fails)") {
+  std::mt19937 g(33);
+  auto t = make_weight(g, MET_WEIGHT_FP8_E4M3, 40, 128, 1, 128);
+  const auto x = random_bf16(g, 5 * 128, -3, 3);
+  Bf16 y16(5 * 40), y8(5 * 40), y8m(5 * 40);
+  met_gemv(x.data(), &t.w, y16.data(), 5, 0, t.w.rows);
+  t.w.act_scale = 0.01f;
+  met_gemv(x.data(), &t.w, y8.data(), 5, 0, t.w.rows);
+  met_gemm(x.data(), &t.w, y8m.data(), 5, 0, t.w.rows);
+  const Dbl ref8 = ref_linear(quantise_static(x, 0.01f), t, 5), ref16 = ref_linear(to_dbl(x), t, 5);
+  check_close(y8, ref8, 1e-2);
+  CHECK(y8m == y8);
+  double max_ref = 0, far = 0;
+  for (std::size_t i = 0; i < ref8.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(ref16[i]));
+    far = std::max(far, std::abs(ref8[i] - ref16[i]));
+  }
+  CHECK(far > 1e-2 * max_ref);  // the two paths are told apart at the tolerance above
+  check_close(y16, ref16, 1e-2);
+}
+
 // ---------------------------------------------------------------- elementwise
 
 TEST_CASE("embed rows=5 vocab=50 dim=64 bf16 and fp8-e4m3 gathers the token rows") {
@@ -525,7 +562,7 @@ TEST_CASE("kv_append rows=3 kv_heads=2 head_dim=64 v_head_dim=32 writes exactly 
   const auto k = random_bf16(g, 3 * 200), v = random_bf16(g, 3 * 100);
   Bf16 kc(10 * kw, 0x7fff), vc(10 * vw, 0x7fff);
   const std::int64_t slots[3] = {5, 0, 9};
-  met_kv_append(k.data(), 200, v.data(), 100, kc.data(), vc.data(), slots, 3, 2, 64, 32);
+  met_kv_append(k.data(), 200, v.data(), 100, kc.data(), vc.data(), slots, 3, 2, 64, 32, /*kv_fp8=*/0, 1.0f, 1.0f);
   for (int r = 0; r < 3; ++r) {
     for (int i = 0; i < kw; ++i) CHECK(kc[sz(slots[r] * kw + i)] == k[sz(r * 200 + i)]);
     for (int i = 0; i < vw; ++i) CHECK(vc[sz(slots[r] * vw + i)] == v[sz(r * 100 + i)]);
@@ -579,7 +616,7 @@ void run_qkv_case(const QkvCase& c) {
     }
   met_rope(qkv.data(), width, qkv.data() + qw, width, pos, c.rows, &c.s, /*inv_freq=*/nullptr);
   met_kv_append(qkv.data() + qw, width, qkv.data() + qw + kw, width, kc2.data(), vc2.data(), slots, c.rows,
-                c.s.kv_heads, c.s.head_dim, c.s.head_dim);
+                c.s.kv_heads, c.s.head_dim, c.s.head_dim, c.s.kv_fp8, c.s.k_scale, c.s.v_scale);
   for (std::int64_t r = 0; r < c.rows; ++r)
     std::copy_n(qkv.begin() + r * width, qw, q2.begin() + r * qw);
   CHECK(q == q2);
@@ -785,13 +822,38 @@ struct AttnCase {
   std::int32_t splits = 4;
 };
 
+// A cache of n elements in the shape's format and the values the reference reads: bf16 in
+// [lo, hi], or (kv_fp8) random e4m3 codes, NaN excluded, whose values are code * scale.
+struct Cache {
+  Bf16 data;
+  Dbl values;
+};
+Cache random_cache(std::mt19937& g, std::int64_t n, float lo, float hi, std::int32_t fp8, float scale) {
+  if (!fp8) {
+    auto b = random_bf16(g, n, lo, hi);
+    return {b, to_dbl(b)};
+  }
+  Cache c{Bf16(sz((n + 1) / 2)), Dbl(sz(n))};
+  auto* bytes = reinterpret_cast<std::uint8_t*>(c.data.data());
+  std::uniform_int_distribution<int> d(0, 255);
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto code = static_cast<std::uint8_t>(d(g));
+    if ((code & 0x7fu) == 0x7fu) code ^= 1u;  // NaN -> the largest finite code of that sign
+    bytes[i] = code;
+    c.values[sz(i)] = static_cast<double>(met::cpu::fp8_e4m3_to_f32(code)) * scale;
+  }
+  return c;
+}
+
 void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
   std::mt19937 g(141);
   const auto& s = c.s;
   const std::int64_t rows = static_cast<std::int64_t>(lens.size()), max_ctx = 128;
   const std::int64_t kw = s.kv_heads * s.head_dim, vw = s.kv_heads * s.v_head_dim;
   const auto q = random_bf16(g, rows * s.heads * s.head_dim, -2, 2);
-  const auto kc = random_bf16(g, rows * max_ctx * kw, -2, 2), vc = random_bf16(g, rows * max_ctx * vw);
+  const auto kcache = random_cache(g, rows * max_ctx * kw, -2, 2, s.kv_fp8, s.k_scale);
+  const auto vcache = random_cache(g, rows * max_ctx * vw, -1, 1, s.kv_fp8, s.v_scale);
+  const Bf16 &kc = kcache.data, &vc = vcache.data;
   const auto sinks = random_bf16(g, s.heads, -1, 3);
   std::vector<std::int64_t> base(sz(rows));
   for (std::int64_t r = 0; r < rows; ++r) base[sz(r)] = r * max_ctx;
@@ -807,7 +869,8 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
                         out.data());
   met_attn_decode_merge(po.data(), pml.data(), c.sinks ? sinks.data() : nullptr, rows, &s, c.splits, s.heads / 2, s.heads,
                         out.data());
-  const auto qd = to_dbl(q), kd = to_dbl(kc), vd = to_dbl(vc), sd = to_dbl(sinks);
+  const auto qd = to_dbl(q), sd = to_dbl(sinks);
+  const Dbl &kd = kcache.values, &vd = vcache.values;
   Dbl ref;
   for (std::int64_t r = 0; r < rows; ++r)
     for (int h = 0; h < s.heads; ++h) {
@@ -844,6 +907,20 @@ TEST_CASE("attn_decode_split+merge and attn_decode_split_merge heads=8 kv_heads=
   SUBCASE("window=16 splits=3") { c.s.window = 16; c.splits = 3; run_decode(c, lens); }
   SUBCASE("sinks splits=5") { c.sinks = true; c.splits = 5; run_decode(c, lens); }
   SUBCASE("softcap=5 splits=2") { c.s.softcap = 5.0f; c.splits = 2; run_decode(c, lens); }
+  SUBCASE("fp8 KV k_scale=2/448 v_scale=1/448 splits=4") {
+    c.s.kv_fp8 = 1;
+    c.s.k_scale = 2.0f / 448.0f;
+    c.s.v_scale = 1.0f / 448.0f;
+    run_decode(c, lens);
+  }
+  SUBCASE("fp8 KV splits=1 window=16") {
+    c.s.kv_fp8 = 1;
+    c.s.k_scale = 0.004f;
+    c.s.v_scale = 0.003f;
+    c.s.window = 16;
+    c.splits = 1;
+    run_decode(c, lens);
+  }
   SUBCASE("v_head_dim=32 heads=4 kv_heads=4 window=8 sinks softcap=2") {
     c.s = MetAttnShape{4, 4, 64, 32, 8, 2.0f, 0.125f};
     c.sinks = true;
@@ -1095,4 +1172,66 @@ TEST_CASE("sample: rows with temperature <= 0 are left alone; -inf and NaN logit
   CHECK(tokens[0] == -7);
   CHECK((tokens[1] == 6 || tokens[1] == 7) == false);  // row 1 is logits 4..7: indices within the row
   CHECK((tokens[1] == 2 || tokens[1] == 3));
+}
+
+TEST_CASE("attn_prefill with fp8 caches (k_scale=0.005 v_scale=0.002) matches fp64 over the dequantised codes (a scale left out or a bf16 read of the codes fails)") {
+  std::mt19937 g(152);
+  MetAttnShape s{4, 2, 32, 32, 0, 0.0f, 0.2f};
+  s.kv_fp8 = 1;
+  s.k_scale = 0.005f;
+  s.v_scale = 0.002f;
+  const std::int64_t tokens = 24, start = 5, base = 2, slots = base + start + tokens;
+  const auto q = random_bf16(g, tokens * 4 * 32, -2, 2);
+  const auto kc = random_cache(g, slots * 2 * 32, 0, 0, 1, s.k_scale), vc = random_cache(g, slots * 2 * 32, 0, 0, 1, s.v_scale);
+  Bf16 out(sz(tokens * 4 * 32));
+  met_attn_prefill(q.data(), kc.data.data(), vc.data.data(), base, static_cast<std::int32_t>(start), tokens, &s, 0, 4, nullptr,
+                   out.data());
+  const auto qd = to_dbl(q);
+  Dbl ref;
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (int h = 0; h < 4; ++h) {
+      const auto o = ref_attn(qd.data() + (t * 4 + h) * 32, kc.values, vc.values, base, start + t, h / 2, s, nullptr);
+      ref.insert(ref.end(), o.begin(), o.end());
+    }
+  check_close(out, ref);
+}
+
+TEST_CASE("kv_append and the fused qkv body with fp8 caches write e4m3(x / scale) at the row's slot (catches an unscaled or bf16 write)") {
+  std::mt19937 g(92);
+  const auto k = random_bf16(g, 2 * 64, -3, 3), v = random_bf16(g, 2 * 32, -1, 1);
+  std::vector<std::uint8_t> kc(4 * 64, 0xaa), vc(4 * 32, 0xaa);
+  const std::int64_t slots[2] = {3, 1};
+  const float ks = 3.0f / 448.0f, vs = 0.5f / 448.0f;
+  met_kv_append(k.data(), 64, v.data(), 32, reinterpret_cast<std::uint16_t*>(kc.data()),
+                reinterpret_cast<std::uint16_t*>(vc.data()), slots, 2, 1, 64, 32, /*kv_fp8=*/1, ks, vs);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < 64; ++i)
+      CHECK(kc[sz(slots[r] * 64 + i)] == met::cpu::f32_to_fp8_e4m3(bf16_to_f32(k[sz(r * 64 + i)]) / ks));
+    for (int i = 0; i < 32; ++i)
+      CHECK(vc[sz(slots[r] * 32 + i)] == met::cpu::f32_to_fp8_e4m3(bf16_to_f32(v[sz(r * 32 + i)]) / vs));
+  }
+  for (int i = 0; i < 64; ++i) CHECK(kc[sz(i)] == 0xaa);  // slot 0 untouched
+  // A code is within half a step of x / scale: e4m3 keeps 3 mantissa bits.
+  for (int i = 0; i < 64; ++i) {
+    const double x = bf16_to_f32(k[sz(64 + i)]) / ks, y = met::cpu::fp8_e4m3_to_f32(kc[sz(64 + i)]);
+    CHECK(std::abs(x - y) <= std::max(std::abs(x) / 16.0, 1.0 / 1024.0));
+  }
+}
+
+TEST_CASE("f32_to_fp8_e4m3 (cpu) round-trips every finite code, rounds ties to even, saturates at 448 and keeps NaN (catches truncation or an overflow to NaN)") {
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7f) == 0x7f) continue;
+    CAPTURE(c);
+    const float v = met::cpu::fp8_e4m3_to_f32(static_cast<std::uint8_t>(c));
+    if (c == 0x80) continue;  // -0 encodes as 0x80 too, checked below
+    CHECK(met::cpu::f32_to_fp8_e4m3(v) == c);
+  }
+  CHECK(met::cpu::f32_to_fp8_e4m3(-0.0f) == 0x80);
+  CHECK(met::cpu::f32_to_fp8_e4m3(1.0625f) == met::cpu::f32_to_fp8_e4m3(1.0f));   // halfway 1 (even) / 1.125
+  CHECK(met::cpu::f32_to_fp8_e4m3(1.1875f) == met::cpu::f32_to_fp8_e4m3(1.25f));  // halfway 1.125 / 1.25 (even)
+  CHECK(met::cpu::f32_to_fp8_e4m3(3.0f / 1024.0f) == 0x02);                      // halfway subnormals 1/512, 2/512
+  CHECK(met::cpu::f32_to_fp8_e4m3(1.9f / 64.0f) == 0x0f);                        // 1.875 * 2^-6, top of exponent 1
+  CHECK(met::cpu::f32_to_fp8_e4m3(460.0f) == 0x7e);
+  CHECK(met::cpu::f32_to_fp8_e4m3(-1e30f) == 0xfe);
+  CHECK(met::cpu::f32_to_fp8_e4m3(std::nanf("")) == 0x7f);
 }

@@ -479,3 +479,52 @@ TEST_CASE("tiny Gemma-3 (Gemma3ForCausalLM) is written with the text model's rea
     }
   }
 }
+
+TEST_CASE("fp8-modelopt synth: hf_quant_config.json as nvidia's, F32 scalar weight_scale and input_scale per Linear, k_scale and v_scale per layer, lm_head bf16; it instantiates as W8A8 with an fp8 KV cache (catches block scales or a quantised lm_head)") {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/tiny-llama");
+  auto cfg = d.read("config.json");
+  REQUIRE(cfg.ok());
+  auto p = plan_synth(circuits(), *cfg, "tiny-llama", SynthOptions{5, Format::fp8_e4m3, Fp8Layout::modelopt});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  CHECK(p->config_json.find("quantization_config") == std::string::npos);
+  const auto hq = nlohmann::json::parse(p->hf_quant_config_json);
+  CHECK(hq.at("quantization").at("quant_algo") == "FP8");
+  CHECK(hq.at("quantization").at("kv_cache_quant_algo") == "FP8");
+  CHECK(hq.at("quantization").at("exclude_modules") == nlohmann::json::array({"lm_head"}));
+  std::map<std::string, const SynthTensor*> by;
+  for (const auto& t : p->tensors) by[t.name] = &t;
+  for (const char* name : {"model.layers.0.self_attn.q_proj.weight_scale", "model.layers.0.self_attn.q_proj.input_scale",
+                           "model.layers.1.mlp.down_proj.input_scale", "model.layers.0.self_attn.k_proj.k_scale",
+                           "model.layers.1.self_attn.v_proj.v_scale"}) {
+    CAPTURE(name);
+    REQUIRE(by.count(name) == 1);
+    CHECK(by.at(name)->dtype == "F32");
+    CHECK(by.at(name)->shape.empty());
+  }
+  CHECK(by.at("model.layers.0.mlp.gate_proj.weight")->dtype == "F8_E4M3");
+  CHECK(by.at("lm_head.weight")->dtype == "BF16");
+  CHECK(by.count("model.layers.0.self_attn.q_proj.weight_scale_inv") == 0);
+  CHECK(by.count("model.layers.0.self_attn.q_proj.k_scale") == 0);
+  auto files = synth_files(*p, kDefaultShardBytes);
+  REQUIRE(files.ok());
+  CHECK(files->count("hf_quant_config.json") == 1);
+  MemCheckpoint src("tiny-llama-mo", *files);
+  auto g = instantiate_checkpoint(tree(), circuits(), src);
+  REQUIRE_MESSAGE(g.ok(), (g.ok() ? "" : g.error().message));
+  CHECK(g->kv == Format::fp8_e4m3);
+  const Node* o = nullptr;
+  for (const auto& n : g->kinds[0].nodes) {
+    if (n.role == "o") o = &n;
+  }
+  REQUIRE(o);
+  CHECK(*o->weight_format == Format::fp8_e4m3);
+  CHECK(o->act_format == Format::fp8_e4m3);
+}
+
+TEST_CASE("synth --dtype names: fp8-e4m3 stays an alias of fp8-block128, unknown names are nullopt") {
+  CHECK(parse_synth_dtype("fp8-e4m3")->layout == Fp8Layout::block128);
+  CHECK(parse_synth_dtype("fp8-block128")->dtype == Format::fp8_e4m3);
+  CHECK(parse_synth_dtype("fp8-modelopt")->layout == Fp8Layout::modelopt);
+  CHECK(parse_synth_dtype("bf16")->dtype == Format::bf16);
+  CHECK_FALSE(parse_synth_dtype("fp8"));
+}
