@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import sys
 import tempfile
 
@@ -73,6 +74,34 @@ def load(checkpoint, device, attn_implementation):
     return model.to(device).eval()
 
 
+class RouterWatch:
+    """The smallest routing margin a mixture-of-experts model saw since the last reset: for every
+    token at every MoE layer, the gap between the k-th and the (k+1)-th largest router output
+    (k = num_experts_per_tok) relative to that token's largest |output|. Below bf16 noise, which
+    experts a token reaches is a coin toss for any implementation, as a near tie of the top two
+    logits is for the greedy token. Hooks every `mlp.gate` module; a model without one has no margin."""
+
+    def __init__(self, model):
+        self.k = getattr(model.config, "num_experts_per_tok", 0)
+        self.margin = None
+        gates = [m for n, m in model.named_modules() if n.endswith(".mlp.gate")] if self.k else []
+        for m in gates:
+            m.register_forward_hook(self.hook)
+        self.active = bool(gates)
+
+    def hook(self, module, inputs, output):
+        out = output[0] if isinstance(output, tuple) else output
+        v = out.float().reshape(-1, out.shape[-1])
+        top = torch.topk(v, self.k + 1, dim=-1).values
+        gap = (top[:, self.k - 1] - top[:, self.k]) / v.abs().amax(dim=-1).clamp_min(1e-30)
+        m = float(gap.min())
+        self.margin = m if self.margin is None else min(self.margin, m)
+
+    def take(self):
+        m, self.margin = self.margin, None
+        return m
+
+
 @torch.no_grad()
 def greedy(model, prompt, steps, device):
     ids = torch.tensor([prompt], device=device)
@@ -104,7 +133,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--command", default="", help="the command line to record in the fixture")
+    ap.add_argument("--command", default="", help="the command line to record in the fixture (default: this one)")
     args = ap.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if not 1 <= args.min_prompt_len <= args.max_prompt_len:
@@ -119,25 +148,33 @@ def main():
     vocab = model.config.vocab_size
     candidates = [[rng.randrange(3, vocab) for _ in range(rng.randrange(args.min_prompt_len, args.max_prompt_len + 1))]
                   for _ in range(args.random_prompts)]
+    # A mixture-of-experts model ranks by the smaller of that margin and the routing margin
+    # (RouterWatch): a router near tie flips an expert, and with it the step's logits.
+    router = RouterWatch(model)
     scored = []
     for prompt in prompts + candidates:
+        router.take()
         tokens, logits = greedy(model, prompt, args.steps, device)
         margins = []
         for l in logits:
             top = torch.topk(l, 2).values
             margins.append(float((top[0] - top[1]) / l.abs().max()))
-        scored.append((prompt, tokens, logits, min(margins)))
+        scored.append((prompt, tokens, logits, min(margins), router.take()))
     fixed = scored[:len(prompts)]
-    ranked = sorted(scored[len(prompts):], key=lambda c: -c[3])[:args.keep]
+    decisive = lambda c: min(c[3], c[4]) if c[4] is not None else c[3]
+    ranked = sorted(scored[len(prompts):], key=lambda c: -decisive(c))[:args.keep]
     cases = []
-    for prompt, tokens, logits, margin in fixed + ranked:
-        cases.append({"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5),
-                      "logits": [[round(float(v), 5) for v in l] for l in logits]})
+    for prompt, tokens, logits, margin, router_margin in fixed + ranked:
+        case = {"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5)}
+        if router_margin is not None:
+            case["min_router_margin"] = round(router_margin, 5)
+        case["logits"] = [[round(float(v), 5) for v in l] for l in logits]
+        cases.append(case)
     import transformers
     fixture = {
         "schema": "met-oracle/1",
         "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
-        "generated_by": args.command,
+        "generated_by": args.command or " ".join(["python3"] + [shlex.quote(a) for a in sys.argv]),
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
