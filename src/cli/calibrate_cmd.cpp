@@ -22,7 +22,7 @@ namespace {
 
 struct CalibrateArgs {
   std::vector<std::string> paths;
-  std::string hardware, configs, out;
+  std::string hardware, configs, out, write_doc;
   bool update = false, held_out = false;
 };
 
@@ -35,6 +35,33 @@ int error(const std::string& message) {
 // wherever the repository is checked out).
 std::string command_of(const CalibrateArgs& a, const std::string& hardware) {
   return fmt::format("met circuit calibrate {} --configs {} --hardware {} --update", join(a.paths, " "), a.configs, hardware);
+}
+
+// The markers around the held-out table in a Markdown file (--write-doc), each on a line of its own.
+constexpr const char* kDocBegin = "<!-- held-out table: met circuit calibrate --held-out --write-doc -->";
+constexpr const char* kDocEnd = "<!-- end of the held-out table -->";
+
+// The Markdown file with the lines between its markers replaced by `table`, each line indented like
+// the opening marker (a table inside a list item), or an error naming the file and what is missing.
+Expected<std::string> with_table(const std::string& path, const std::string& doc, const std::string& table) {
+  const auto begin = doc.find(kDocBegin), end = doc.find(kDocEnd);
+  if (begin == std::string::npos || end == std::string::npos || end < begin)
+    return fail(fmt::format("--write-doc {}: the file needs the lines '{}' and, after it, '{}' around the table", path, kDocBegin, kDocEnd));
+  const auto line_start = doc.rfind('\n', begin);
+  const std::string indent = doc.substr(line_start == std::string::npos ? 0 : line_start + 1,
+                                        begin - (line_start == std::string::npos ? 0 : line_start + 1));
+  if (indent.find_first_not_of(' ') != std::string::npos)
+    return fail(fmt::format("--write-doc {}: the opening marker must start its line (after spaces)", path));
+  const auto after_begin = doc.find('\n', begin);
+  const auto end_line = doc.rfind('\n', end);
+  std::string body = "\n";
+  for (std::size_t at = 0; at < table.size();) {
+    const auto nl = table.find('\n', at);
+    body += indent + table.substr(at, nl - at) + "\n";
+    at = nl == std::string::npos ? table.size() : nl + 1;
+  }
+  body += "\n";
+  return doc.substr(0, after_begin + 1) + body + doc.substr(end_line + 1);
 }
 
 // The held-out table: per model and case, measured, predicted and the error.
@@ -51,6 +78,7 @@ std::string held_out_table(const std::vector<estimate::HeldOutRow>& rows) {
 int run_calibrate(const LibraryFn& library, const std::string& kernels, const CalibrateArgs& a) {
   if (a.update && !a.out.empty()) return error("--update writes the class's EVIDENCE.toml; --out FILE writes elsewhere: give one of them");
   if (a.held_out && (a.update || !a.out.empty())) return error("--held-out prints the held-out table; it writes no evidence file");
+  if (!a.write_doc.empty() && !a.held_out) return error("--write-doc FILE puts the held-out table into FILE: give it with --held-out");
   const planner::Library* lib = library();
   if (!lib) return 1;
   auto records = read_campaigns(a.paths, "calibrate");
@@ -98,6 +126,13 @@ int run_calibrate(const LibraryFn& library, const std::string& kernels, const Ca
     if (!rows) return error(rows.error().message);
     const std::string table = held_out_table(*rows);
     std::fwrite(table.data(), 1, table.size(), stdout);
+    if (a.write_doc.empty()) return 0;
+    auto doc = read_file(a.write_doc);
+    if (!doc) return error(fmt::format("--write-doc {}: cannot read it", a.write_doc));
+    auto next = with_table(a.write_doc, *doc, table);
+    if (!next) return error(next.error().message);
+    auto written = write_atomic(a.write_doc, *next);
+    if (!written) return error(written.error().message);
     return 0;
   }
   const std::string klass = target->chain.leaf().id;
@@ -132,6 +167,8 @@ void add_calibrate_command(CLI::App& circuit, const LibraryFn& library, const st
   cmd->add_option("--out", a->out, "write the evidence file to FILE (atomically) instead of stdout");
   cmd->add_flag("--update", a->update, "write it to the tree's <class>/EVIDENCE.toml (./kernels, or --kernels DIR)");
   cmd->add_flag("--held-out", a->held_out, "print, for each model, its cases predicted by a fit on the other models");
+  cmd->add_option("--write-doc", a->write_doc,
+                  "with --held-out: also replace the table between FILE's held-out markers (docs/arch/planner.md)");
   cmd->fallthrough();
   out.push_back({cmd, [library, kernels, a] { return run_calibrate(library, *kernels, *a); }});
 }

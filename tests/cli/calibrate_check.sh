@@ -37,3 +37,17 @@ refuse "no campaign of b200 measured today's plan" "$work/b200.json" --configs "
 echo '{"schema": "met-campaign/1", "hardware": "h200-sxm", "cases": [{"kind": "decode", "rows": 1, "ctx": 4096, "ms": {"median": 1.0}}]}' \
   >"$work/nomodel.json"
 refuse "the record names no model" "$work/nomodel.json" --configs bench/configs
+# --write-doc: the table goes between the markers of a copy of docs/arch/planner.md, which must then
+# be the committed file byte for byte (the doc is regenerated, never pasted).
+refuse "--write-doc FILE puts the held-out table into FILE: give it with --held-out" perf-data/h200-sxm --configs bench/configs \
+  --write-doc "$work/p.md"
+printf '# no markers\n' >"$work/plain.md"
+refuse "--write-doc $work/plain.md: the file needs the lines" perf-data/h200-sxm --configs bench/configs --hardware h200-sxm \
+  --held-out --write-doc "$work/plain.md"
+cp docs/arch/planner.md "$work/planner.md"
+"$met" "${args[@]}" --held-out --write-doc "$work/planner.md" >/dev/null 2>&1
+if ! diff -u docs/arch/planner.md "$work/planner.md"; then
+  echo "FAIL: docs/arch/planner.md's held-out table is not what met ${args[*]} --held-out --write-doc docs/arch/planner.md writes now"
+  exit 1
+fi
+echo "ok   docs/arch/planner.md holds the held-out table met writes now"

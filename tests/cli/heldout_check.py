@@ -36,7 +36,7 @@ def main():
     with open(DOC) as f:
         current = "".join("  " + line + "\n" for line in out.splitlines() if line) in f.read()
     if not current:
-        print(f"FAIL: {DOC} does not hold this table (paste it under Estimates, Held-out validation)")
+        print(f"FAIL: {DOC} does not hold this table (met circuit calibrate perf-data/h200-sxm --configs bench/configs --hardware h200-sxm --held-out --write-doc docs/arch/planner.md)")
     if bad or not current:
         print("FAIL")
         sys.exit(1)
