@@ -168,12 +168,28 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
   (void)plan;
 }
 
+// Bytes per element of what `met circuit emit --tp` all-reduces: the fp32 partial sums of the
+// row-parallel projections (gemv_f32 / gemm_f32 into allreduce_residual, kernels/common/ops.def),
+// rounded once after the sum as the unsplit projection rounds.
+constexpr double kPartialSumBytes = 4.0;
+
+// The step's all-reduces of `rows` hidden vectors: a ring moves 2 (tp - 1) / tp of each.
 double allreduce_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
   if (tp <= 1) return 0;
   if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
-  const double bytes = static_cast<double>(rows) * param(m, "hidden") * format_bytes(m.activation);
+  const double bytes = static_cast<double>(rows) * param(m, "hidden") * kPartialSumBytes;
   const double one = 2.0 * (tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
   return static_cast<double>(tp_collectives(m, tp).all_reduces) * one;
+}
+
+// The gather of the vocabulary-parallel logits of `rows` rows (allgather_cols, in the activations'
+// format): each device receives the other (tp - 1) / tp of them.
+double gather_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
+  if (tp <= 1) return 0;
+  if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
+  const double bytes = static_cast<double>(rows) * param(m, "vocab") * format_bytes(m.activation);
+  const double one = static_cast<double>(tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
+  return static_cast<double>(tp_collectives(m, tp).gathers) * one;
 }
 
 planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, const model::ModelGraph& m, planner::Mode mode,
@@ -248,6 +264,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     ce.gaps = plan.gap_groups;
     ce.digest = plan.digest;
     ce.allreduce_s = allreduce_seconds(model, basis, rows, tp);
+    ce.gather_s = gather_seconds(model, basis, rows, tp);
     if (plan_out) *plan_out = plan;
   } else {
     const auto chunks = prefill_chunks(rows, target.chain.leaf().defaults.prefill_buckets);
@@ -278,13 +295,14 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
       prior += chunks[i];
     }
+    ce.gather_s = gather_seconds(model, basis, 1, tp);  // the head runs on the last row only
     const planner::Plan& first = plans.at(chunks.front());
     ce.gaps = first.gap_groups;
     ce.digest = first.digest;
     if (plan_out) *plan_out = first;
   }
-  ce.ceiling_s = sum.ceiling + ce.allreduce_s;
-  ce.prediction_s = sum.prediction + ce.allreduce_s;
+  ce.ceiling_s = sum.ceiling + ce.allreduce_s + ce.gather_s;
+  ce.prediction_s = sum.prediction + ce.allreduce_s + ce.gather_s;
   ce.prediction_basis = sum.measured ? "measured: " + join(std::vector<std::string>(sum.evidence.begin(), sum.evidence.end()), ", ")
                                      : "unmeasured";
   ce.weight_bytes = sum.weight;

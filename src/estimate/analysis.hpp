@@ -57,7 +57,8 @@ struct CaseEstimate {
   double kv_bytes = 0;
   double other_bytes = 0;
   double flops = 0;
-  double allreduce_s = 0;
+  double allreduce_s = 0;  // the step's all-reduces (fp32 partial sums, as emit --tp places them)
+  double gather_s = 0;     // the gather of the vocabulary-parallel logits
   double gap_s = 0;
   double tokens_per_s = 0;            // at the ceiling: decode C / step, prefill T / time
   double predicted_tokens_per_s = 0;  // the same at the prediction
@@ -156,8 +157,7 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
 
 // The collectives of one step at tensor parallelism tp (none at 1), where `met circuit emit --tp`
 // places them: an all-reduce at every residual (after each row-parallel o and down projection) and
-// one gather of the vocabulary-parallel logits. The all-reduces are costed (allreduce_s); the gather
-// is not yet.
+// one gather of the vocabulary-parallel logits, costed as allreduce_s and gather_s.
 struct TpCollectives {
   std::int64_t all_reduces = 0;
   std::int64_t gathers = 0;

@@ -25,6 +25,7 @@ json case_json(const estimate::CaseEstimate& c) {
           {"other_bytes", c.other_bytes},
           {"flops", c.flops},
           {"allreduce_s", c.allreduce_s},
+          {"gather_s", c.gather_s},
           {"gap_s", c.gap_s},
           {"tokens_per_s", c.tokens_per_s},
           {"predicted_tokens_per_s", c.predicted_tokens_per_s},

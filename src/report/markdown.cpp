@@ -137,11 +137,13 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   if (an.tp.empty()) {
     s += fmt::format("Not applicable: {} has no device interconnect.\n", d.id);
   } else {
-    s += fmt::format("{} at {}; all-reduce over {} ({} per direction).\n\n", planner::mode_name(an.options.mode), an.options.rows,
-                     d.interconnect.kind, gbps(an.basis.interconnect.value));
-    s += md_head({"TP", "step", "all-reduce", "tokens/s", "weights read per device"});
+    s += fmt::format(
+        "{} at {}; collectives over {} ({} per direction): an all-reduce of the fp32 partial sums at every residual and "
+        "a gather of the vocabulary-parallel logits, as `met circuit emit --tp` places them.\n\n",
+        planner::mode_name(an.options.mode), an.options.rows, d.interconnect.kind, gbps(an.basis.interconnect.value));
+    s += md_head({"TP", "step", "all-reduce", "logits gather", "tokens/s", "weights read per device"});
     for (const auto& c : an.tp) {
-      s += md_row({fmt_int(c.tp), ms(c.ceiling_s), ms(c.allreduce_s), rate(c.tokens_per_s), fmt_bytes(c.weight_bytes)});
+      s += md_row({fmt_int(c.tp), ms(c.ceiling_s), ms(c.allreduce_s), ms(c.gather_s), rate(c.tokens_per_s), fmt_bytes(c.weight_bytes)});
     }
   }
   s += "\n## Memory fit\n\n";

@@ -227,10 +227,12 @@ TEST_CASE("TP 2 halves the weight bytes per device and adds a positive all-reduc
   CHECK(tp2.weight_bytes == doctest::Approx(want).epsilon(1e-12));
   CHECK(tp2.weight_bytes / tp1.weight_bytes == doctest::Approx(0.5).epsilon(1e-3));
   CHECK(tp1.allreduce_s == 0);
-  CHECK(tp2.allreduce_s > 0);
-  // Two all-reduces of one hidden vector per layer (after attention and after the MLP); a ring
-  // all-reduce moves 2 (tp - 1) / tp of it over 450 GB/s per direction.
-  CHECK(tp2.allreduce_s >= 2 * L::layers * (L::hidden * 2) / 450e9);
+  CHECK(tp1.gather_s == 0);
+  // Two all-reduces of one hidden vector of fp32 partial sums per layer (after attention and after
+  // the MLP, as emit --tp places them); a ring all-reduce moves 2 (tp - 1) / tp of it over 450 GB/s
+  // per direction, plus 10 us each. One gather of the bf16 logits: (tp - 1) / tp of them.
+  CHECK(tp2.allreduce_s == doctest::Approx(2 * L::layers * (2.0 * 1 / 2 * L::hidden * 4 / 450e9 + 10e-6)).epsilon(1e-9));
+  CHECK(tp2.gather_s == doctest::Approx(1.0 / 2 * L::vocab * 2 / 450e9 + 10e-6).epsilon(1e-9));
   CHECK(tp2.ceiling_s < tp1.ceiling_s);
   CHECK(tp2.ceiling_s > tp1.ceiling_s / 2);
 
