@@ -102,8 +102,9 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
     std::int64_t parts = 1, row_parts = row_slices;
     if (n > 0 && rows >= 1) {
       // A wgmma GEMM takes tiles at most kGemmTile rows by kGemmTile (gated) or 256 columns at any
-      // row count: a batch of 16 whose plan picks a GEMM (Gemma's (1 + w) norms leave the gated
-      // gemv unfused) still cuts its columns into tiles, never into one part per stream.
+      // row count: should a class's rules pick one for a batch of 16 or fewer rows (hopper's start
+      // at 17 today, kernels/common/FUSIONS.toml), its columns are still cut into tiles, never into
+      // one part per stream.
       if (gpu && op->family == "gemm" && (rows > kGpuGemvRows || op->name.ends_with("_wgmma"))) {
         row_parts = (rows + kGemmTile - 1) / kGemmTile;
         parts = (n + kGemmTile - 1) / kGemmTile;
