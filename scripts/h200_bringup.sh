@@ -14,7 +14,7 @@
 # <stamp>-peers-compiled.json beside the campaign's <stamp>.json) and every comparison's output.
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
-#   tiny      tiny-llama3, tiny-qwen3 and tiny-gemma3: optest on cuda, cuda vs the transformers
+#   tiny      tiny-llama3, tiny-qwen3, tiny-gemma3 and tiny-qwen3-moe: optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
@@ -74,7 +74,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --f
 echo "met: $("$MET" --help | head -1)"
 
 if has tiny; then
-  for m in tiny-llama3 tiny-qwen3 tiny-gemma3; do
+  for m in tiny-llama3 tiny-qwen3 tiny-gemma3 tiny-qwen3-moe; do
     fx="${FIXTURES:-tests/oracle/fixtures}/$m-bf16.json"
     step "$m synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$m" >/dev/null
     step "$m emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$m" --out "$WORK/$m-a" --max-ctx 256 \

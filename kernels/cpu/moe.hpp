@@ -64,39 +64,47 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
 
 // x: [rows, hidden]; w_gate_up: [experts * 2*inter, hidden]; h: [rows, top_k, inter] =
 // silu(gate) * up of each routed expert, via a bf16 gate_up row (as met_gemv then met_silu_mul).
-extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h) {
-  const std::int64_t width = 2 * static_cast<std::int64_t>(inter), hidden = w_gate_up->cols;
+// Only columns [col0, col1) of inter (gate row j, up row inter + j) are computed and written.
+extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t width = 2 * static_cast<std::int64_t>(inter), hidden = w_gate_up->cols, n = col1 - col0;
+  if (n <= 0) return;
   const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_gate_up->rows / width);
-  std::vector<std::uint16_t> gu(static_cast<std::size_t>(rows * top_k * width));
+  std::vector<std::uint16_t> gu(static_cast<std::size_t>(rows * top_k * 2 * n));  // per slot: gate [n], then up [n]
   std::vector<float> row(static_cast<std::size_t>(hidden));
   for (std::size_t e = 0; e < by_expert.size(); ++e) {
     if (by_expert[e].empty()) continue;
-    for (std::int64_t j = 0; j < width; ++j) {
-      met::cpu::weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + j, row.data());
-      for (const std::int64_t t : by_expert[e])
-        gu[static_cast<std::size_t>(t * width + j)] = met::cpu::f32_to_bf16(met::cpu::dot_act(*w_gate_up, x + (t / top_k) * hidden, row.data(), hidden));
-    }
+    for (std::int64_t half = 0; half < 2; ++half)
+      for (std::int64_t j = col0; j < col1; ++j) {
+        met::cpu::weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + half * inter + j, row.data());
+        for (const std::int64_t t : by_expert[e])
+          gu[static_cast<std::size_t>((t * 2 + half) * n + j - col0)] =
+              met::cpu::f32_to_bf16(met::cpu::dot_act(*w_gate_up, x + (t / top_k) * hidden, row.data(), hidden));
+      }
   }
-  for (std::int64_t t = 0; t < rows * top_k; ++t) met::cpu::silu_mul_row(gu.data() + t * width, h + t * inter, inter);
+  for (std::int64_t t = 0; t < rows * top_k; ++t)
+    met::cpu::silu_mul_span(gu.data() + t * 2 * n, gu.data() + t * 2 * n + n, h + t * inter + col0, n);
 }
 
 // h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; y: [rows, hidden] =
 // bf16(sum over the routed experts of bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T))): each
 // expert's output is a bf16 projection, its weighted copy a bf16 product (weights are bf16), and
-// the top-k copies sum in fp32 (in expert order) with one rounding at the store.
-extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::uint16_t* y) {
-  const std::int64_t inter = w_down->cols;
+// the top-k copies sum in fp32 (in expert order) with one rounding at the store. Only columns
+// [col0, col1) of y are computed and written.
+extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t inter = w_down->cols, n = col1 - col0;
+  if (n <= 0) return;
   const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
-  std::vector<float> acc(static_cast<std::size_t>(rows * hidden), 0.0f);
+  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f);
   std::vector<float> row(static_cast<std::size_t>(inter));
   for (std::size_t e = 0; e < by_expert.size(); ++e) {
     if (by_expert[e].empty()) continue;
-    for (std::int64_t o = 0; o < hidden; ++o) {
+    for (std::int64_t o = col0; o < col1; ++o) {
       met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
       for (const std::int64_t t : by_expert[e])
-        acc[static_cast<std::size_t>((t / top_k) * hidden + o)] +=
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] +=
             met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_act(*w_down, h + t * inter, row.data(), inter)));
     }
   }
-  for (std::size_t k = 0; k < acc.size(); ++k) y[k] = met::cpu::f32_to_bf16(acc[k]);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
 }

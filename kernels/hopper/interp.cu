@@ -16,6 +16,7 @@
 #include "common/gemv.cuh"
 #include "common/kv_cache.cuh"
 #include "common/mma_sync.cuh"
+#include "common/moe.cuh"
 #include "common/sampling.cuh"
 #include "hopper/flash_prefill_wgmma.cuh"
 #include "hopper/gemm_wgmma.cuh"

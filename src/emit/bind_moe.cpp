@@ -41,7 +41,7 @@ Expected<void> bind_moe_gate_up(const KernelSite& site) {
   const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
   const Routing r = routing(site, top_k);
   MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, r.ids, site.b.act(kH, site.R, top_k * inter)},
-                     {site.R, top_k, inter}, {}));
+                     {site.R, top_k, inter, /*col_slices=*/1}, {}));
   return {};
 }
 
@@ -52,7 +52,7 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
   const Routing r = routing(site, top_k);
   MET_CHECK(site.add({site.b.act(kH, site.R, top_k * inter), w, r.ids, r.weights, site.b.act("y", site.R, site.hidden)},
-                     {site.R, top_k, site.hidden}, {}));
+                     {site.R, top_k, site.hidden, /*col_slices=*/1}, {}));
   return {};
 }
 

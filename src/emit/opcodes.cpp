@@ -26,7 +26,9 @@ enum class Span {
   out_heads, // [rows, heads * v_head_dim] merged heads: the slice's head range (col_slices over heads)
   // (KV head, split) units of attn_decode_split_merge, kv_heads x splits of them (col_slices over units):
   kv_splits, // [rows, heads, splits, x] states: the query heads of the slice's KV heads at its splits
-  kv_out     // [rows, heads * v_head_dim]: the query heads of the KV heads whose last split the slice holds
+  kv_out,    // [rows, heads * v_head_dim]: the query heads of the KV heads whose last split the slice holds
+  slot_cols  // [rows, top_k * inter] routed-expert slots: the slice's column range of `inter` (col_slices
+             // over inter) in every slot of its rows
 };
 
 // One tensor operand of a registry row.
@@ -198,6 +200,15 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
     if (sp.begin >= sp.end) return {};
     return strided(add(mul(mul(mul(r0, t.shape[1]), n), x), mul(sp.begin, x)), mul(add(sp.end, -Wide{sp.begin}), x), mul(n, x),
                    mul(nrows, t.shape[1]));
+  }
+  if (span == Span::slot_cols && t.shape.size() == 2) {
+    const Wide top_k = named_int(*op, d, "top_k"), inter = named_int(*op, d, "inter");
+    if (top_k <= 0 || inter <= 0 || mul(top_k, inter) != static_cast<Wide>(t.shape[1]) || inter > INT64_MAX) return kPastEveryTensor;
+    const RowRange cr = slice_cols(d, slice, static_cast<std::int64_t>(inter));
+    if (cr.begin >= cr.end) return {};
+    const Wide eb = dtype_bytes(t.dtype);
+    return strided(add(mul(r0, row_bytes), mul(cr.begin, eb)), mul(add(cr.end, -Wide{cr.begin}), eb), mul(inter, eb),
+                   mul(nrows, top_k));
   }
   if (span == Span::seq_slots) {
     const int k = int_index(*op, "seq_slots");

@@ -49,6 +49,7 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge") return d.ints[2] * d.ints[6];                    // kv_heads x splits
+  if (op.name == "moe_gate_up_silu") return d.ints[2];  // inter: gate row j and up row inter + j, in every routed slot
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
     if (h == MET_NO_TENSOR) return 0;
@@ -122,6 +123,12 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
       } else if (gpu && int_index(*op, "splits") >= 0) {
         row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;
+      } else if (gpu && op->family == "moe_gemv") {
+        // Every row in each slice at any row count: a slice reads its columns of each expert its
+        // rows picked once per chunk of routed slots (kernels/common/moe.cuh), so splitting rows
+        // would read the experts once per row part.
+        row_parts = 1;
+        parts = std::min<std::int64_t>(sm, n);
       } else if (gpu && rows <= kGpuGemvRows) {
         row_parts = 1;
         parts = std::min<std::int64_t>(sm, n);

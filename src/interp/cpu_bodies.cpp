@@ -327,15 +327,15 @@ void body_moe_router_topk(const MetArgs_moe_router_topk& a, const InstrDesc& d, 
 }
 
 void body_moe_gate_up_silu(const MetArgs_moe_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s);
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.inter);
   met_moe_gate_up_silu(a.x + r.begin * a.w_gate_up->cols, a.w_gate_up, a.ids + r.begin * a.top_k, r.end - r.begin,
-                       i32(a.top_k), i32(a.inter), a.h + r.begin * a.top_k * a.inter);
+                       i32(a.top_k), i32(a.inter), a.h + r.begin * a.top_k * a.inter, c.begin, c.end);
 }
 
 void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s);
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
   met_moe_down(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
-               r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden);
+               r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden, c.begin, c.end);
 }
 
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {

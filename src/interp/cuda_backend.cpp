@@ -383,6 +383,18 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, MET_GEMM_SMEM);
       }
+      if (op->family == "moe_gemv") {  // kernels/common/moe.cuh: 16-byte loads along the reduction, routing in smem
+        const std::int64_t top_k = named(*op, d, "top_k");
+        if (di.w_cols % 8 != 0)
+          return fail(where + ": " + op->name + " needs a reduction length divisible by 8, not " + std::to_string(di.w_cols));
+        if (top_k < 1 || top_k > MET_MOE_CHUNK)
+          return fail(where + ": " + op->name + " top_k " + std::to_string(top_k) + ": the bodies take 1 to " +
+                      std::to_string(MET_MOE_CHUNK));
+        if (op->name == "moe_router_topk" && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
+          return fail(where + ": " + op->name + " routes " + std::to_string(top_k) + " of " + std::to_string(di.w_rows) +
+                      " experts; the body takes at most " + std::to_string(MET_MOE_MAX_EXPERTS));
+        need = std::max<std::uint64_t>(need, MET_MOE_SMEM);
+      }
       if (gemv && slice_rows > MET_DEV_MAX_ROWS)
         return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +
                     std::to_string(MET_DEV_MAX_ROWS));

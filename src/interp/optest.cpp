@@ -72,6 +72,22 @@ std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::in
   return out;
 }
 
+// The bound of an integer operand's random values: the vocabulary, except an expert op's routed
+// ids, which take the experts and one id past them (a slot routed to no expert), so the routed
+// experts are exercised and so is the bodies' handling of an id that is no expert.
+std::int64_t int_bound(const emit::OpcodeInfo& op, const emit::InstrDesc& d, const emit::PacketFile& f, std::size_t operand,
+                       std::int64_t vocab) {
+  const int ids = emit::tensor_index(op, "ids");
+  if (ids < 0 || static_cast<std::size_t>(ids) != operand || op.family != "moe_gemv") return vocab;
+  const int w = emit::tensor_index(op, op.name == "moe_down" ? "w_down" : "w_gate_up");
+  const int per = emit::int_index(op, op.name == "moe_down" ? "hidden" : "inter");
+  if (w < 0 || per < 0 || d.tensors[static_cast<std::size_t>(w)] == MET_NO_TENSOR) return vocab;
+  const auto& wt = f.tensors[d.tensors[static_cast<std::size_t>(w)]];
+  const std::int64_t rows_per_expert = d.ints[static_cast<std::size_t>(per)] * (op.name == "moe_down" ? 1 : 2);
+  if (wt.shape.empty() || rows_per_expert <= 0) return vocab;
+  return static_cast<std::int64_t>(wt.shape[0]) / rows_per_expert + 1;
+}
+
 double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i) {
   switch (t.dtype) {
     case MET_DTYPE_BF16: {
@@ -191,7 +207,7 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
         if (std::any_of(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; })) continue;
         // Logits in a real model's range (tens), so a final soft cap of 30 bends them in bf16.
         const bool logits = t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits);
-        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), vocab, logits ? 32.0f : 1.0f)});
+        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), int_bound(*op, d, f, k, vocab), logits ? 32.0f : 1.0f)});
       }
       for (const auto& [h, bytes] : inputs) {
         MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));

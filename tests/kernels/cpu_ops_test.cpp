@@ -1053,7 +1053,7 @@ TEST_CASE("moe_down by hand: experts=3, expert e's down is (e + 1) x identity; y
   Bf16 h;
   for (float v : {1.0f, 2.0f, 4.0f, 8.0f, 1.0f, -1.0f, 2.0f, 2.0f}) h.push_back(met::cpu::f32_to_bf16(v));
   Bf16 y(4);
-  met_moe_down(h.data(), &wd.w, ids, wts, 2, 2, 2, y.data());
+  met_moe_down(h.data(), &wd.w, ids, wts, 2, 2, 2, y.data(), /*col0=*/0, /*col1=*/2);
   // row 0: 0.75 * 3 * [1, 2] + 0.25 * 1 * [4, 8]; row 1: 0.5 * 1 * [1, -1] + 0.5 * 3 * [2, 2]
   const float want[4] = {0.75f * 3 + 0.25f * 4, 0.75f * 6 + 0.25f * 8, 0.5f + 3.0f, -0.5f + 3.0f};
   for (int i = 0; i < 4; ++i) CHECK(met::cpu::bf16_to_f32(y[sz(i)]) == want[i]);
@@ -1061,13 +1061,13 @@ TEST_CASE("moe_down by hand: experts=3, expert e's down is (e + 1) x identity; y
   const auto wgu = bf16_weight({1, 0, 0, 1, nan, nan, nan, nan, 2, 0, 0, 2}, 6, 2);  // inter = 1
   const Bf16 x = {met::cpu::f32_to_bf16(1.0f), met::cpu::f32_to_bf16(1.0f), met::cpu::f32_to_bf16(2.0f), met::cpu::f32_to_bf16(0.5f)};
   Bf16 hh(4);
-  met_moe_gate_up_silu(x.data(), &wgu.w, ids, 2, 2, 1, hh.data());
+  met_moe_gate_up_silu(x.data(), &wgu.w, ids, 2, 2, 1, hh.data(), /*col0=*/0, /*col1=*/1);
   for (auto v : hh) CHECK(std::isfinite(met::cpu::bf16_to_f32(v)));
   // row 0, expert 2: gate = 2 * x0 = 2, up = 2 * x1 = 2 -> silu(2) * 2
   CHECK(met::cpu::bf16_to_f32(hh[0]) == doctest::Approx(ref_silu(2.0) * 2).epsilon(1e-2));
 }
 
-TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top_k=2 equal per-expert gemv+silu_mul and fp64") {
+TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top_k=2 equal per-expert gemv+silu_mul and fp64, and column parts give the same bytes (catches a part that ignores or overruns its columns)") {
   std::mt19937 g(171);
   const std::int64_t hidden = 64, inter = 32, experts = 6, rows = 3;
   const std::int32_t top_k = 2;
@@ -1077,8 +1077,21 @@ TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top
   const std::int32_t ids[6] = {5, 0, 2, 3, 3, 1};
   const float wts[6] = {0.7f, 0.3f, 0.5f, 0.5f, 0.9f, 0.1f};
   Bf16 h(sz(rows * top_k * inter)), y(sz(rows * hidden));
-  met_moe_gate_up_silu(x.data(), &wgu.w, ids, rows, top_k, static_cast<std::int32_t>(inter), h.data());
-  met_moe_down(h.data(), &wd.w, ids, wts, rows, top_k, static_cast<std::int32_t>(hidden), y.data());
+  met_moe_gate_up_silu(x.data(), &wgu.w, ids, rows, top_k, static_cast<std::int32_t>(inter), h.data(), 0, inter);
+  met_moe_down(h.data(), &wd.w, ids, wts, rows, top_k, static_cast<std::int32_t>(hidden), y.data(), 0, hidden);
+  {  // column parts (a GPU emit's slices): any split of the columns gives the same bytes, and each part
+     // writes only its columns
+    Bf16 hp(h.size(), 0xffff), yp(y.size(), 0xffff);
+    for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 5}, {5, 17}, {17, 32}})
+      met_moe_gate_up_silu(x.data(), &wgu.w, ids, rows, top_k, static_cast<std::int32_t>(inter), hp.data(), c0, c1);
+    CHECK(hp == h);
+    for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 1}, {1, 40}, {40, 64}})
+      met_moe_down(h.data(), &wd.w, ids, wts, rows, top_k, static_cast<std::int32_t>(hidden), yp.data(), c0, c1);
+    CHECK(yp == y);
+    Bf16 yq(y.size(), 0xffff);
+    met_moe_down(h.data(), &wd.w, ids, wts, rows, top_k, static_cast<std::int32_t>(hidden), yq.data(), 8, 16);
+    for (std::int64_t i = 0; i < rows * hidden; ++i) CHECK(yq[sz(i)] == (i % hidden >= 8 && i % hidden < 16 ? y[sz(i)] : 0xffff));
+  }
 
   const auto xd = to_dbl(x), hd = to_dbl(h);
   Dbl href(h.size()), yref(y.size(), 0.0);

@@ -6,6 +6,10 @@
 # bodies twice, and the whole programs run on the cpu bodies (cpu-oracle). The greedy tokens of
 # every AMD emit must equal the host-cpu emit's, prompt for prompt: this checks the AMD slicing,
 # shapes and ordering, never the AMD bodies themselves (no machine here runs them).
+# With MET_NEAR_TIE_TOL set (a fixture whose prompts run into near ties: the tiny Qwen3-MoE), tokens
+# that part from the host-cpu emit's pass only where the AMD emit's logits match the transformers
+# fixture within that tolerance and the tokens part at a near tie of transformers' logits
+# (compare.py's judgement, as gpu_packets.sh): another split of a reduction may flip a near tie.
 # Usage: amd_packets.sh MET FIXTURE.json DEVICE...
 set -euo pipefail
 met="$1"
@@ -42,6 +46,17 @@ for device in "$@"; do
   "$met" circuit run --assets "$work/$device" --backend cpu-oracle $prompts --max-tokens "$steps" >"$work/$device.txt" 2>/dev/null
   if cmp -s "$work/host-cpu.txt" "$work/$device.txt"; then
     echo "PASS $name on $device: $(wc -l <"$work/$device.txt") sequences x $steps greedy tokens equal the host-cpu emit's"
+  elif [[ -n "${MET_NEAR_TIE_TOL:-}" ]]; then
+    # shellcheck disable=SC2086
+    "$met" circuit run --assets "$work/$device" --backend cpu-oracle $prompts --max-tokens "$steps" \
+      --logits-out "$work/$device.json" >/dev/null 2>&1
+    if python3 "$here/compare.py" "$fixture" "$work/$device.json" "$MET_NEAR_TIE_TOL"; then
+      echo "PASS $name on $device: greedy tokens part from the host-cpu emit's at a near tie; the logits match the fixture"
+    else
+      echo "FAIL $name on $device: greedy tokens differ from the host-cpu emit's and the logits miss the fixture"
+      diff "$work/host-cpu.txt" "$work/$device.txt" | head -n 20
+      failed=1
+    fi
   else
     echo "FAIL $name on $device: greedy tokens differ from the host-cpu emit's"
     diff "$work/host-cpu.txt" "$work/$device.txt" | head -n 20

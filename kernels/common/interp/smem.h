@@ -60,4 +60,17 @@
 /* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
 #define MET_MERGE_SMEM (MET_MERGE_MAX_SPLITS * 4 + MET_INTERP_THREADS * 4 * 4 + 64 * 4)
+/* mixture of experts (kernels/common/moe.cuh): the expert ops route MET_MOE_CHUNK slots (one per
+ * thread; whole rows, so top_k <= MET_MOE_CHUNK) at a time: sorted (expert, slot) keys, expert run
+ * starts (+ 1 and a count), each slot's rank and each row's slots in summing order, 4 ints, then
+ * down's weighted copies [MET_MOE_CHUNK][MET_MOE_OUT_TILE] floats. A warp takes up to MET_MOE_PASS
+ * slots of one expert per read of a weight row. The router keeps a row's probabilities and its
+ * top-k ids and values: at most MET_MOE_MAX_EXPERTS experts. */
+#define MET_MOE_CHUNK MET_INTERP_THREADS
+#define MET_MOE_OUT_TILE 16
+#define MET_MOE_PASS 8
+#define MET_MOE_MAX_EXPERTS 1024
+#define MET_MOE_EXPERT_SMEM ((5 * MET_MOE_CHUNK + 8) * 4 + MET_MOE_CHUNK * MET_MOE_OUT_TILE * 4)
+#define MET_MOE_ROUTER_SMEM (3 * MET_MOE_MAX_EXPERTS * 4)
+#define MET_MOE_SMEM (MET_MOE_EXPERT_SMEM > MET_MOE_ROUTER_SMEM ? MET_MOE_EXPERT_SMEM : MET_MOE_ROUTER_SMEM)
 #endif
