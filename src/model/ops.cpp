@@ -53,8 +53,13 @@ const std::vector<OpInfo>& table() {
     // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
     add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
     // renormalize: the top-k probabilities are divided by their sum (Mixtral always; Qwen3-MoE with
-    // norm_topk_prob).
-    add({"moe_router", {"hidden", "experts", "top_k"}, {{"renormalize", 1, ""}}, {}, true, false, 1,
+    // norm_topk_prob). scoring: how the router turns logits into routing weights, a code the
+    // circuit states and a body's rule requires: 0 softmax over every expert, then the top k
+    // (Qwen-MoE, Mixtral, Qwen3-Next); 1 sigmoid scores with a correction bias and grouped top-k,
+    // times a routed scaling factor (DeepSeek-V3, Kimi-K2, Nemotron-H); 2 the top k of the logits
+    // plus the router's bias, then a softmax over those k (gpt-oss); 3 Gemma-4's router (its own
+    // scale vectors before the top k).
+    add({"moe_router", {"hidden", "experts", "top_k"}, {{"renormalize", 1, ""}, {"scoring", 0, ""}}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
     add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
          [](const Params& a) { return Shape{p(a, "experts"), 2 * p(a, "inter"), p(a, "hidden")}; }, nullptr, nullptr});
