@@ -139,7 +139,8 @@ for m in ${models//,/ }; do
   fi
   tar czf "$OUT/results.tar.gz" -C "$WORK/res" .  # after each model: a cut-short run still returns what it measured
   # DROP_CHECKPOINTS=1: the model's checkpoint goes once its stages are done (the machine's 64 GiB
-  # disk holds the 27B's 54 GB or several 8Bs, not both); (its packets read the checkpoint: emit again after a new synth).
+  # disk holds the 27B's 54 GB or several 8Bs, not both). Its packets read the checkpoint, so a
+  # later call synthesises and emits again.
   [[ "${DROP_CHECKPOINTS:-0}" == 1 ]] && rm -rf "$ck"
 done
 

@@ -47,9 +47,9 @@ Expected<std::string> with_table(const std::string& path, const std::string& doc
   const auto begin = doc.find(kDocBegin), end = doc.find(kDocEnd);
   if (begin == std::string::npos || end == std::string::npos || end < begin)
     return fail(fmt::format("--write-doc {}: the file needs the lines '{}' and, after it, '{}' around the table", path, kDocBegin, kDocEnd));
-  const auto line_start = doc.rfind('\n', begin);
-  const std::string indent = doc.substr(line_start == std::string::npos ? 0 : line_start + 1,
-                                        begin - (line_start == std::string::npos ? 0 : line_start + 1));
+  const auto newline = doc.rfind('\n', begin);
+  const std::size_t line_start = newline == std::string::npos ? 0 : newline + 1;
+  const std::string indent = doc.substr(line_start, begin - line_start);
   if (indent.find_first_not_of(' ') != std::string::npos)
     return fail(fmt::format("--write-doc {}: the opening marker must start its line (after spaces)", path));
   const auto after_begin = doc.find('\n', begin);

@@ -173,23 +173,25 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
 // rounded once after the sum as the unsplit projection rounds.
 constexpr double kPartialSumBytes = 4.0;
 
-// The step's all-reduces of `rows` hidden vectors: a ring moves 2 (tp - 1) / tp of each.
-double allreduce_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
-  if (tp <= 1) return 0;
+// `count` collectives of `bytes` each, of which every device moves `share` over the interconnect,
+// plus the assumed latency per collective.
+double collective_seconds(const Basis& basis, std::int64_t count, double bytes, double share) {
   if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
-  const double bytes = static_cast<double>(rows) * param(m, "hidden") * kPartialSumBytes;
-  const double one = 2.0 * (tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
-  return static_cast<double>(tp_collectives(m, tp).all_reduces) * one;
+  return static_cast<double>(count) * (share * bytes / basis.interconnect.value + kAllReduceLatencyS);
 }
 
-// The gather of the vocabulary-parallel logits of `rows` rows (allgather_cols, in the activations'
-// format): each device receives the other (tp - 1) / tp of them.
+// The step's all-reduces of `rows` hidden vectors (a ring moves 2 (tp - 1) / tp of each) and the
+// gather of the vocabulary-parallel logits of `rows` rows (allgather_cols, in the activations'
+// format; each device receives the other (tp - 1) / tp).
+double allreduce_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
+  if (tp <= 1) return 0;
+  return collective_seconds(basis, tp_collectives(m, tp).all_reduces, static_cast<double>(rows) * param(m, "hidden") * kPartialSumBytes,
+                            2.0 * (tp - 1) / tp);
+}
 double gather_seconds(const model::ModelGraph& m, const Basis& basis, std::int64_t rows, int tp) {
   if (tp <= 1) return 0;
-  if (basis.interconnect.value <= 0) return std::numeric_limits<double>::infinity();
-  const double bytes = static_cast<double>(rows) * param(m, "vocab") * format_bytes(m.activation);
-  const double one = static_cast<double>(tp - 1) / tp * bytes / basis.interconnect.value + kAllReduceLatencyS;
-  return static_cast<double>(tp_collectives(m, tp).gathers) * one;
+  return collective_seconds(basis, tp_collectives(m, tp).gathers,
+                            static_cast<double>(rows) * param(m, "vocab") * format_bytes(m.activation), static_cast<double>(tp - 1) / tp);
 }
 
 planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, const model::ModelGraph& m, planner::Mode mode,

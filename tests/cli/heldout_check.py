@@ -2,8 +2,9 @@
 """Held-out validation of the H200 calibration: `met circuit calibrate --held-out` fits on every
 model but one and predicts the one left out through the planner, for each model with campaigns of
 today's plans. Prints its table; fails when more than MAX_SHARE of the cases are off by more than
-OVER, or any case by more than WORST (issue 13's bar), or when docs/arch/planner.md does not hold
-the table as printed. Run from the repository root.
+OVER, or any case by more than WORST (issue 13's bar). That docs/arch/planner.md holds this table
+is checked by calibrate_check.sh (ctest calibrate_h200_current, byte for byte through --write-doc).
+Run from the repository root.
 
     heldout_check.py MET
 """
@@ -11,7 +12,6 @@ import subprocess
 import sys
 
 OVER, MAX_SHARE, WORST = 0.15, 0.10, 0.25
-DOC = "docs/arch/planner.md"  # holds the table, indented two spaces under its Estimates list
 
 
 def main():
@@ -33,11 +33,7 @@ def main():
     for n, e in over:
         print(f"  over: {n} {e:+.1%}")
     bad = len(over) > MAX_SHARE * len(errors) or abs(worst[1]) > WORST
-    with open(DOC) as f:
-        current = "".join("  " + line + "\n" for line in out.splitlines() if line) in f.read()
-    if not current:
-        print(f"FAIL: {DOC} does not hold this table (met circuit calibrate perf-data/h200-sxm --configs bench/configs --hardware h200-sxm --held-out --write-doc docs/arch/planner.md)")
-    if bad or not current:
+    if bad:
         print("FAIL")
         sys.exit(1)
     print("ok")
