@@ -5,6 +5,10 @@
 //
 //   reg    the interpreter's gemv_chunk (common/gemv.cuh): each lane loads its mma fragments from
 //          global memory, 8 K blocks at a time, into registers;
+//   tiled  reg's loop on a copy of each matrix laid out in fragment order: for each tile of 16
+//          weight rows and each 32-wide K block, the 32 lanes' A fragments of rows 0-7 (512
+//          bytes), then those of rows 8-15, so that each warp load reads 512 contiguous bytes and
+//          a tile's K sweep is one contiguous run (reg's loads touch 8 rows x 64 bytes each);
 //   bulkS  warp 7's lane 0 streams the slice through a ring of S shared-memory stages of 8 weight
 //          rows x 2048 K values (whole rows where 8 fit 32 KB) with bulk copies (cp.async.bulk,
 //          completing an mbarrier); warps 0-6 run mma.sync steps on them (weights as the B
@@ -104,6 +108,87 @@ __global__ void __launch_bounds__(256, 1) chain_reg(Params p) {
       const int n = min(met_interp::kChunk, r1 - c);
       met_interp::gemv_chunk(m.w, m.k, c, n, p.x, p.xs, p.rows, sm);
       store_res(m, c, n, p.rows, sm);
+      __syncthreads();
+    }
+    release_counter(p.counters + mi);
+  }
+}
+
+// ---- tiled variant ---------------------------------------------------------------------------
+// dst[((T * nb + b) * 2 + half) * 256 + lane * 8 + e] = W[16 T + 8 half + lane / 4][32 b + 8 (lane % 4) + e],
+// rows past n zero (the tiled copy has ceil(n / 16) tiles).
+__global__ void relayout_tiles(const u16* w, int n, int k, u16* dst) {
+  const int64_t nb = k / 32, total = static_cast<int64_t>((n + 15) / 16) * nb * 512;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int e = static_cast<int>(i % 8), lane = static_cast<int>(i / 8 % 32), half = static_cast<int>(i / 256 % 2);
+    const int64_t blk = i / 512, b = blk % nb, tile = blk / nb;
+    const int64_t row = 16 * tile + 8 * half + lane / 4, col = 32 * b + 8 * (lane % 4) + e;
+    dst[i] = row < n ? w[row * k + col] : static_cast<u16>(0);
+  }
+}
+
+// gemv_chunk on the tiled copy: rows [16 t0, 16 t0 + n) (n <= kChunk), the same mma steps and sums.
+__device__ void gemv_chunk_tiled(const u16* Wt, int64_t K, int64_t t0, int n, const u16* x, int64_t xs, int R,
+                                 met_interp::GemvSmem sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tiles = (n + 15) / 16;
+  int ks = 1;
+  while (ks * 2 * tiles <= 8) ks *= 2;
+  const int64_t nb = K / 32;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  for (int item = warp; item < tiles * ks; item += 8) {
+    const int tile = item / ks, kp = item % ks;
+    const int64_t b0 = kp * nb / ks, b1 = (kp + 1) * nb / ks;
+    const u16* pt = Wt + (t0 + tile) * nb * 512 + lane * 8;
+    const u16* x0 = g < R ? x + g * xs + 8 * t : nullptr;
+    const u16* x1 = g + 8 < R ? x + (g + 8) * xs + 8 * t : nullptr;
+    float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
+    int64_t b = b0;
+    for (; b + 8 <= b1; b += 8) {
+      uint4 wa[8], wb[8], xa[8], xb[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        wa[u] = met_interp::load_weight16(pt + (b + u) * 512);
+        wb[u] = met_interp::load_weight16(pt + (b + u) * 512 + 256);
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        xa[u] = x0 ? *reinterpret_cast<const uint4*>(x0 + (b + u) * 32) : zero;
+        xb[u] = x1 ? *reinterpret_cast<const uint4*>(x1 + (b + u) * 32) : zero;
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        met_interp::mma_pair(acc0, wa[u], wb[u], xa[u]);
+        if (R > 8) met_interp::mma_pair(acc1, wa[u], wb[u], xb[u]);
+      }
+    }
+    for (; b < b1; ++b) {
+      const uint4 wa = met_interp::load_weight16(pt + b * 512), wb = met_interp::load_weight16(pt + b * 512 + 256);
+      const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
+      const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
+      met_interp::mma_pair(acc0, wa, wb, xa);
+      if (R > 8) met_interp::mma_pair(acc1, wa, wb, xb);
+    }
+    met_interp::gemv_store_tile(acc0, acc1, tile, n, R, ks, sm);
+  }
+  met_interp::gemv_sum_parts(tiles, ks, n, R, sm);
+}
+
+// chain_reg's walk with whole tiles per block (a block's rows start on a tile).
+__global__ void __launch_bounds__(256, 1) chain_tiled(Params p, const u16* const* tiled) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const met_interp::GemvSmem sm = met_interp::gemv_smem(smem);
+  for (int mi = 0; mi < p.n_mats; ++mi) {
+    if (mi) wait_counter(p.counters + mi - 1, gridDim.x * (p.epoch + 1));
+    const Mat m = p.mats[mi];
+    const int tiles = (m.n + 15) / 16;
+    const int t0 = static_cast<int>(static_cast<int64_t>(tiles) * blockIdx.x / gridDim.x);
+    const int t1 = static_cast<int>(static_cast<int64_t>(tiles) * (blockIdx.x + 1) / gridDim.x);
+    for (int t = t0; t < t1; t += met_interp::kChunk / 16) {
+      const int r0 = 16 * t, n = min(met_interp::kChunk, min(16 * t1, m.n) - r0);
+      if (n <= 0) break;
+      gemv_chunk_tiled(tiled[mi], m.k, t, n, p.x, p.xs, p.rows, sm);
+      store_res(m, r0, n, p.rows, sm);
       __syncthreads();
     }
     release_counter(p.counters + mi);
@@ -286,6 +371,17 @@ int main(int argc, char** argv) {
     words.push_back(static_cast<int64_t>(s.n) * s.k / 8);
     bytes += static_cast<double>(s.n) * s.k * 2;
   }
+  std::vector<const u16*> tiled_ptrs;
+  for (const Mat& m : mats) {
+    u16* t;
+    const size_t elems = static_cast<size_t>((m.n + 15) / 16) * 16 * m.k;
+    CK(cudaMalloc(&t, elems * 2));
+    relayout_tiles<<<1024, 256>>>(m.w, m.n, m.k, t);
+    tiled_ptrs.push_back(t);
+  }
+  const u16** dtiled;
+  CK(cudaMalloc(&dtiled, tiled_ptrs.size() * sizeof(void*)));
+  CK(cudaMemcpy(dtiled, tiled_ptrs.data(), tiled_ptrs.size() * sizeof(void*), cudaMemcpyHostToDevice));
   Mat* dmats;
   CK(cudaMalloc(&dmats, mats.size() * sizeof(Mat)));
   CK(cudaMemcpy(dmats, mats.data(), mats.size() * sizeof(Mat), cudaMemcpyHostToDevice));
@@ -313,6 +409,7 @@ int main(int argc, char** argv) {
   };
   const size_t reg_smem = MET_GEMV_FIXED_SMEM + 16 * 64;
   CK(cudaFuncSetAttribute(chain_reg, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(reg_smem)));
+  CK(cudaFuncSetAttribute(chain_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(reg_smem)));
   CK(cudaFuncSetAttribute(chain_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   {
     std::vector<float> t;
@@ -335,8 +432,8 @@ int main(int argc, char** argv) {
       const char* name;
       int bulk, stages, ahead;
     };
-    for (V v : {V{"reg", 0, 0, 0}, V{"bulk3", 1, 3, 0}, V{"bulk3a", 1, 3, 1}, V{"bulk4a", 1, 4, 1}, V{"bulk5a", 1, 5, 1}}) {
-      if (v.bulk && v.stages * kStageMax + rows * maxk * 2 > 220 * 1024) {
+    for (V v : {V{"reg", 0, 0, 0}, V{"tiled", 2, 0, 0}, V{"reg", 0, 0, 0}, V{"tiled", 2, 0, 0}, V{"bulk3", 1, 3, 0}, V{"bulk3a", 1, 3, 1}, V{"bulk4a", 1, 4, 1}, V{"bulk5a", 1, 5, 1}}) {
+      if (v.bulk == 1 && v.stages * kStageMax + rows * maxk * 2 > 220 * 1024) {
         std::printf("%-8s rows %2d: does not fit shared memory\n", v.name, rows);
         continue;
       }
@@ -345,7 +442,9 @@ int main(int argc, char** argv) {
       for (int r = 0; r < repeats + 3; ++r) {
         p.epoch = epoch++;
         CK(cudaEventRecord(e0));
-        if (v.bulk)
+        if (v.bulk == 2)
+          chain_tiled<<<sms, 256, reg_smem>>>(p, dtiled);
+        else if (v.bulk)
           chain_bulk<<<sms, 256, v.stages * kStageMax + rows * maxk * 2>>>(p);
         else
           chain_reg<<<sms, 256, reg_smem>>>(p);

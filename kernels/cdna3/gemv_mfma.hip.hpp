@@ -5,7 +5,7 @@
 //
 // One 16 x 16 MFMA tile is 16 weight rows (A) against up to 16 activation rows (B), 32 k a step
 // (cdna3/mfma.hip.hpp). The activations of normed ops are normalised as they are loaded
-// (bf16(x * inv_rms * w), the cpu's rounding), so LDS holds only results, never a copy of x:
+// (bf16(bf16(x * inv_rms) * w), the cpu's rounding: rms_scale), so LDS holds only results, never a copy of x:
 // CDNA's 64 KiB of LDS could not hold 16 rows of a long reduction.
 #pragma once
 #include "cdna3/mfma.hip.hpp"
@@ -33,7 +33,7 @@ __device__ __forceinline__ uint4 mfma_act8(const u16* x, int64_t k, const u16* n
   unpack8(v, f);
   unpack8(*reinterpret_cast<const uint4*>(norm_w + k), g);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = f[i] * inv * g[i];
+  for (int i = 0; i < 8; ++i) f[i] = rms_scale(f[i], inv, g[i], 0.f);
   return pack8(f);
 }
 
@@ -141,7 +141,7 @@ __device__ __forceinline__ void mfma_gemv_slice(MfmaGemvOut out, const MetGeom& 
         case MfmaGemvOut::silu:
         case MfmaGemvOut::gelu: {
           const float g = bf(to_bf(v)), u = bf(to_bf(lds.res[r][kMfmaCols / 2 + j]));
-          *o = to_bf((out == MfmaGemvOut::silu ? silu_f(g) : gelu_f(g)) * u);
+          *o = to_bf(gated_act(g, u, out == MfmaGemvOut::gelu));
           break;
         }
         case MfmaGemvOut::lm_head: {  // bf16 logits, capped when asked
@@ -228,7 +228,7 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
         const u16* nw = unit < heads ? qn : kn;
         if (nw) {
           const float inv = inv_rms_warp(hbuf, hd, a.eps);
-          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(bf(hbuf[i]) * inv * bf(nw[i]));
+          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i]), 0.f));
           __syncwarp();
         }
         rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, a.positions[row]);

@@ -81,7 +81,7 @@ __device__ __forceinline__ void dot_key(const u16* q, const u16* k, int hd, floa
 }
 
 // The online softmax of one 32-key chunk (a key per lane; `live` false past the range's end):
-// scales the G states to the chunk's new max and leaves each lane's weight in p.
+// scales the G states to the chunk's new max and leaves each lane's weight, rounded to bf16, in p.
 template <int DPL, int G>
 __device__ __forceinline__ void fold_scores(const float (&dot)[G], bool live, float scale, float softcap, WarpAttn* st,
                                             float (&p)[G]) {
@@ -95,8 +95,9 @@ __device__ __forceinline__ void fold_scores(const float (&dot)[G], bool live, fl
     const float cmax = met_warp_reduce_max(score);
     const float m_new = fmaxf(st[g].m, cmax);
     const float carry = st[g].m == -INFINITY ? 0.f : expf(st[g].m - m_new);
-    p[g] = live ? expf(score - m_new) : 0.f;
-    st[g].l = st[g].l * carry + met_warp_reduce(p[g]);
+    const float pf = live ? expf(score - m_new) : 0.f;
+    st[g].l = st[g].l * carry + met_warp_reduce(pf);
+    p[g] = bf_round(pf);  // P V takes P in bf16, l the fp32 weights (the cpu's attend_range)
 #pragma unroll
     for (int i = 0; i < DPL; ++i) st[g].o[i] *= carry;
     st[g].m = m_new;
@@ -274,15 +275,13 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
 // the group are zero), so S = Q K^T of a 32-key chunk is 4 tiles of 8 keys, and each lane holds
 // the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the chunk's softmax
 // is a reduction over the lane's 8 scores and its quad. Those accumulators are already P's A
-// fragments for O += P V. With kExactP, P goes in as two bf16 terms (its rounding and the
-// remainder, one more mma per P V step) and l is summed in fp32: P carries about 16 bits, as the
-// fp32 weights of the CUDA-core folds nearly do. Without it, P is rounded to bf16 and l summed from
-// the rounded weights, so the normalisation matches what is multiplied. K and V rows sit in the warp's stage padded to
+// fragments for O += P V: P goes in rounded to bf16 and l sums the unrounded weights in fp32, as
+// the cpu's attend_range rounds (kernels/cpu/attention.hpp). K and V rows sit in the warp's stage padded to
 // MET_ATTN_KSTRIDE, so the 8 rows of an ldmatrix hit different banks (the query rows come from
 // global memory into registers, which frees the query stage for the padding). Keys past hi are zero-filled, so their zero weights meet finite values.
 // The copy pipeline is attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K
 // once the scores are taken, its V once P V is done.
-template <int HD, bool kExactP>
+template <int HD>
 __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                              int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
                              int64_t head_step) {
@@ -359,21 +358,13 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     const float m_new = fmaxf(m, cmax);  // finite: a chunk's first key is live
     const float carry = m == -INFINITY ? 0.f : expf(m - m_new);
     uint32_t pa[2][2];  // P's A fragments (rows 0-7) of keys 16 kk + 2 qd (+8)
-    uint32_t pr[2][2];  // with kExactP, the remainders P - bf16(P), in the same places
     float psum = 0.f;
 #pragma unroll
     for (int t = 0; t < 4; ++t) {
       const float p0 = s[t][0] == -INFINITY ? 0.f : expf(s[t][0] - m_new);
       const float p1 = s[t][1] == -INFINITY ? 0.f : expf(s[t][1] - m_new);
-      const uint32_t pk = met_pack_bf16x2(p0, p1);
-      const float r0 = __uint_as_float(pk << 16), r1 = __uint_as_float(pk & 0xffff0000u);
-      if (kExactP) {
-        psum += p0 + p1;
-        pr[t / 2][t % 2] = met_pack_bf16x2(p0 - r0, p1 - r1);
-      } else {
-        psum += r0 + r1;
-      }
-      pa[t / 2][t % 2] = pk;
+      psum += p0 + p1;
+      pa[t / 2][t % 2] = met_pack_bf16x2(p0, p1);
     }
     psum += __shfl_xor_sync(0xffffffffu, psum, 1);
     psum += __shfl_xor_sync(0xffffffffu, psum, 2);
@@ -393,7 +384,6 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
 #pragma unroll 1
     for (int kk = 0; kk < 2; ++kk) {  // 16 keys a step
       const uint32_t p0 = kk ? pa[1][0] : pa[0][0], p1 = kk ? pa[1][1] : pa[0][1];
-      const uint32_t q0 = kExactP ? (kk ? pr[1][0] : pr[0][0]) : 0u, q1 = kExactP ? (kk ? pr[1][1] : pr[0][1]) : 0u;
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         const int mat = lane / 8;
@@ -402,10 +392,6 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         mma_top8(o[2 * dp], p0, p1, b0);
         mma_top8(o[2 * dp + 1], p0, p1, b1);
-        if (kExactP) {
-          mma_top8(o[2 * dp], q0, q1, b0);
-          mma_top8(o[2 * dp + 1], q0, q1, b1);
-        }
       }
     }
     __syncwarp();  // every lane has read the V stage
@@ -504,10 +490,10 @@ MET_ENTRY(attn_decode_split) {
         u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
         const u16* q = a.q + row * q_stride + kv * group * hd;
         if (hd == 128)
-          attend_mma_t<128, false>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+          attend_mma_t<128>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
                             part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
         else
-          attend_mma_t<64, false>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
+          attend_mma_t<64>(q, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, group, a.scale, a.softcap, ks, vs,
                            part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
         continue;
       }
@@ -701,9 +687,9 @@ __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const
   u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
   // The state goes to the stage the fold used: it writes it after its last read of the stage.
   if (hd == 128)
-    attend_mma_t<128, true>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+    attend_mma_t<128>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
   else
-    attend_mma_t<64, true>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+    attend_mma_t<64>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
 }
 
 // The instruction's arguments, for split_merge_slice: out of line, it reads them from shared

@@ -6,8 +6,8 @@
 
 namespace met_interp {
 
-// y = x / rms(x) * (offset + w), in fp32 with one rounding: rmsnorm is offset 0; rmsnorm_offset
-// is Gemma's 1 + w. One warp per (row, vector); where the slice has fewer vectors than the block
+// y = x / rms(x) * (offset + w), rounded as rms_scale (prims.cuh) rounds: rmsnorm is offset 0;
+// rmsnorm_offset is Gemma's 1 + w. One warp per (row, vector); where the slice has fewer vectors than the block
 // has warps (a decode step's hidden-size norms: one per row), each vector is cut into parts, one
 // warp each, whose sums of squares meet in shared memory. One warp walking a 5376-wide vector
 // alone took about 10 us per norm (Gemma-3 27B decode C=1 on the H200: 3.7 ms of 22 ms a step).
@@ -52,7 +52,7 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
         unpack8(*reinterpret_cast<const uint4*>(xv + 8 * w), f);
         unpack8(*reinterpret_cast<const uint4*>(a.w + 8 * w), g);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * (offset + g[k]);
+        for (int k = 0; k < 8; ++k) f[k] = rms_scale(f[k], inv, g[k], offset);
         *reinterpret_cast<uint4*>(yv + 8 * w) = pack8(f);
       }
     }
@@ -77,13 +77,13 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
         unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
         unpack8(*reinterpret_cast<const uint4*>(a.w + i), g);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) f[k] = f[k] * inv * (offset + g[k]);
+        for (int k = 0; k < 8; ++k) f[k] = rms_scale(f[k], inv, g[k], offset);
         *reinterpret_cast<uint4*>(yv + i) = pack8(f);
       }
       continue;
     }
     const float inv = inv_rms_warp(xv, static_cast<int>(dim), eps);
-    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(bf(xv[i]) * inv * (offset + bf(a.w[i])));
+    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(rms_scale(bf(xv[i]), inv, bf(a.w[i]), offset));
   }
 }
 
@@ -97,11 +97,6 @@ MET_ENTRY(rmsnorm_offset) { rmsnorm_rows(a, slice, a.offset); }
 // halves are multiples of 8 values and 16-byte aligned, a lane rotates 8 pairs with 16-byte loads
 // (half / 8 lanes per head, the warp on 32 / (half / 8) heads at once); 2-byte loads left the op
 // at about 0.6 TB/s (4.8 ms of a Llama-3.1-8B prefill of 4096 on the H200).
-__device__ __forceinline__ void rope_rotate(float x1, float x2, float c, float sn, u16& o1, u16& o2) {
-  o1 = to_bf(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, sn)));
-  o2 = to_bf(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn)));
-}
-
 MET_ENTRY(rope) {
   const SliceRange r = slice_rows(a, slice);
   const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
@@ -190,7 +185,7 @@ __device__ __forceinline__ void gated_rows(const u16* gu, u16* out, int64_t w, S
         unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + c), g);
         unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + w + c), u);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) g[k] = (kGelu ? gelu_f(g[k]) : silu_f(g[k])) * u[k];
+        for (int k = 0; k < 8; ++k) g[k] = gated_act(g[k], u[k], kGelu);
         *reinterpret_cast<uint4*>(out + row * w + c) = pack8(g);
       }
     return;
@@ -198,7 +193,7 @@ __device__ __forceinline__ void gated_rows(const u16* gu, u16* out, int64_t w, S
   for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) {
     const int64_t row = i / w, c = i % w;
     const float g = bf(gu[row * 2 * w + c]), u = bf(gu[row * 2 * w + w + c]);
-    out[i] = to_bf((kGelu ? gelu_f(g) : silu_f(g)) * u);
+    out[i] = to_bf(gated_act(g, u, kGelu));
   }
 }
 

@@ -39,6 +39,46 @@ __device__ __forceinline__ void mma_pair(float d[4], const uint4& wa, const uint
   met_mma_bf16_16816(d, a1, b1);
 }
 
+// A warp's two D fragments of `tile` (16 weight rows): [0],[1] at (weight row g, act rows 2t,
+// 2t+1), [2],[3] at weight row g + 8; acc1 holds act rows 8-15. To res when the K sweep is whole
+// (ks == 1), else to the warp's partial tile.
+__device__ __forceinline__ void gemv_store_tile(const float (&acc0)[4], const float (&acc1)[4], int tile, int n, int R, int ks,
+                                                GemvSmem sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  if (ks == 1) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int m = tile * 16 + g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
+      if (m < n && r0 < R) sm.res[r0 * kChunk + m] = acc0[e];
+      if (m < n && r0 + 8 < R) sm.res[(r0 + 8) * kChunk + m] = acc1[e];
+    }
+  } else {
+    float* p = sm.part + warp * 256;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int m = g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
+      p[m * 16 + r0] = acc0[e];
+      p[m * 16 + r0 + 8] = acc1[e];
+    }
+  }
+}
+
+// The partial tiles of a K sweep cut in ks parts summed into res (in part order), then the
+// block's barrier: res holds the chunk.
+__device__ __forceinline__ void gemv_sum_parts(int tiles, int ks, int n, int R, GemvSmem sm) {
+  if (ks > 1) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < tiles * 256; i += MET_INTERP_THREADS) {
+      const int tile = i / 256, m = (i % 256) / 16, r0 = i % 16;
+      if (tile * 16 + m >= n || r0 >= R) continue;
+      float sum = 0.f;
+      for (int kp = 0; kp < ks; ++kp) sum += sm.part[(tile * ks + kp) * 256 + m * 16 + r0];
+      sm.res[r0 * kChunk + tile * 16 + m] = sum;
+    }
+  }
+  __syncthreads();
+}
+
 // res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk); W is [*, K] bf16,
 // K % 32 == 0; x rows are `xs` elements apart (global or shared memory). Block-uniform call.
 __device__ void gemv_chunk(const u16* W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
@@ -83,39 +123,13 @@ __device__ void gemv_chunk(const u16* W, int64_t K, int64_t w0, int n, const u16
       mma_pair(acc0, wa, wb, xa);
       if (R > 8) mma_pair(acc1, wa, wb, xb);
     }
-    // D fragment: [0],[1] at (weight row g, act rows 2t, 2t+1), [2],[3] at weight row g + 8.
-    if (ks == 1) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int m = tile * 16 + g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
-        if (m < n && r0 < R) sm.res[r0 * kChunk + m] = acc0[e];
-        if (m < n && r0 + 8 < R) sm.res[(r0 + 8) * kChunk + m] = acc1[e];
-      }
-    } else {
-      float* p = sm.part + warp * 256;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int m = g + (e >= 2 ? 8 : 0), r0 = 2 * t + (e & 1);
-        p[m * 16 + r0] = acc0[e];
-        p[m * 16 + r0 + 8] = acc1[e];
-      }
-    }
+    gemv_store_tile(acc0, acc1, tile, n, R, ks, sm);
   }
-  if (ks > 1) {
-    __syncthreads();
-    for (int i = threadIdx.x; i < tiles * 256; i += MET_INTERP_THREADS) {
-      const int tile = i / 256, m = (i % 256) / 16, r0 = i % 16;
-      if (tile * 16 + m >= n || r0 >= R) continue;
-      float sum = 0.f;
-      for (int kp = 0; kp < ks; ++kp) sum += sm.part[(tile * ks + kp) * 256 + m * 16 + r0];
-      sm.res[r0 * kChunk + tile * 16 + m] = sum;
-    }
-  }
-  __syncthreads();
+  gemv_sum_parts(tiles, ks, n, R, sm);
 }
 
-// xn[r] = bf16(x[r] * inv_rms(x[r]) * w) for the slice's rows, in shared memory. Rows go to
-// groups of warps (8 / R warps per row up to 8 rows, one warp per row beyond): each warp sums the
+// xn[r] = bf16(bf16(x[r] * inv_rms(x[r])) * w) (rms_scale) for the slice's rows, in shared
+// memory. Rows go to groups of warps (8 / R warps per row up to 8 rows, one warp per row beyond): each warp sums the
 // squares of its part of a row with 16-byte loads, the group's partials meet in sm.red after one
 // barrier, and the same warps write their part of xn. One block-wide reduction per row, as
 // before, cost about 4.5 us more per instruction than o and down at one row and 22 us at 16 on the
@@ -165,11 +179,11 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
           unpack8(*reinterpret_cast<const uint4*>(xr + i * 8), f);
           unpack8(load_weight16(w + i * 8), g);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) f[e] = f[e] * inv * g[e];
+          for (int e = 0; e < 8; ++e) f[e] = rms_scale(f[e], inv, g[e], 0.f);
           *reinterpret_cast<uint4*>(o + i * 8) = pack8(f);
         }
       } else {
-        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(bf(xr[i]) * inv * bf(w[i]));
+        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(rms_scale(bf(xr[i]), inv, bf(w[i]), 0.f));
       }
     }
   __syncthreads();
@@ -221,8 +235,7 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetGeom& geom, Slice
         *o = to_bf(bf(*o) + bf(to_bf(v)));
       } else if (gate_up) {
         const float gt = bf(to_bf(v)), u = bf(to_bf(sm.res[r * kChunk + kChunk / 2 + j]));
-        const float act = kOut == GemvOut::silu ? silu_f(gt) : gelu_f(gt);
-        y[row * N + col] = to_bf(act * u);
+        y[row * N + col] = to_bf(gated_act(gt, u, kOut == GemvOut::gelu));
       } else {  // lm_head: logits (bf16), capped when asked
         float lg = bf(to_bf(v));
         if (cap != 0.f) lg = bf(to_bf(cap * tanhf(lg / cap)));
@@ -355,7 +368,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
       const u16* nw = h < heads ? qn : kn;
       if (nw) {
         const float inv = inv_rms_warp(hbuf, hd, a.eps);
-        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(bf(hbuf[i]) * inv * bf(nw[i]));
+        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i]), 0.f));
         __syncwarp();
       }
       rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, pos[row]);

@@ -12,8 +12,6 @@
 
 namespace met_interp {
 
-__device__ __forceinline__ float bf_round(float f) { return bf(to_bf(f)); }
-
 // The bodies run out of line on NVIDIA: inlined into the interpreter's dispatch (run_body), their
 // registers made it save registers to local memory around every body. On AMD each body is its own
 // kernel (MET_ENTRY), where a call would need a stack.
@@ -240,7 +238,7 @@ MET_MOE_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const 
         for (int s = 0; s < MET_MOE_PASS; ++s)
           if (s < ns && lane == s) {
             const int64_t t = t0 + m.sorted[q + s] % MET_MOE_CHUNK;
-            h[t * inter + j] = to_bf(bf_round(silu_f(bf_round(dg[s]))) * bf_round(du[s]));
+            h[t * inter + j] = to_bf(gated_act(bf_round(dg[s]), bf_round(du[s]), false));
           }
       }
     }

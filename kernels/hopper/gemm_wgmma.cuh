@@ -54,7 +54,7 @@ __device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, in
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float g = bf(static_cast<u16>(w[e] & 0xffffu)), u = bf(static_cast<u16>(w[e] >> 16));
-      o[e] = to_bf((silu ? silu_f(g) : gelu_f(g)) * u);
+      o[e] = to_bf(gated_act(g, u, !silu));
     }
     u16* yr = y + row * ys + col;
     if (col + 4 <= Nt && (reinterpret_cast<uintptr_t>(yr) & 7) == 0) {

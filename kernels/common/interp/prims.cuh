@@ -20,6 +20,9 @@ __device__ __forceinline__ u16 to_bf(float f) {
   const __nv_bfloat16 b = __float2bfloat16_rn(f);
   return *reinterpret_cast<const u16*>(&b);
 }
+// A float rounded to the nearest bf16, kept as a float: where a bf16 transformers run holds an
+// intermediate tensor, the bodies round there too (the cpu bodies' round_bf16).
+__device__ __forceinline__ float bf_round(float f) { return bf(to_bf(f)); }
 #if defined(__HIP_PLATFORM_AMD__)
 typedef unsigned met_u32x4 __attribute__((ext_vector_type(4)));
 __device__ __forceinline__ uint4 load_weight16(const void* p) {  // read-only, streamed (nontemporal)
@@ -106,21 +109,26 @@ __device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, cons
   const double turns = static_cast<double>(pos) * inv_freq * 0.31830988618379067154;
   double sd, cd;
   sincospi(turns, &sd, &cd);
-  c = static_cast<float>(cd);
-  sn = static_cast<float>(sd);
+  c = bf_round(static_cast<float>(cd));  // bf16 cos and sin, as a bf16 rotary table holds them
+  sn = bf_round(static_cast<float>(sd));
 }
 
-// Rotates one bf16 head in place (half-split form), lanes over pairs; no fused multiply-add, so
-// every rounding is the cpu's.
+// One rotated pair, rounded as the cpu's rope_heads rounds (kernels/cpu/elementwise.hpp): each
+// product to bf16, then their sum; c and sn are already bf16 values (rope_cs). No fused
+// multiply-add: every rounding is explicit.
+__device__ __forceinline__ void rope_rotate(float x1, float x2, float c, float sn, u16& o1, u16& o2) {
+  o1 = to_bf(__fsub_rn(bf_round(__fmul_rn(x1, c)), bf_round(__fmul_rn(x2, sn))));
+  o2 = to_bf(__fadd_rn(bf_round(__fmul_rn(x2, c)), bf_round(__fmul_rn(x1, sn))));
+}
+
+// Rotates one bf16 head in place (half-split form), lanes over pairs.
 __device__ __forceinline__ void rope_head_warp(u16* h, int head_dim, int rotary_dim, float theta, const float* table,
                                                int pos) {
   const int half = rotary_dim / 2;
   for (int i = threadIdx.x % 32; i < half; i += 32) {
     float c, sn;
     rope_cs(i, rotary_dim, theta, table, pos, c, sn);
-    const float x1 = bf(h[i]), x2 = bf(h[i + half]);
-    h[i] = to_bf(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, sn)));
-    h[i + half] = to_bf(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, sn)));
+    rope_rotate(bf(h[i]), bf(h[i + half]), c, sn, h[i], h[i + half]);
   }
 }
 
@@ -128,6 +136,17 @@ __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g));
 __device__ __forceinline__ float gelu_f(float g) {
   const float k0 = 0.7978845608028654f, k1 = 0.044715f;
   return 0.5f * g * (1.0f + tanhf(k0 * (g + k1 * g * g * g)));
+}
+
+// act(gate) * up for a gated MLP: the activation rounded to bf16 (a bf16 tensor in transformers),
+// then the product rounded on store.
+__device__ __forceinline__ float gated_act(float g, float u, bool gelu) { return bf_round(gelu ? gelu_f(g) : silu_f(g)) * u; }
+
+// One normalised element x * inv_rms * (offset + w), before its store's rounding. offset 0 (Llama,
+// Qwen): the normalised value is rounded to bf16 first, then multiplied by the weight (transformers'
+// LlamaRMSNorm casts to the input dtype before the weight); Gemma's offset 1 rounds once.
+__device__ __forceinline__ float rms_scale(float x, float inv, float w, float offset) {
+  return offset == 0.f ? bf_round(x * inv) * w : x * inv * (offset + w);
 }
 
 // Index of the largest value of a bf16 row: ties to the lowest index, NaN never wins, 0 when
