@@ -75,19 +75,30 @@ def load(checkpoint, device, attn_implementation):
 
 
 class RouterWatch:
-    """The smallest routing margin a mixture-of-experts model saw since the last reset: for every
-    token at every MoE layer, the gap between the k-th and the (k+1)-th largest router output
-    (k = num_experts_per_tok) relative to that token's largest |output|. Below bf16 noise, which
-    experts a token reaches is a coin toss for any implementation, as a near tie of the top two
-    logits is for the greedy token. Hooks every `mlp.gate` module; a model without one has no margin."""
+    """Routing margins of a mixture-of-experts model. `margin`: the smallest, since the last take(),
+    for every token at every MoE layer, of the gap between the k-th and the (k+1)-th largest router
+    output (k = num_experts_per_tok) relative to that token's largest |output|. Below bf16 noise,
+    which experts a token reaches is a coin toss for any implementation, as a near tie of the top
+    two logits is for the greedy token. `step_gap`: per forward, the smallest gap at any MoE layer
+    of the forward's last token (the one whose logits the step reports) between its k-th and
+    (k+1)-th router logits, counted in bf16 steps (the gate's bf16 logits, recomputed from its
+    input and weight): 0 is an exact tie, 1 adjacent bf16 values. Hooks every `mlp.gate` module; a
+    model without one has no margin."""
 
     def __init__(self, model):
         self.k = getattr(model.config, "num_experts_per_tok", 0)
         self.margin = None
+        self.step_gap = None
         gates = [m for n, m in model.named_modules() if n.endswith(".mlp.gate")] if self.k else []
         for m in gates:
             m.register_forward_hook(self.hook)
         self.active = bool(gates)
+
+    @staticmethod
+    def ordered(v):
+        """bf16 values as integers in the order of their values, one apart for adjacent values."""
+        bits = v.to(torch.bfloat16).view(torch.int16).to(torch.int32)
+        return torch.where(bits < 0, -(bits & 0x7FFF), bits)
 
     def hook(self, module, inputs, output):
         out = output[0] if isinstance(output, tuple) else output
@@ -96,18 +107,31 @@ class RouterWatch:
         gap = (top[:, self.k - 1] - top[:, self.k]) / v.abs().amax(dim=-1).clamp_min(1e-30)
         m = float(gap.min())
         self.margin = m if self.margin is None else min(self.margin, m)
+        h = inputs[0]
+        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1])[-1:], module.weight)[0]
+        top = torch.topk(logits.float(), self.k + 1).values
+        steps = int(self.ordered(top[self.k - 1:self.k]) - self.ordered(top[self.k:self.k + 1]))
+        self.step_gap = steps if self.step_gap is None else min(self.step_gap, steps)
 
     def take(self):
         m, self.margin = self.margin, None
         return m
 
+    def take_step(self):
+        g, self.step_gap = self.step_gap, None
+        return g
+
 
 @torch.no_grad()
-def greedy(model, prompt, steps, device):
+def greedy(model, prompt, steps, device, router):
+    """Greedy tokens, the logits of every step and, for a mixture-of-experts model, every step's
+    router gap (RouterWatch.step_gap of the forward that gave the step's logits)."""
     ids = torch.tensor([prompt], device=device)
+    router.take_step()
     out = model(input_ids=ids, use_cache=True)
     past = out.past_key_values
     logits = [out.logits[0, -1].float().cpu()]
+    gaps = [router.take_step()]
     tokens = []
     for _ in range(steps):
         nxt = int(torch.argmax(logits[-1]))
@@ -115,7 +139,8 @@ def greedy(model, prompt, steps, device):
         out = model(input_ids=torch.tensor([[nxt]], device=device), past_key_values=past, use_cache=True)
         past = out.past_key_values
         logits.append(out.logits[0, -1].float().cpu())
-    return tokens, logits[:-1]
+        gaps.append(router.take_step())
+    return tokens, logits[:-1], gaps[:-1]
 
 
 def main():
@@ -154,20 +179,21 @@ def main():
     scored = []
     for prompt in prompts + candidates:
         router.take()
-        tokens, logits = greedy(model, prompt, args.steps, device)
+        tokens, logits, gaps = greedy(model, prompt, args.steps, device, router)
         margins = []
         for l in logits:
             top = torch.topk(l, 2).values
             margins.append(float((top[0] - top[1]) / l.abs().max()))
-        scored.append((prompt, tokens, logits, min(margins), router.take()))
+        scored.append((prompt, tokens, logits, min(margins), router.take(), gaps))
     fixed = scored[:len(prompts)]
     decisive = lambda c: min(c[3], c[4]) if c[4] is not None else c[3]
     ranked = sorted(scored[len(prompts):], key=lambda c: -decisive(c))[:args.keep]
     cases = []
-    for prompt, tokens, logits, margin, router_margin in fixed + ranked:
+    for prompt, tokens, logits, margin, router_margin, gaps in fixed + ranked:
         case = {"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5)}
         if router_margin is not None:
             case["min_router_margin"] = round(router_margin, 5)
+            case["router_gaps"] = gaps
         case["logits"] = [[round(float(v), 5) for v in l] for l in logits]
         cases.append(case)
     import transformers
