@@ -24,7 +24,7 @@
 
 namespace met_interp {
 
-constexpr int kMaxVDims = 4;  // v_head_dim / 32 per lane: v head dims up to 128
+constexpr int kMaxVDims = 4;  // V dims / 32 per lane of one fold: 128 (wider heads fold in parts)
 constexpr int kMaxGroup = 4;  // query heads sharing one KV head in one warp
 
 // Unnormalised online-softmax state of one (row, head): lane owns output dims lane * DPL + i.
@@ -107,14 +107,15 @@ __device__ __forceinline__ void fold_scores(const float (&dot)[G], bool live, fl
 // Folds keys [lo, hi) into the states of G query heads that share one KV head (the cpu's
 // attend_range per head, with the softmax of each 32-key chunk taken at once): lanes score one
 // key each for all G heads from one K load, then own DPL output dims for P V, loading the V rows
-// of several keys before using them. q points at the first head; the others follow hd apart.
+// of several keys before using them. q points at the first head; the others follow hd apart. The
+// V cache rows hold kv_heads heads of vfull dims; the fold takes 32 * DPL of them from vc on (vc
+// is the cache, or the cache past a head's first dims when a wide V head is folded in parts).
 template <int DPL, int G>
 __device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
-                               int kv_heads, int hd, float scale, float softcap, WarpAttn* st) {
+                               int kv_heads, int hd, int vfull, float scale, float softcap, WarpAttn* st) {
   constexpr int kBatch = DPL >= 8 ? 4 : 8;
   const int lane = threadIdx.x % 32;
-  const int vhd = 32 * DPL;
-  const int64_t kw = static_cast<int64_t>(kv_heads) * hd, vw = static_cast<int64_t>(kv_heads) * vhd;
+  const int64_t kw = static_cast<int64_t>(kv_heads) * hd, vw = static_cast<int64_t>(kv_heads) * vfull;
   for (int64_t c0 = lo; c0 < hi; c0 += 32) {
     const int64_t j = c0 + lane;
     float p[G];
@@ -126,7 +127,7 @@ __device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64
       fold_scores<DPL, G>(dot, j < hi, scale, softcap, st, p);
     }
     const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
-    const u16* v0 = vc + (base + c0) * vw + static_cast<int64_t>(kv_head) * vhd + lane * DPL;
+    const u16* v0 = vc + (base + c0) * vw + static_cast<int64_t>(kv_head) * vfull + lane * DPL;
     for (int jb = 0; jb < n; jb += kBatch) {
       float v[kBatch][DPL];
 #pragma unroll
@@ -152,22 +153,22 @@ __device__ void attend_group_t(const u16* q, const u16* kc, const u16* vc, int64
 
 template <int DPL>
 __device__ void attend_dpl(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
-                           int kv_heads, int hd, int group, float scale, float softcap, WarpAttn* st) {
+                           int kv_heads, int hd, int vfull, int group, float scale, float softcap, WarpAttn* st) {
   switch (group) {
-    case 1: attend_group_t<DPL, 1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
-    case 2: attend_group_t<DPL, 2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
-    default: attend_group_t<DPL, 4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, scale, softcap, st); break;
+    case 1: attend_group_t<DPL, 1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, scale, softcap, st); break;
+    case 2: attend_group_t<DPL, 2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, scale, softcap, st); break;
+    default: attend_group_t<DPL, 4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, scale, softcap, st); break;
   }
 }
 
-// Dispatch on v_head_dim (32, 64 or 128) and the query heads per KV head (1, 2 or 4); the host
-// refuses other shapes.
+// Dispatch on the V dims folded (32, 64 or 128 of a head of vfull) and the query heads per KV head
+// (1, 2 or 4); the host refuses other shapes.
 __device__ void attend_group(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
-                             int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st) {
+                             int kv_heads, int hd, int vhd, int vfull, int group, float scale, float softcap, WarpAttn* st) {
   switch (vhd / 32) {
-    case 1: attend_dpl<1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
-    case 2: attend_dpl<2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
-    default: attend_dpl<4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, group, scale, softcap, st); break;
+    case 1: attend_dpl<1>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, group, scale, softcap, st); break;
+    case 2: attend_dpl<2>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, group, scale, softcap, st); break;
+    default: attend_dpl<4>(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vfull, group, scale, softcap, st); break;
   }
 }
 
@@ -409,14 +410,15 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
 }
 #endif
 
-// One warp's fold of keys [lo, hi): staged through the warp's shared memory where the class has
-// cp.async and the K head fits the stage (smem is the block's; the warp takes its own part),
+// One warp's fold of keys [lo, hi) over vhd V dims of heads of vfull (vc past the dims before
+// them): staged through the warp's shared memory where the class has cp.async, the K head fits the
+// stage and the fold takes whole V heads (smem is the block's; the warp takes its own part),
 // straight from global memory otherwise.
 __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
-                            int kv_heads, int hd, int vhd, int group, float scale, float softcap, WarpAttn* st,
+                            int kv_heads, int hd, int vhd, int vfull, int group, float scale, float softcap, WarpAttn* st,
                             unsigned char* smem) {
 #if MET_HAS_CP_ASYNC
-  if (MET_ATTN_STAGED && hd <= MET_ATTN_MAX_HD) {
+  if (MET_ATTN_STAGED && hd <= MET_ATTN_MAX_HD && vhd == vfull) {
     u16* ks = reinterpret_cast<u16*>(smem + (threadIdx.x / 32) * MET_ATTN_WARP_SMEM);
     u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
     u16* qs = vs + 32 * 128;
@@ -429,19 +431,21 @@ __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t 
 #else
   (void)smem;
 #endif
-  attend_group(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vhd, group, scale, softcap, st);
+  attend_group(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vhd, vfull, group, scale, softcap, st);
 }
 
-// A warp's states of its `group` query heads: head g's output dims to po + g * head_step * vhd (the
-// lane's dims lane * DPL + k) and its (m, l) to pml + 2 * g * head_step.
-__device__ __forceinline__ void store_states(const WarpAttn* st, int group, int vhd, float* po, float* pml, int64_t head_step) {
+// A warp's states of its `group` query heads over vhd of their vfull V dims, from dim v0 on: head
+// g's output dims to po + g * head_step * vfull + v0 (the lane's dims lane * DPL + k) and its
+// (m, l) to pml + 2 * g * head_step.
+__device__ __forceinline__ void store_states(const WarpAttn* st, int group, int vhd, int vfull, int v0, float* po, float* pml,
+                                             int64_t head_step) {
   const int lane = threadIdx.x % 32, dpl = vhd / 32;
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
     if (g >= group) break;
 #pragma unroll
     for (int k = 0; k < kMaxVDims; ++k)
-      if (k < dpl) po[g * head_step * vhd + lane * dpl + k] = st[g].o[k];
+      if (k < dpl) po[g * head_step * vfull + v0 + lane * dpl + k] = st[g].o[k];
     if (lane == 0) {
       pml[2 * g * head_step] = st[g].m;
       pml[2 * g * head_step + 1] = st[g].l;
@@ -501,10 +505,10 @@ MET_ENTRY(attn_decode_split) {
       WarpAttn st[kMaxGroup];
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
-      attend_warp(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, group,
-                  a.scale, a.softcap, st, smem);
+      attend_warp(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, vhd,
+                  group, a.scale, a.softcap, st, smem);
       const int64_t idx0 = (row * heads + kv * group) * splits + i;  // head g's state is idx0 + g * splits
-      store_states(st, group, vhd, part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
+      store_states(st, group, vhd, vhd, 0, part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
     }
   }
 }
@@ -658,20 +662,25 @@ __device__ void merge_group(const float* po, const float* pml, int64_t splits, i
 }
 
 // One warp's fold of keys [lo, hi) for the query heads of KV head `kv` on the CUDA cores
-// (attend_warp), its state left in the warp's stage (warp_state). Out of line: its many template
-// variants, inlined beside the tensor-core folds, spilled split_merge_slice's registers.
+// (attend_warp), its state left in the warp's stage (warp_state). A V head wider than a warp's
+// state (Gemma-3's 256 dims) is folded in parts of kMaxVDims * 32 dims, each part scoring the keys
+// again: the same sums in the same order, so every part's (m, l) is the same. Out of line: its many
+// template variants, inlined beside the tensor-core folds, spilled split_merge_slice's registers.
 __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi,
                                                 int kv, int kvh, int hd, int vhd, int group, float scale, float softcap,
                                                 unsigned char* smem) {
   const int warp = threadIdx.x / 32;
   float* st = warp_state(smem, warp);
   float* sml = st + group * vhd;
-  WarpAttn ws[kMaxGroup];
+  for (int v0 = 0; v0 < vhd; v0 += kMaxVDims * 32) {
+    const int part = min(vhd - v0, kMaxVDims * 32);
+    WarpAttn ws[kMaxGroup];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) attn_init(ws[g]);
-  attend_warp(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, ws, smem);
-  __syncwarp();  // every lane is done with the stage
-  store_states(ws, group, vhd, st, sml, 1);
+    for (int g = 0; g < kMaxGroup; ++g) attn_init(ws[g]);
+    attend_warp(q, kc, vc + v0, base, lo, hi, kv, kvh, hd, part, vhd, group, scale, softcap, ws, smem);
+    __syncwarp();  // every lane is done with the stage (a part of a wide head never stages)
+    store_states(ws, group, part, vhd, v0, st, sml, 1);
+  }
 }
 
 // The same on the tensor cores (attend_mma_t), for k and v head dims of 64 or 128.
