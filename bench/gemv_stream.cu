@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(256, 1) chain_reg(Params p) {
     slice_of(m, blockIdx.x, gridDim.x, r0, r1);
     for (int c = r0; c < r1; c += met_interp::kChunk) {
       const int n = min(met_interp::kChunk, r1 - c);
-      met_interp::gemv_chunk(m.w, m.k, c, n, p.x, p.xs, p.rows, sm);
+      met_interp::gemv_chunk(met_interp::GemvW{m.w, false, nullptr, 1, 0, 0}, m.k, c, n, p.x, p.xs, p.rows, sm);
       store_res(m, c, n, p.rows, sm);
       __syncthreads();
     }

@@ -79,54 +79,186 @@ __device__ __forceinline__ void gemv_sum_parts(int tiles, int ks, int n, int R, 
   __syncthreads();
 }
 
-// res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk); W is [*, K] bf16,
-// K % 32 == 0; x rows are `xs` elements apart (global or shared memory). Block-uniform call.
-__device__ void gemv_chunk(const u16* W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int tiles = (n + 15) / 16;
+// The matrix weight a gemv-family op reads: bf16, or fp8 e4m3 codes with f32 block scales
+// (MetDevInstr w_format, w_scales; a weight's value is code x its block's scale, as the cpu's
+// weight_row decodes it).
+struct GemvW {
+  const void* w;
+  bool fp8;
+  const float* scales;     // row block rb, K block kb: scales[rb * scale_cols + kb]
+  int64_t block_rows;
+  uint32_t kb_shift;       // the scale column of 64-wide K block b is b >> kb_shift
+  int64_t scale_cols;
+};
+__device__ __forceinline__ GemvW gemv_weight(const MetDevInstr& in, const void* w) {
+  GemvW v;
+  v.w = w;
+  v.fp8 = in.w_format == MET_DEV_WEIGHT_FP8_E4M3;
+  v.scales = reinterpret_cast<const float*>(in.w_scales);
+  v.block_rows = in.w_block_rows > 0 ? in.w_block_rows : 1;
+  v.kb_shift = in.w_kb_shift;
+  v.scale_cols = in.w_scale_cols;
+  return v;
+}
+
+// bf16 weights: the accumulators of weight rows pa, pb (rows g and g + 8 of a tile) against
+// activation rows x0, x1 (null past R) over 32-wide K blocks [b0, b1). Thread t reads 8 consecutive
+// K of each 32 with one 16-byte load, weights and activations alike.
+__device__ __forceinline__ void gemv_tile_bf16(const u16* pa, const u16* pb, const u16* x0, const u16* x1, int R, int64_t b0,
+                                               int64_t b1, float (&acc0)[4], float (&acc1)[4]) {
+  const int t = threadIdx.x % 4;
+  pa += 8 * t;
+  pb += 8 * t;
+  if (x0) x0 += 8 * t;
+  if (x1) x1 += 8 * t;
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  int64_t b = b0;
+  for (; b + 8 <= b1; b += 8) {
+    uint4 wa[8], wb[8], xa[8], xb[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      wa[u] = load_weight16(pa + (b + u) * 32);
+      wb[u] = load_weight16(pb + (b + u) * 32);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      xa[u] = x0 ? *reinterpret_cast<const uint4*>(x0 + (b + u) * 32) : zero;
+      xb[u] = x1 ? *reinterpret_cast<const uint4*>(x1 + (b + u) * 32) : zero;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      mma_pair(acc0, wa[u], wb[u], xa[u]);
+      if (R > 8) mma_pair(acc1, wa[u], wb[u], xb[u]);
+    }
+  }
+  for (; b < b1; ++b) {
+    const uint4 wa = load_weight16(pa + b * 32), wb = load_weight16(pb + b * 32);
+    const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
+    const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
+    mma_pair(acc0, wa, wb, xa);
+    if (R > 8) mma_pair(acc1, wa, wb, xb);
+  }
+}
+
+// The items of a chunk: tiles of 16 weight rows, each split over ks parts of K so that few tiles
+// still keep every warp busy.
+__device__ __forceinline__ int gemv_ksplit(int tiles) {
   int ks = 1;
   while (ks * 2 * tiles <= MET_INTERP_WARPS) ks *= 2;
-  const int64_t nb = K / 32;
+  return ks;
+}
+
+#if MET_HAS_MMA_SYNC  // fp8 weights: the e4m3 conversions are NVIDIA's (common/interp/prims.cuh)
+// One K block of fp8 weights against one group of 8 activation rows (x null: rows past R): the
+// block's products into fresh accumulators, then each weight row's (D [0],[1]: row g; [2],[3]:
+// row g + 8) scaled and added.
+__device__ __forceinline__ void gemv_fp8_fold(const uint4& alo, const uint4& ahi, const uint4& blo, const uint4& bhi, bool hi,
+                                              const u16* x, int64_t k, float s_a, float s_b, float (&acc)[4]) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
+  float p[4] = {0.f, 0.f, 0.f, 0.f};
+  mma_pair(p, alo, blo, x ? *reinterpret_cast<const uint4*>(x + k) : zero);
+  if (hi) mma_pair(p, ahi, bhi, x ? *reinterpret_cast<const uint4*>(x + k + 8) : zero);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) acc[e] += (e < 2 ? s_a : s_b) * p[e];
+}
+
+// fp8 weights, one K block: the tensor cores take the codes as bf16 (exact) against the bf16
+// activations, and each weight row's partial sum is then scaled by its block's scale and added in
+// fp32: the cpu's sum of x * (code * scale) reassociated, with no rounding of the weight. `alo`,
+// `ahi` (row g) and `blo`, `bhi` (row g + 8) hold the thread's K, `k` where its activations start;
+// a 32-wide block (the tail of K % 64 == 32) has no hi half.
+__device__ __forceinline__ void gemv_fp8_block(const uint4& alo, const uint4& ahi, const uint4& blo, const uint4& bhi, bool hi,
+                                               const u16* x0, const u16* x1, int64_t k, int R, float s_a, float s_b,
+                                               float (&acc0)[4], float (&acc1)[4]) {
+  gemv_fp8_fold(alo, ahi, blo, bhi, hi, x0, k, s_a, s_b, acc0);
+  if (R > 8) gemv_fp8_fold(alo, ahi, blo, bhi, hi, x1, k, s_a, s_b, acc1);
+}
+
+// fp8 weights: weight rows ra, rb (of a [*, K] code matrix) over 64-wide K blocks [b0, b1), then the
+// 32-wide tail when `tail`. Thread t reads 16 consecutive K of each 64 with one 16-byte load (16
+// weights, half the bf16 body's bytes per load; the same 8 loads of each row in flight) and the
+// matching 16 activations as two.
+__device__ __forceinline__ void gemv_tile_fp8(const GemvW& w, int64_t K, int64_t ra, int64_t rb, const u16* x0, const u16* x1,
+                                              int R, int64_t b0, int64_t b1, bool tail, float (&acc0)[4],
+                                              float (&acc1)[4]) {
+  const int t = threadIdx.x % 4;
+  const unsigned char* W8 = static_cast<const unsigned char*>(w.w);
+  const unsigned char* pa = W8 + ra * K + 16 * t;
+  const unsigned char* pb = W8 + rb * K + 16 * t;
+  const float* sa = w.scales + (ra / w.block_rows) * w.scale_cols;
+  const float* sb = w.scales + (rb / w.block_rows) * w.scale_cols;
+  int64_t b = b0;
+  for (; b + 8 <= b1; b += 8) {
+    uint4 qa[8], qb[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      qa[u] = load_weight16(pa + (b + u) * 64);
+      qb[u] = load_weight16(pb + (b + u) * 64);
+    }
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      uint4 alo, ahi, blo, bhi;
+      fp8x16_to_bf16(qa[u], 1.f, alo, ahi);
+      fp8x16_to_bf16(qb[u], 1.f, blo, bhi);
+      const int64_t kb = (b + u) >> w.kb_shift;
+      gemv_fp8_block(alo, ahi, blo, bhi, true, x0, x1, (b + u) * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+    }
+  }
+  for (; b < b1; ++b) {
+    uint4 alo, ahi, blo, bhi;
+    fp8x16_to_bf16(load_weight16(pa + b * 64), 1.f, alo, ahi);
+    fp8x16_to_bf16(load_weight16(pb + b * 64), 1.f, blo, bhi);
+    const int64_t kb = b >> w.kb_shift;
+    gemv_fp8_block(alo, ahi, blo, bhi, true, x0, x1, b * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+  }
+  if (tail) {  // K % 64 == 32: 8 codes per thread from the row's last 32
+    const int64_t k = (K / 64) * 64;
+    const uint2 ca = __ldg(reinterpret_cast<const uint2*>(W8 + ra * K + k + 8 * t));
+    const uint2 cb = __ldg(reinterpret_cast<const uint2*>(W8 + rb * K + k + 8 * t));
+    uint4 alo, blo, unused;
+    fp8x16_to_bf16(make_uint4(ca.x, ca.y, 0, 0), 1.f, alo, unused);
+    fp8x16_to_bf16(make_uint4(cb.x, cb.y, 0, 0), 1.f, blo, unused);
+    const int64_t kb = (K / 64) >> w.kb_shift;
+    gemv_fp8_block(alo, unused, blo, unused, false, x0, x1, k + 8 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+  }
+}
+
+// res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk); W is [*, K] bf16 (32-wide
+// K blocks) or, kFp8, e4m3 with its scales (64-wide K blocks, the last k part taking the 32-wide
+// tail of K % 64 == 32); K % 32 == 0; x rows are `xs` elements apart (global or shared memory).
+// Block-uniform call.
+template <bool kFp8>
+__device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int tiles = (n + 15) / 16, ks = gemv_ksplit(tiles);
+  const int64_t nb = kFp8 ? K / 64 : K / 32;
   for (int item = warp; item < tiles * ks; item += MET_INTERP_WARPS) {
     const int tile = item / ks, kp = item % ks;
-    const int64_t b0 = kp * nb / ks, b1 = (kp + 1) * nb / ks;
     const int ra = min(tile * 16 + g, n - 1), rb = min(tile * 16 + g + 8, n - 1);
-    const u16* pa = W + (w0 + ra) * K + 8 * t;
-    const u16* pb = W + (w0 + rb) * K + 8 * t;
-    const u16* x0 = g < R ? x + g * xs + 8 * t : nullptr;
-    const u16* x1 = g + 8 < R ? x + (g + 8) * xs + 8 * t : nullptr;
+    const u16* x0 = g < R ? x + g * xs : nullptr;
+    const u16* x1 = g + 8 < R ? x + (g + 8) * xs : nullptr;
     float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-    int64_t b = b0;
-    for (; b + 8 <= b1; b += 8) {
-      uint4 wa[8], wb[8], xa[8], xb[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        wa[u] = load_weight16(pa + (b + u) * 32);
-        wb[u] = load_weight16(pb + (b + u) * 32);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        xa[u] = x0 ? *reinterpret_cast<const uint4*>(x0 + (b + u) * 32) : zero;
-        xb[u] = x1 ? *reinterpret_cast<const uint4*>(x1 + (b + u) * 32) : zero;
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        mma_pair(acc0, wa[u], wb[u], xa[u]);
-        if (R > 8) mma_pair(acc1, wa[u], wb[u], xb[u]);
-      }
-    }
-    for (; b < b1; ++b) {
-      const uint4 wa = load_weight16(pa + b * 32), wb = load_weight16(pb + b * 32);
-      const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
-      const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
-      mma_pair(acc0, wa, wb, xa);
-      if (R > 8) mma_pair(acc1, wa, wb, xb);
+    if constexpr (kFp8) {
+      gemv_tile_fp8(W, K, w0 + ra, w0 + rb, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, kp == ks - 1 && K % 64 != 0, acc0, acc1);
+    } else {
+      const u16* w16 = static_cast<const u16*>(W.w);
+      gemv_tile_bf16(w16 + (w0 + ra) * K, w16 + (w0 + rb) * K, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, acc0, acc1);
     }
     gemv_store_tile(acc0, acc1, tile, n, R, ks, sm);
   }
   gemv_sum_parts(tiles, ks, n, R, sm);
 }
+
+// res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk), W bf16 or fp8 with its
+// scales; K % 32 == 0. Block-uniform call.
+__device__ __forceinline__ void gemv_chunk(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R,
+                                           GemvSmem sm) {
+  if (W.fp8)
+    gemv_chunk_t<true>(W, K, w0, n, x, xs, R, sm);
+  else
+    gemv_chunk_t<false>(W, K, w0, n, x, xs, R, sm);
+}
+#endif  // MET_HAS_MMA_SYNC
 
 // xn[r] = bf16(bf16(x[r] * inv_rms(x[r])) * w) (rms_scale) for the slice's rows, in shared
 // memory. Rows go to groups of warps (8 / R warps per row up to 8 rows, one warp per row beyond): each warp sums the
@@ -200,15 +332,18 @@ enum class GemvOut { plain, residual, silu, gelu, lm_head };
 // entry, the interpreter's code grew from 485 to 737 KB and the family ran 5-8% slower on the H200
 // (Llama-3.2-1B decode C=1 1.867 ms against 1.773 ms out of line, same call; perf-data/h200-sxm/
 // README.md), the instruction fetch of a loop that changes body every few microseconds.
-__device__ __noinline__ void gemv_slice(GemvOut kOut, const MetGeom& geom, SliceRange rr, SliceRange c, const u16* x_in,
+// The weight's shape and format are read from the instruction (global memory): a reference to the
+// caller's MetGeom puts the fields read through it in the loop kernel's local memory.
+__device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, SliceRange rr, SliceRange c, const u16* x_in,
                                         int64_t in_row0, const u16* norm_w, float eps, const u16* W, u16* y, int* tokens,
                                         float cap, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
   const int R = static_cast<int>(rr.end - rr.begin);
-  const int64_t K = geom.w_cols;
+  const int64_t K = in->w_cols;
   const bool gate_up = kOut == GemvOut::silu || kOut == GemvOut::gelu;
-  const int64_t N = gate_up ? geom.w_rows / 2 : geom.w_rows;
+  const int64_t N = gate_up ? in->w_rows / 2 : in->w_rows;
   const u16* x = x_in + (in_row0 + rr.begin) * K;
+  const GemvW gw = gemv_weight(*in, W);
   if (R <= 0 || c.begin >= c.end) return;
   if (norm_w) {
     rmsnorm_rows_to_smem(x, norm_w, K, R, eps, sm);
@@ -217,12 +352,12 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetGeom& geom, Slice
   const int width = gate_up ? kChunk / 2 : kChunk;
   for (int64_t c0 = c.begin; c0 < c.end; c0 += width) {
     const int n = static_cast<int>(min(static_cast<int64_t>(width), c.end - c0));
-    gemv_chunk(W, K, c0, n, x, K, R, sm);
+    gemv_chunk(gw, K, c0, n, x, K, R, sm);
     if (gate_up) {
       // gate values stay in res[.., 0..n); the up rows go to res[.., 128..128+n).
       GemvSmem up = sm;
       up.res = sm.res + kChunk / 2;
-      gemv_chunk(W, K, N + c0, n, x, K, R, up);
+      gemv_chunk(gw, K, N + c0, n, x, K, R, up);
     }
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
@@ -256,42 +391,42 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetGeom& geom, Slice
 
 MET_ENTRY(gemv) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::plain, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, smem);
+  gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, smem);
 }
 
 MET_ENTRY(gemv_o_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::residual, a.geom, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
+  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
                                 smem);
 }
 
 MET_ENTRY(gemv_down_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::residual, a.geom, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
+  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
                                 smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
-  gemv_slice(GemvOut::silu, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+  gemv_slice(GemvOut::silu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
                             0.f, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
-  gemv_slice(GemvOut::gelu, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+  gemv_slice(GemvOut::gelu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
                             0.f, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::lm_head, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
                                a.tokens, 0.f, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::lm_head, a.geom, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
                                a.tokens, a.cap, smem);
 }
 
@@ -306,7 +441,8 @@ __device__ unsigned long long met_qkv_arrivals[MET_QKV_MAX_COUNTERS];
 // Each slice writes its rows (bf16, before norm and rope) where they belong; a q or k head is then
 // normalised and rotated in place by the slice that completes it (its arrival counter), reading the
 // other slices' rows through L2. v rows are final as written.
-template <class A>
+// kFp8: the weight is fp8 (the out-of-line copy below); otherwise bf16.
+template <bool kFp8, class A>
 __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* kn, uint32_t s, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
   const SliceRange rr = slice_rows(a, s);
@@ -332,7 +468,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   };
   for (int64_t c0 = n0; c0 < n1; c0 += kChunk) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), n1 - c0));
-    gemv_chunk(a.w_qkv, K, c0, n, sm.xn, K, R, sm);
+    gemv_chunk_t<kFp8>(gemv_weight(*a.geom.instr, a.w_qkv), K, c0, n, sm.xn, K, R, sm);
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
       const int64_t m = c0 + j;
@@ -380,9 +516,29 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   }
 }
 
-MET_ENTRY(gemv_rmsnorm_qkv_rope) { qkv_slice(a, nullptr, nullptr, slice, smem); }
+// fp8 weights run out of line, reloading their arguments from the instruction (three parameters,
+// nothing live after the call): inlined beside the bf16 copy, the interpreter's dispatcher spilled.
+__device__ __noinline__ void qkv_rope_fp8(const MetDevInstr* in, uint32_t s, unsigned char* smem) {
+  qkv_slice<true>(met_load_gemv_rmsnorm_qkv_rope(*in), nullptr, nullptr, s, smem);
+}
+__device__ __noinline__ void qkv_qknorm_rope_fp8(const MetDevInstr* in, uint32_t s, unsigned char* smem) {
+  const MetArgs_gemv_rmsnorm_qkv_qknorm_rope a = met_load_gemv_rmsnorm_qkv_qknorm_rope(*in);
+  qkv_slice<true>(a, a.q_norm_w, a.k_norm_w, s, smem);
+}
 
-MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) { qkv_slice(a, a.q_norm_w, a.k_norm_w, slice, smem); }
+MET_ENTRY(gemv_rmsnorm_qkv_rope) {
+  if (a.geom.w_format == MET_DEV_WEIGHT_FP8_E4M3)
+    qkv_rope_fp8(a.geom.instr, slice, smem);
+  else
+    qkv_slice<false>(a, nullptr, nullptr, slice, smem);
+}
+
+MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) {
+  if (a.geom.w_format == MET_DEV_WEIGHT_FP8_E4M3)
+    qkv_qknorm_rope_fp8(a.geom.instr, slice, smem);
+  else
+    qkv_slice<false>(a, a.q_norm_w, a.k_norm_w, slice, smem);
+}
 #endif  // MET_HAS_MMA_SYNC
 
 }  // namespace met_interp

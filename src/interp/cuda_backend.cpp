@@ -225,17 +225,32 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   MET_CU(*api, EventCreate(&m.ev1, 0));
   m.packet = &a.packet;
 
-  // Weights: bf16 only; each entry in its own allocation (256-byte aligned for 16-byte loads).
+  // Weights: bf16, or fp8 e4m3 with f32 block scales (W8A16: the gemv family and the mma.sync
+  // GEMM); each entry and its scales in their own allocations (256-byte aligned for 16-byte loads).
+  static_assert(MET_DEV_WEIGHT_BF16 == MET_WEIGHT_BF16 && MET_DEV_WEIGHT_FP8_E4M3 == MET_WEIGHT_FP8_E4M3);
   MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
-  std::vector<cu::DevicePtr> wdev;
+  std::vector<cu::DevicePtr> wdev, wscales;
   std::vector<MetHostWeight> whost;
   for (std::size_t e = 0; e < w.size(); ++e) {
     MET_TRY(MetHostWeight h, w.host_weight(e));
-    if (h.format != MET_WEIGHT_BF16)
-      return fail(a.dir + "/weights.json: weight '" + w.entry(e).name +
-                  "' is not bf16; the hopper interpreter reads bf16 weights only (fp8 and fp4 bodies are not built yet)");
+    const std::string wname = a.dir + "/weights.json: weight '" + w.entry(e).name + "'";
+    cu::DevicePtr sdev = 0;
+    if (h.format == MET_WEIGHT_FP8_E4M3) {
+      if (h.act_scale > 0.0f)
+        return fail(wname + " declares static fp8 activations (an input_scale: W8A8); the hopper interpreter's fp8 bodies "
+                            "read bf16 activations (W8A16) and no W8A8 body is built");
+      const bool whole_row = h.block_cols >= h.cols;
+      const bool pow2 = h.block_cols >= 64 && h.block_cols % 64 == 0 && ((h.block_cols / 64) & (h.block_cols / 64 - 1)) == 0;
+      if (!h.scales || h.block_rows <= 0 || (!whole_row && !pow2))
+        return fail(wname + ": fp8 scale blocks of " + std::to_string(h.block_rows) + " x " + std::to_string(h.block_cols) +
+                    "; the hopper fp8 bodies take blocks of 64 x 2^n columns or whole rows");
+      MET_TRY(sdev, m.upload(w.scales(e), w.scale_bytes(e)));
+    } else if (h.format != MET_WEIGHT_BF16) {
+      return fail(wname + " is neither bf16 nor fp8-e4m3; the hopper interpreter has no fp4 bodies");
+    }
     MET_TRY(cu::DevicePtr p, m.upload(w.data(e), w.bytes(e)));
     wdev.push_back(p);
+    wscales.push_back(sdev);
     whost.push_back(h);
   }
 
@@ -320,12 +335,27 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         di.ops[j] = m.tensor[h];
         const auto& t = tensors[h];
         if (t.source == MET_SOURCE_CHECKPOINT && t.shape.size() == 2 && di.w_rows == 0) {
-          di.w_rows = whost[t.ref].rows;
-          di.w_cols = whost[t.ref].cols;
+          const MetHostWeight& hw = whost[t.ref];
+          di.w_rows = hw.rows;
+          di.w_cols = hw.cols;
+          di.w_format = static_cast<std::uint32_t>(hw.format);
+          if (hw.format == MET_WEIGHT_FP8_E4M3) {
+            di.w_scales = wscales[t.ref];
+            di.w_block_rows = hw.block_rows;
+            di.w_block_cols = hw.block_cols;
+            di.w_scale_cols = static_cast<std::uint32_t>((hw.cols + hw.block_cols - 1) / hw.block_cols);
+            std::uint32_t shift = 0;
+            while ((std::int64_t{64} << shift) < hw.block_cols) ++shift;
+            di.w_kb_shift = hw.block_cols >= hw.cols ? MET_DEV_KB_WHOLE_ROW : shift;
+          }
         }
       }
       // Shapes the bodies cover (kernels/common/*.cuh).
       const bool gemv = op->family == "gemv", gemm = op->family == "gemm";
+      const bool fp8_w = di.w_format == MET_DEV_WEIGHT_FP8_E4M3;
+      if (fp8_w && !gemv && op->name != "gemm_bf16_mma")
+        return fail(where + ": " + op->name + " reads an fp8 weight; the hopper interpreter's fp8 bodies are the gemv family "
+                    "and gemm_bf16_mma (W8A16)");
       const bool qkv = emit::int_index(*op, "rotary_dim") >= 0 && emit::tensor_index(*op, "w_qkv") >= 0;
       const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
       const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
@@ -381,7 +411,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         MET_CHECK(view("v_cache", vc.first, vc.second, 64));
         need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM);
       } else if (gemm) {
-        need = std::max<std::uint64_t>(need, MET_GEMM_SMEM);
+        need = std::max<std::uint64_t>(need, fp8_w ? MET_GEMM_FP8_SMEM : MET_GEMM_SMEM);
       }
       if (op->family == "moe_gemv") {  // kernels/common/moe.cuh: 16-byte loads along the reduction, routing in smem
         const std::int64_t top_k = named(*op, d, "top_k");

@@ -19,18 +19,31 @@
 #define MET_DEV_INTS 12
 #define MET_DEV_IMMS 4
 #define MET_DEV_MAX_ROWS 16 /* rows a gemv-family slice carries (decode rungs) */
+/* Formats of the matrix weight operand (MetDevInstr.w_format; the values of kernels/cpu/quant.hpp
+ * MetWeightFormat, which the host holds them to). */
+#define MET_DEV_WEIGHT_BF16 0u
+#define MET_DEV_WEIGHT_FP8_E4M3 1u /* e4m3 codes [w_rows, w_cols]; value = code x its block's f32 scale */
+/* w_kb_shift of a weight whose scale blocks span every column (a per-tensor scale, stored as one per
+ * row): every 64-wide K block reads scale column 0. */
+#define MET_DEV_KB_WHOLE_ROW 62u
 
 typedef struct MetDevInstr {
   uint32_t opcode;    /* MET_OP_* */
   uint32_t slices;    /* as the packet */
   uint32_t col_parts; /* the instruction's column parts (1 when it has none) */
-  uint32_t reserved;
+  uint32_t w_format;  /* MET_DEV_WEIGHT_* of the matrix weight operand (bf16 when none) */
   int64_t ints[MET_DEV_INTS];
   float imms[MET_DEV_IMMS];
   uint64_t ops[MET_DEV_OPERANDS]; /* device addresses; 0 = absent */
   int64_t w_rows, w_cols;         /* shape of the matrix weight operand (0 when none) */
   uint64_t tmaps;                 /* device address of the body's TMA descriptors (64-byte aligned CUtensorMaps, made
                                      by the host at load time), or 0: the wgmma GEMM's A then B */
+  /* fp8 weights: f32 scales [ceil(w_rows / w_block_rows), ceil(w_cols / w_block_cols)], row major
+   * (a per-tensor scale comes as one per row: block 1 x w_cols); scale column of the 64-wide K block
+   * b is b >> w_kb_shift (w_block_cols = 64 << w_kb_shift, or MET_DEV_KB_WHOLE_ROW). 0 for bf16. */
+  uint64_t w_scales;
+  int32_t w_block_rows, w_block_cols;
+  uint32_t w_kb_shift, w_scale_cols; /* w_scale_cols = ceil(w_cols / w_block_cols) */
 } MetDevInstr;
 
 typedef struct MetDevStream {

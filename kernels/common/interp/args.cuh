@@ -20,11 +20,13 @@ struct MetGeom {
   uint32_t slices, col_parts;  // as the packet (col_parts >= 1)
   int64_t w_rows, w_cols;      // shape of the matrix weight operand (0 when none)
   const void* tmaps;           // the instruction's TMA descriptors (MetDevInstr.tmaps), or null
+  uint32_t w_format;           // MET_DEV_WEIGHT_* of the matrix weight (its scales: instr)
+  const MetDevInstr* instr;    // the instruction itself (global memory): out-of-line bodies reload from it
 };
 
 // Operand kinds of the registry as device types.
 typedef u16* T_act;
-typedef const u16* T_weight;  // bf16 [w_rows, w_cols]
+typedef const u16* T_weight;  // bf16 [w_rows, w_cols], or e4m3 bytes where geom.w_format says so
 typedef const u16* T_vec;     // null when absent
 typedef int* T_i32;
 typedef int64_t* T_i64;
@@ -44,6 +46,8 @@ typedef const void* T_peers;  // collectives: no device body yet (the cuda backe
     a.geom.w_rows = in.w_rows;                                                       \
     a.geom.w_cols = in.w_cols;                                                       \
     a.geom.tmaps = reinterpret_cast<const void*>(in.tmaps);                          \
+    a.geom.w_format = in.w_format;                                                   \
+    a.geom.instr = &in;                                                              \
     [[maybe_unused]] int t_ = 0;                                                     \
     [[maybe_unused]] int i_ = 0;                                                     \
     [[maybe_unused]] int f_ = 0;

@@ -49,6 +49,55 @@ __device__ __forceinline__ unsigned long long atom_add_acq_rel(unsigned long lon
 }
 #endif
 
+#if !defined(__HIP_PLATFORM_AMD__)
+// Four fp8 e4m3 codes of one word (byte i = code i) as the exact floats they define (every e4m3
+// value, subnormals included, is a float and a bf16). sm_89 and later convert two codes per
+// instruction; earlier archs place the code's bits in a float whose exponent is 120 short, then
+// scale (a subnormal code becomes a subnormal float: no flush, the bodies build without fast math).
+// The NaN code (S.1111.111) is read as 480 on the second path; no checkpoint holds it.
+__device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float (&f)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n\t.reg .b16 c01, c23, h0, h1, h2, h3;\n\t.reg .b32 p01, p23;\n\t"
+      "mov.b32 {c01, c23}, %4;\n\t"
+      "cvt.rn.f16x2.e4m3x2 p01, c01;\n\t"
+      "cvt.rn.f16x2.e4m3x2 p23, c23;\n\t"
+      "mov.b32 {h0, h1}, p01;\n\t"
+      "mov.b32 {h2, h3}, p23;\n\t"
+      "cvt.f32.f16 %0, h0;\n\t"
+      "cvt.f32.f16 %1, h1;\n\t"
+      "cvt.f32.f16 %2, h2;\n\t"
+      "cvt.f32.f16 %3, h3;\n\t}"
+      : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
+      : "r"(w));
+#else
+  constexpr float kBias = 1.329227995784916e36f;  // 2^120: e4m3's exponent bias 7 against float's 127
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = (w >> (8 * i)) & 0xffu;
+    f[i] = __uint_as_float(((c & 0x80u) << 24) | ((c & 0x7fu) << 20)) * kBias;
+  }
+#endif
+}
+
+// 16 e4m3 codes (one 16-byte load) times `scale` as 16 bf16 values in the same order: `lo` holds
+// codes 0-7 (code 0 in the low half of lo.x), `hi` codes 8-15. Exact for scale 1 (every e4m3 value
+// is a bf16); otherwise each product is rounded once.
+__device__ __forceinline__ void fp8x16_to_bf16(const uint4& v, float scale, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    float f[4];
+    fp8x4_to_f32(w[k], f);
+    const __nv_bfloat162 p01 = __floats2bfloat162_rn(f[0] * scale, f[1] * scale), p23 = __floats2bfloat162_rn(f[2] * scale, f[3] * scale);
+    o[2 * k] = *reinterpret_cast<const uint32_t*>(&p01);  // .x (the lower code) in the low half
+    o[2 * k + 1] = *reinterpret_cast<const uint32_t*>(&p23);
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+#endif
+
 // 8 bf16 values of one 16-byte word, and back (each value rounded once, as the scalar paths do).
 __device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};

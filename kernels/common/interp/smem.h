@@ -19,6 +19,8 @@
 #define MET_GEMM_PAD 8
 #define MET_GEMM_STAGES 3
 #define MET_GEMM_SMEM (MET_GEMM_STAGES * 2 * MET_GEMM_TILE * (MET_GEMM_BK + MET_GEMM_PAD) * 2)
+/* the same over fp8 weights: then a staging ring of MET_GEMM_STAGES [128][BK] e4m3 code tiles */
+#define MET_GEMM_FP8_SMEM (MET_GEMM_SMEM + MET_GEMM_STAGES * MET_GEMM_TILE * MET_GEMM_BK)
 /* wgmma GEMM (kernels/hopper/gemm_wgmma.cuh): output tiles of 128 rows x 128 or 256 columns
  * (emit: 256 when the instruction still has a tile per SM), a ring of MET_WGMMA_RING bytes of
  * stages, each an A tile and one or two B tiles of [128][64] bf16 (128-byte rows, swizzled,
