@@ -3,7 +3,7 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,optest,campaign,peers,oracle (default: all; run in that order per model)
+#     STAGES: comma list of tiny,fp8,optest,campaign,peers,oracle (default: all; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -17,6 +17,10 @@
 #   tiny      tiny-llama3, tiny-qwen3, tiny-gemma3 and tiny-qwen3-moe: optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
+#   fp8       the block-scaled fp8 fixtures (tiny-llama3, tiny-qwen3 -fp8-e4m3) as tiny does (W8A16:
+#             the fp8 gemv bodies and the mma.sync GEMM dequantising), then Qwen3-8B's shape synthesised
+#             fp8-block128 (FP8_CONFIG, default bench/configs/qwen3-8b.json): optest on cuda and
+#             decode and prefill campaigns
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -26,7 +30,7 @@
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
 set -uo pipefail
-stages="${1:-tiny,optest,campaign,peers,oracle}"
+stages="${1:-tiny,fp8,optest,campaign,peers,oracle}"
 models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -73,26 +77,48 @@ EOF
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv
 echo "met: $("$MET" --help | head -1)"
 
+# A tiny fixture on cuda: optest, vs transformers (free-running and teacher-forced), vs the same
+# packets on the cpu bodies. tiny_fixture MODEL DTYPE NAME (NAME: the fixture, MODEL-bf16 or MODEL-fp8-e4m3).
+tiny_fixture() {
+  local m="$1" dtype="$2" n="$3"
+  local fx="${FIXTURES:-tests/oracle/fixtures}/$n.json"
+  step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype "$dtype" --out "$WORK/$n" >/dev/null
+  step "$n emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$n" --out "$WORK/$n-a" --max-ctx 256 \
+    --decode-rungs 1,2,4,8 --prefill-buckets 64,128
+  step "$n optest cuda" 120 "$MET" circuit optest --assets "$WORK/$n-a" --backend cuda
+  # shellcheck disable=SC2046
+  step "$n run cuda" 120 "$MET" circuit run --assets "$WORK/$n-a" --backend cuda $(prompts_of "$fx") --max-tokens "$(steps_of "$fx")" \
+    --logits-out "$WORK/$n-cuda.json"
+  step "$n cuda vs transformers" 60 python3 tests/oracle/compare.py "$fx" "$WORK/$n-cuda.json" 2e-2
+  # shellcheck disable=SC2046
+  step "$n run cuda forced" 120 "$MET" circuit run --assets "$WORK/$n-a" --backend cuda $(prompts_of "$fx") \
+    --max-tokens "$(steps_of "$fx")" --follow "$fx" --logits-out "$WORK/$n-cuda-forced.json"
+  step "$n cuda vs transformers forced" 60 python3 tests/oracle/compare.py --forced "$fx" "$WORK/$n-cuda-forced.json" 2e-2
+  # shellcheck disable=SC2046
+  step "$n run cpu-oracle" 300 "$MET" circuit run --assets "$WORK/$n-a" --backend cpu-oracle $(prompts_of "$fx") \
+    --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$n-cpu.json"
+  step "$n cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$n-cuda.json" "$WORK/$n-cpu.json"
+}
+
 if has tiny; then
-  for m in tiny-llama3 tiny-qwen3 tiny-gemma3 tiny-qwen3-moe; do
-    fx="${FIXTURES:-tests/oracle/fixtures}/$m-bf16.json"
-    step "$m synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$m" >/dev/null
-    step "$m emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$m" --out "$WORK/$m-a" --max-ctx 256 \
-      --decode-rungs 1,2,4,8 --prefill-buckets 64,128
-    step "$m optest cuda" 120 "$MET" circuit optest --assets "$WORK/$m-a" --backend cuda
-    # shellcheck disable=SC2046
-    step "$m run cuda" 120 "$MET" circuit run --assets "$WORK/$m-a" --backend cuda $(prompts_of "$fx") --max-tokens "$(steps_of "$fx")" \
-      --logits-out "$WORK/$m-cuda.json"
-    step "$m cuda vs transformers" 60 python3 tests/oracle/compare.py "$fx" "$WORK/$m-cuda.json" 2e-2
-    # shellcheck disable=SC2046
-    step "$m run cuda forced" 120 "$MET" circuit run --assets "$WORK/$m-a" --backend cuda $(prompts_of "$fx") \
-      --max-tokens "$(steps_of "$fx")" --follow "$fx" --logits-out "$WORK/$m-cuda-forced.json"
-    step "$m cuda vs transformers forced" 60 python3 tests/oracle/compare.py --forced "$fx" "$WORK/$m-cuda-forced.json" 2e-2
-    # shellcheck disable=SC2046
-    step "$m run cpu-oracle" 300 "$MET" circuit run --assets "$WORK/$m-a" --backend cpu-oracle $(prompts_of "$fx") \
-      --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$m-cpu.json"
-    step "$m cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-cuda.json" "$WORK/$m-cpu.json"
-  done
+  for m in tiny-llama3 tiny-qwen3 tiny-gemma3 tiny-qwen3-moe; do tiny_fixture "$m" bf16 "$m-bf16"; done
+fi
+
+if has fp8; then
+  for m in tiny-llama3 tiny-qwen3; do tiny_fixture "$m" fp8-e4m3 "$m-fp8-e4m3"; done
+  f8cfg="${FP8_CONFIG:-bench/configs/qwen3-8b.json}"
+  f8="$(basename "$f8cfg" .json)-fp8"
+  ck="$WORK/$f8"
+  [[ -f "$ck/config.json" ]] || step "$f8 synth" 300 "$MET" model synth --config "$f8cfg" --seed 1 --dtype fp8-block128 --out "$ck"
+  step "$f8 emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
+    --decode-rungs 1,16 --prefill-buckets 128
+  step "$f8 optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$f8.txt"
+  step "$f8 emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
+    --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
+  step "$f8 campaign" 400 "$MET" circuit run --assets "$ck-a" --backend cuda --campaign decode:1,2,4,8,16@ctx=4096 \
+    --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
+  # DROP_CHECKPOINTS=1: this checkpoint goes once the stage is done, as each model's does below.
+  [[ "${DROP_CHECKPOINTS:-0}" == 1 ]] && rm -rf "$ck"
 fi
 
 for m in ${models//,/ }; do

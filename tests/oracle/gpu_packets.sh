@@ -11,10 +11,15 @@ fixture="$2"
 tol="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
 name="$(basename "$fixture" .json)"
-model="${name%-bf16}"
+# The fixture's name gives the checkpoint: <model>-bf16, or <model>-fp8-e4m3 (block-scaled fp8,
+# which the h200-sxm emit runs W8A16: the gemv family and the mma.sync GEMM dequantising).
+case "$name" in
+  *-fp8-e4m3) model="${name%-fp8-e4m3}"; dtype=fp8-e4m3 ;;
+  *) model="${name%-bf16}"; dtype=bf16 ;;
+esac
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
-"$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype bf16 --out "$work/$name" >/dev/null
+"$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype "$dtype" --out "$work/$name" >/dev/null
 "$met" circuit emit --hardware h200-sxm --checkpoint "$work/$name" --out "$work/assets" --max-ctx 256 \
   --decode-rungs 1,2,4,8 --prefill-buckets 64,128 >/dev/null 2>&1
 "$met" circuit optest --assets "$work/assets" --backend cpu-oracle | tail -1
