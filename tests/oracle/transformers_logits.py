@@ -82,13 +82,16 @@ class RouterWatch:
     two logits is for the greedy token. `step_gap`: per forward, the smallest gap at any MoE layer
     of the forward's last token (the one whose logits the step reports) between its k-th and
     (k+1)-th router logits, counted in bf16 steps (the gate's bf16 logits, recomputed from its
-    input and weight): 0 is an exact tie, 1 adjacent bf16 values. Hooks every `mlp.gate` module; a
-    model without one has no margin."""
+    input and weight): 0 is an exact tie, 1 adjacent bf16 values. `gap`: the same count, smallest
+    over every token of every forward since the last take() (the prompt's tokens too: a near tie
+    there changes that token's keys and values in the later layers, which every later step reads).
+    Hooks every `mlp.gate` module; a model without one has no margin."""
 
     def __init__(self, model):
         self.k = getattr(model.config, "num_experts_per_tok", 0)
         self.margin = None
         self.step_gap = None
+        self.gap = None
         gates = [m for n, m in model.named_modules() if n.endswith(".mlp.gate")] if self.k else []
         for m in gates:
             m.register_forward_hook(self.hook)
@@ -108,14 +111,18 @@ class RouterWatch:
         m = float(gap.min())
         self.margin = m if self.margin is None else min(self.margin, m)
         h = inputs[0]
-        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1])[-1:], module.weight)[0]
-        top = torch.topk(logits.float(), self.k + 1).values
-        steps = int(self.ordered(top[self.k - 1:self.k]) - self.ordered(top[self.k:self.k + 1]))
-        self.step_gap = steps if self.step_gap is None else min(self.step_gap, steps)
+        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1]), module.weight)
+        top = torch.topk(logits.float(), self.k + 1, dim=-1).values
+        steps = self.ordered(top[:, self.k - 1]) - self.ordered(top[:, self.k])  # per token
+        last, least = int(steps[-1]), int(steps.min())
+        self.step_gap = last if self.step_gap is None else min(self.step_gap, last)
+        self.gap = least if self.gap is None else min(self.gap, least)
 
     def take(self):
-        m, self.margin = self.margin, None
-        return m
+        """The relative margin and the smallest gap in bf16 steps since the last take()."""
+        m, g = self.margin, self.gap
+        self.margin = self.gap = None
+        return m, g
 
     def take_step(self):
         g, self.step_gap = self.step_gap, None
@@ -150,6 +157,9 @@ def main():
     ap.add_argument("--random-prompts", type=int, default=0,
                     help="also draw this many random prompts (seeded) and keep the --keep most decisive")
     ap.add_argument("--keep", type=int, default=3)
+    ap.add_argument("--min-router-gap", type=int, default=-1,
+                    help="mixture of experts: keep only random prompts whose every routing decision (every token, "
+                         "every MoE layer) has its k-th and (k+1)-th router logits more than this many bf16 steps apart")
     ap.add_argument("--min-prompt-len", type=int, default=1,
                     help="random prompts' shortest length (above a sliding window to exercise it)")
     ap.add_argument("--max-prompt-len", type=int, default=47, help="random prompts' longest length")
@@ -184,15 +194,21 @@ def main():
         for l in logits:
             top = torch.topk(l, 2).values
             margins.append(float((top[0] - top[1]) / l.abs().max()))
-        scored.append((prompt, tokens, logits, min(margins), router.take(), gaps))
+        margin, gap = router.take()
+        scored.append((prompt, tokens, logits, min(margins), margin, gaps, gap))
     fixed = scored[:len(prompts)]
     decisive = lambda c: min(c[3], c[4]) if c[4] is not None else c[3]
-    ranked = sorted(scored[len(prompts):], key=lambda c: -decisive(c))[:args.keep]
+    pool = [c for c in scored[len(prompts):] if c[6] is None or c[6] > args.min_router_gap]
+    if len(pool) < args.keep and args.random_prompts:
+        sys.exit(f"only {len(pool)} of {args.random_prompts} random prompts route every token more than "
+                 f"{args.min_router_gap} bf16 steps apart; draw more (--random-prompts) or shorten them")
+    ranked = sorted(pool, key=lambda c: -decisive(c))[:args.keep]
     cases = []
-    for prompt, tokens, logits, margin, router_margin, gaps in fixed + ranked:
+    for prompt, tokens, logits, margin, router_margin, gaps, gap in fixed + ranked:
         case = {"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5)}
         if router_margin is not None:
             case["min_router_margin"] = round(router_margin, 5)
+            case["min_router_gap"] = gap
             case["router_gaps"] = gaps
         case["logits"] = [[round(float(v), 5) for v in l] for l in logits]
         cases.append(case)
