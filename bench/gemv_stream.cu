@@ -130,45 +130,16 @@ __global__ void relayout_tiles(const u16* w, int n, int k, u16* dst) {
 // gemv_chunk on the tiled copy: rows [16 t0, 16 t0 + n) (n <= kChunk), the same mma steps and sums.
 __device__ void gemv_chunk_tiled(const u16* Wt, int64_t K, int64_t t0, int n, const u16* x, int64_t xs, int R,
                                  met_interp::GemvSmem sm) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int tiles = (n + 15) / 16;
-  int ks = 1;
-  while (ks * 2 * tiles <= 8) ks *= 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int tiles = (n + 15) / 16, ks = met_interp::gemv_ksplit(tiles);
   const int64_t nb = K / 32;
-  const uint4 zero = make_uint4(0, 0, 0, 0);
   for (int item = warp; item < tiles * ks; item += 8) {
     const int tile = item / ks, kp = item % ks;
-    const int64_t b0 = kp * nb / ks, b1 = (kp + 1) * nb / ks;
-    const u16* pt = Wt + (t0 + tile) * nb * 512 + lane * 8;
-    const u16* x0 = g < R ? x + g * xs + 8 * t : nullptr;
-    const u16* x1 = g + 8 < R ? x + (g + 8) * xs + 8 * t : nullptr;
+    const u16* pt = Wt + (t0 + tile) * nb * 512 + lane * 8;  // this lane's rows g and g + 8, 512 elements a K block
+    const u16* x0 = g < R ? x + g * xs : nullptr;
+    const u16* x1 = g + 8 < R ? x + (g + 8) * xs : nullptr;
     float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
-    int64_t b = b0;
-    for (; b + 8 <= b1; b += 8) {
-      uint4 wa[8], wb[8], xa[8], xb[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        wa[u] = met_interp::load_weight16(pt + (b + u) * 512);
-        wb[u] = met_interp::load_weight16(pt + (b + u) * 512 + 256);
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        xa[u] = x0 ? *reinterpret_cast<const uint4*>(x0 + (b + u) * 32) : zero;
-        xb[u] = x1 ? *reinterpret_cast<const uint4*>(x1 + (b + u) * 32) : zero;
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        met_interp::mma_pair(acc0, wa[u], wb[u], xa[u]);
-        if (R > 8) met_interp::mma_pair(acc1, wa[u], wb[u], xb[u]);
-      }
-    }
-    for (; b < b1; ++b) {
-      const uint4 wa = met_interp::load_weight16(pt + b * 512), wb = met_interp::load_weight16(pt + b * 512 + 256);
-      const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
-      const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
-      met_interp::mma_pair(acc0, wa, wb, xa);
-      if (R > 8) met_interp::mma_pair(acc1, wa, wb, xb);
-    }
+    met_interp::gemv_tile_bf16<512>(pt, pt + 256, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, acc0, acc1);
     met_interp::gemv_store_tile(acc0, acc1, tile, n, R, ks, sm);
   }
   met_interp::gemv_sum_parts(tiles, ks, n, R, sm);

@@ -101,14 +101,15 @@ __device__ __forceinline__ GemvW gemv_weight(const MetDevInstr& in, const void* 
   return v;
 }
 
-// bf16 weights: the accumulators of weight rows pa, pb (rows g and g + 8 of a tile) against
+// bf16 weights: the accumulators of weight rows a, b (rows g and g + 8 of a tile) against
 // activation rows x0, x1 (null past R) over 32-wide K blocks [b0, b1). Thread t reads 8 consecutive
-// K of each 32 with one 16-byte load, weights and activations alike.
+// K of each 32 with one 16-byte load, weights and activations alike: pa, pb are the thread's first
+// 8 weights of its rows, the next block's kWStep elements on (32 in the row layout; a bench's
+// fragment-ordered copy lays blocks out otherwise).
+template <int kWStep = 32>
 __device__ __forceinline__ void gemv_tile_bf16(const u16* pa, const u16* pb, const u16* x0, const u16* x1, int R, int64_t b0,
                                                int64_t b1, float (&acc0)[4], float (&acc1)[4]) {
   const int t = threadIdx.x % 4;
-  pa += 8 * t;
-  pb += 8 * t;
   if (x0) x0 += 8 * t;
   if (x1) x1 += 8 * t;
   const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -117,8 +118,8 @@ __device__ __forceinline__ void gemv_tile_bf16(const u16* pa, const u16* pb, con
     uint4 wa[8], wb[8], xa[8], xb[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      wa[u] = load_weight16(pa + (b + u) * 32);
-      wb[u] = load_weight16(pb + (b + u) * 32);
+      wa[u] = load_weight16(pa + (b + u) * kWStep);
+      wb[u] = load_weight16(pb + (b + u) * kWStep);
     }
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
@@ -132,7 +133,7 @@ __device__ __forceinline__ void gemv_tile_bf16(const u16* pa, const u16* pb, con
     }
   }
   for (; b < b1; ++b) {
-    const uint4 wa = load_weight16(pa + b * 32), wb = load_weight16(pb + b * 32);
+    const uint4 wa = load_weight16(pa + b * kWStep), wb = load_weight16(pb + b * kWStep);
     const uint4 xa = x0 ? *reinterpret_cast<const uint4*>(x0 + b * 32) : zero;
     const uint4 xb = x1 ? *reinterpret_cast<const uint4*>(x1 + b * 32) : zero;
     mma_pair(acc0, wa, wb, xa);
@@ -229,7 +230,7 @@ __device__ __forceinline__ void gemv_tile_fp8(const GemvW& w, int64_t K, int64_t
 // Block-uniform call.
 template <bool kFp8>
 __device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tiles = (n + 15) / 16, ks = gemv_ksplit(tiles);
   const int64_t nb = kFp8 ? K / 64 : K / 32;
   for (int item = warp; item < tiles * ks; item += MET_INTERP_WARPS) {
@@ -242,7 +243,8 @@ __device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const
       gemv_tile_fp8(W, K, w0 + ra, w0 + rb, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, kp == ks - 1 && K % 64 != 0, acc0, acc1);
     } else {
       const u16* w16 = static_cast<const u16*>(W.w);
-      gemv_tile_bf16(w16 + (w0 + ra) * K, w16 + (w0 + rb) * K, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, acc0, acc1);
+      gemv_tile_bf16(w16 + (w0 + ra) * K + 8 * t, w16 + (w0 + rb) * K + 8 * t, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks,
+                     acc0, acc1);
     }
     gemv_store_tile(acc0, acc1, tile, n, R, ks, sm);
   }
