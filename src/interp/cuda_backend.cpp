@@ -446,9 +446,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                       " arrival counters; the body has " + std::to_string(MET_QKV_MAX_COUNTERS));
       }
       if (op->family == "attention_prefill") {
-        if (hd != vhd || (hd != 32 && hd != 64 && hd != 128))
+        if (hd != vhd || (hd != 32 && hd != 64 && hd != 128 && hd != 256))
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
-                      ": the flash prefill body takes equal q/k and v head dims of 32, 64 or 128");
+                      ": the flash prefill body takes equal q/k and v head dims of 32, 64, 128 or 256");
         need = std::max<std::uint64_t>(need, MET_FLASH_SMEM);
       }
       if (op->name == "attn_decode_split") {
@@ -462,10 +462,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // the stages hold the warps' states and the merge's scratch
         const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
         const bool mma = hd == vhd && (hd == 64 || hd == 128);
-        if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4 && !(group == 8 && mma)))
+        if ((vhd != 32 && vhd != 64 && vhd != 128 && vhd != 256) ||
+            (group != 1 && group != 2 && group != 4 && !(group == 8 && mma)))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
-                      " query heads per KV head: the body takes v head dims 32, 64 or 128 with 1, 2 or 4 heads per KV head, "
-                      "and 8 where the k and v head dims are both 64 or 128");
+                      " query heads per KV head: the body takes v head dims 32, 64, 128 or 256 with 1, 2 or 4 heads per KV "
+                      "head, and 8 where the k and v head dims are both 64 or 128");
         const std::int64_t splits = named(*op, d, "splits"), arows = named(*op, d, "rows");
         const auto has = [&](const char* t) { return d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, t))] != MET_NO_TENSOR; };
         if (splits > 1 && (!has("part_o") || !has("part_ml")))

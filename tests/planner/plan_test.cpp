@@ -390,23 +390,28 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("a head dim no flash prefill body unrolls is a gap on hopper (catches flash_prefill_wgmma without its head-dim requirement)") {
-  // gemma-4-26b-a4b's attention has head dims 256 and 512; the wgmma body takes 64 and 128 and
-  // routes 32 to the mma.sync body, which takes nothing else.
+TEST_CASE("a head dim no flash prefill body takes is a gap on hopper, 256 plans (catches flash_prefill_wgmma without its head-dim requirement)") {
+  // gemma-4-26b-a4b's sliding layers have 256-dim heads, its full layers 512: the wgmma body takes
+  // 64 and 128 and routes 32 and 256 to the mma.sync body (two passes of 128 output dims for 256),
+  // which takes nothing else.
   const Loaded l;
   const auto graph = l.graph("gemma-4-26b-a4b");
   const auto p = plan_of(l, l.target("h200-sxm"), graph, planner::Mode::prefill, 4096);
-  int attention_gaps = 0;
+  int attention_gaps = 0, attention_planned = 0;
   for (const auto& sc : p.scopes) {
     for (const auto& g : sc.groups) {
       const bool attention = g.nodes.size() == 1 && sc.nodes[static_cast<std::size_t>(g.nodes.front())].op == "attention";
       if (!attention) continue;
       CAPTURE(sc.name);
-      CHECK(g.gap);
+      if (!g.gap) {
+        ++attention_planned;
+        continue;
+      }
       REQUIRE_FALSE(g.blocked.empty());
       CHECK(contains(g.blocked.front().why, "head_dim"));
       ++attention_gaps;
     }
   }
   CHECK(attention_gaps > 0);
+  CHECK(attention_planned > 0);
 }
