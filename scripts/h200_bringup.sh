@@ -146,8 +146,13 @@ for m in ${models//,/ }; do
   if has oracle; then
     # The 2 most decisive of 16 seeded random prompts (random weights give flat logits; each case
     # records its smallest top-1/top-2 margin), plus one fixed prompt.
+    # Gemma runs transformers' eager attention, the one its modelling code writes out (the
+    # query_pre_attn_scalar scale, the sliding-window mask), as tests/oracle's Gemma fixtures do.
+    attn=()
+    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
+      "$ck/config.json" && attn=(--attn-implementation eager)
     step "$m transformers" 300 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --prompt-ids 1,17,42,99,7 \
-      --random-prompts 16 --keep 2 --seed 1 --steps 64 --out "$WORK/$m-tf.json"
+      --random-prompts 16 --keep 2 --seed 1 --steps 64 "${attn[@]}" --out "$WORK/$m-tf.json"
     # shellcheck disable=SC2046
     step "$m run cuda" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") --max-tokens 64 \
       --logits-out "$WORK/$m-cuda.json"

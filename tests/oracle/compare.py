@@ -26,7 +26,11 @@ rows than the fixture's cases x steps: nothing compared is never a pass."""
 import json
 import sys
 
-ROUTER_TIE_STEPS = 2  # router gaps (bf16 steps) at or below this are near ties
+# Router gaps (bf16 steps) at or below this are near ties. A GPU class's slicing sums in another
+# order and moves the hidden state by about 0.8% of the logits' scale (the mi300x emit of
+# tiny-qwen3-moe on the cpu bodies, steps before any flip): enough to move a router logit of about
+# 1 by 2-3 bf16 steps, and that emit flipped an expert at a gap of 3 (tests/oracle/README.md).
+ROUTER_TIE_STEPS = 4
 
 
 def require(cond, message):

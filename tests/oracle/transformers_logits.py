@@ -130,9 +130,11 @@ class RouterWatch:
 
 
 @torch.no_grad()
-def greedy(model, prompt, steps, device, router):
+def greedy(model, prompt, steps, device, router, give_up=-1):
     """Greedy tokens, the logits of every step and, for a mixture-of-experts model, every step's
-    router gap (RouterWatch.step_gap of the forward that gave the step's logits)."""
+    router gap (RouterWatch.step_gap of the forward that gave the step's logits). With give_up >= 0,
+    None as soon as any token's routing is that many bf16 steps apart or closer (a candidate
+    --min-router-gap would drop: most random prompts meet one early, so the rest is not run)."""
     ids = torch.tensor([prompt], device=device)
     router.take_step()
     out = model(input_ids=ids, use_cache=True)
@@ -141,6 +143,8 @@ def greedy(model, prompt, steps, device, router):
     gaps = [router.take_step()]
     tokens = []
     for _ in range(steps):
+        if give_up >= 0 and router.gap is not None and router.gap <= give_up:
+            return None
         nxt = int(torch.argmax(logits[-1]))
         tokens.append(nxt)
         out = model(input_ids=torch.tensor([[nxt]], device=device), past_key_values=past, use_cache=True)
@@ -187,9 +191,14 @@ def main():
     # (RouterWatch): a router near tie flips an expert, and with it the step's logits.
     router = RouterWatch(model)
     scored = []
-    for prompt in prompts + candidates:
+    dropped = 0
+    for i, prompt in enumerate(prompts + candidates):
         router.take()
-        tokens, logits, gaps = greedy(model, prompt, args.steps, device, router)
+        run = greedy(model, prompt, args.steps, device, router, args.min_router_gap if i >= len(prompts) else -1)
+        if run is None:
+            dropped += 1
+            continue
+        tokens, logits, gaps = run
         margins = []
         for l in logits:
             top = torch.topk(l, 2).values
@@ -199,6 +208,9 @@ def main():
     fixed = scored[:len(prompts)]
     decisive = lambda c: min(c[3], c[4]) if c[4] is not None else c[3]
     pool = [c for c in scored[len(prompts):] if c[6] is None or c[6] > args.min_router_gap]
+    if args.min_router_gap >= 0:
+        print(f"{len(pool)} of {args.random_prompts} random prompts route every token more than {args.min_router_gap} "
+              f"bf16 steps apart ({dropped} given up early)", file=sys.stderr)
     if len(pool) < args.keep and args.random_prompts:
         sys.exit(f"only {len(pool)} of {args.random_prompts} random prompts route every token more than "
                  f"{args.min_router_gap} bf16 steps apart; draw more (--random-prompts) or shorten them")
