@@ -58,7 +58,14 @@ Expected<void> bind_linear(const KernelSite& site) {
     dst = b.act("qkv", R, out_w);
     b.q_src = dst;
     b.q_stride = out_w;
-    b.q_width = static_cast<std::int64_t>(site.graph.params.at("heads") * site.graph.params.at("head_dim"));
+    b.qkv = dst;
+    // q's columns: the layer's attention heads times its head size (Gemma-4's global layers have
+    // a head size of their own).
+    const model::Node* at = nullptr;
+    for (const auto& n : site.c.scope->nodes)
+      if (n.op == "attention") at = &n;
+    if (!at) return site.where("a qkv projection in a layer without an attention node");
+    b.q_width = param(*at, "heads") * param(*at, "head_dim");
   } else if (role == "o") {
     src = b.act("attn", R, in);
     dst = b.act("y", R, out_w);

@@ -17,26 +17,35 @@ Expected<void> bind_embed(const KernelSite& site) {
   return {};
 }
 
-// rmsnorm and rmsnorm_offset (Gemma's 1 + w): of x into xn, in place on the q or k columns of the
-// qkv buffer, or in place on y (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's
-// output before the residual). eps: the node's, else config.json's.
+// rmsnorm and rmsnorm_offset (Gemma's norms: the weight product in fp32, rounded once; 1 + w on
+// Gemma-3): of x into xn, in place on the q, k or v columns of the qkv buffer, or in place on y
+// (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's output before the residual).
+// A weightless norm (Gemma-4's v_norm) binds no weight. eps: the node's, else config.json's.
 Expected<void> bind_rmsnorm(const KernelSite& site) {
   Builder& b = site.b;
   const std::int64_t R = site.R;
   const auto* n = site.node("rmsnorm");
-  MET_TRY(auto w, site.weight(n));
+  const bool weighted = param(*n, "weighted") != 0;
+  std::uint32_t w = MET_NO_TENSOR;
+  if (weighted) {
+    MET_TRY(w, site.weight(n));
+  } else if (site.k != "rmsnorm_offset") {
+    return site.where("a norm without a weight on '" + site.kname + "', whose body reads one");
+  }
   const std::int64_t dim = param(*n, "dim"), count = std::max<std::int64_t>(1, param(*n, "count"));
   const double node_eps = n->params.count("eps") ? n->params.at("eps") : 0.0;
   const float eps = node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps;
   std::vector<float> imms{eps};
   if (site.k == "rmsnorm_offset") {
     const double offset = n->params.count("offset") ? n->params.at("offset") : 0.0;
-    if (offset == 0) return site.where("rmsnorm_offset on a norm without an offset");
+    if (offset == 0 && param(*n, "round_once") == 0 && weighted)
+      return site.where("rmsnorm_offset on a norm without an offset or a single rounding");
     imms.push_back(static_cast<float>(offset));
   }
-  if (n->role == "q_norm" || n->role == "k_norm") {
-    MET_TRY(const auto qkv, site.qkv("q/k norm before the qkv projection"));
-    const std::int64_t col0 = n->role == "q_norm" ? 0 : b.q_width;
+  if (n->role == "q_norm" || n->role == "k_norm" || n->role == "v_norm") {
+    MET_TRY(const auto qkv, site.qkv("q/k/v norm before the qkv projection"));
+    // v: the last count * dim columns of the row.
+    const std::int64_t col0 = n->role == "q_norm" ? 0 : n->role == "k_norm" ? b.q_width : qkv.stride - count * dim;
     MET_CHECK(site.add({qkv.handle, w, qkv.handle}, {R, 0, count, dim, qkv.stride, col0, qkv.stride, col0}, imms));
   } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm") {
     if (dim * count != site.hidden) return site.where("post norm over " + std::to_string(dim * count) + " columns, not the hidden " +
@@ -76,8 +85,19 @@ Expected<void> bind_argmax(const KernelSite& site) {
 
 // x *= factor in place over the residual stream (Gemma's embedding scale). The factor is applied
 // in the activations' dtype, as transformers multiplies by the normalizer cast to the weights' bf16.
+// scale_tensor: the factor is the node's one-element weight (Gemma-4's layer_scalar).
 Expected<void> bind_scale(const KernelSite& site) {
   const auto* n = site.node("scale");
+  if (site.k == "scale_tensor") {
+    if (param(*n, "weighted") == 0) return site.where("scale_tensor on a scale node without a weight");
+    MET_TRY(auto s, site.weight(n));
+    const std::int64_t dim = param(*n, "dim");
+    if (dim != site.hidden)
+      return site.where("scale over " + std::to_string(dim) + " columns, not the residual stream's " +
+                        std::to_string(site.hidden));
+    MET_CHECK(site.add({site.x, s}, {site.R, dim}, {}));
+    return {};
+  }
   const double factor = n->params.count("factor") ? n->params.at("factor") : 0.0;
   if (!(factor > 0.0)) return site.where("scale node" + (n->role.empty() ? "" : " '" + n->role + "'") + " has no factor");
   const std::int64_t dim = param(*n, "dim");

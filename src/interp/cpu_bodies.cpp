@@ -305,6 +305,11 @@ void body_scale(const MetArgs_scale& a, const InstrDesc& d, std::uint32_t s) {
   met_scale(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.scale);
 }
 
+void body_scale_tensor(const MetArgs_scale_tensor& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_scale_tensor(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.s);
+}
+
 void body_softcap(const MetArgs_softcap& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   met_softcap(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.cap);

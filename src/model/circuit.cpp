@@ -86,6 +86,9 @@ Expected<NodeTemplate> load_node(const std::string& file, const toml::node& raw,
     MET_CHECK(check_names(e, names));
     n.params.emplace(name, std::move(e));
   }
+  if (op->may_have_weight && !op->weight_switch.empty() && n.weight.empty() && !n.params.count(op->weight_switch)) {
+    return f.error(fmt::format("op '{}' has a weight: name its tensor with 'weight' (or set '{}')", n.op, op->weight_switch));
+  }
   for (const auto& req : op->required) {
     if (!n.params.count(req)) {
       return f.error(fmt::format("op '{}' needs param '{}' (params: {})", n.op, req, join(accepted, ", ")));
@@ -309,8 +312,17 @@ std::string tensor_name(const Circuit& circuit, const std::string& arch, const s
     out.replace(at, mark.size(), idx);
     at += idx.size();
   }
-  if (auto it = circuit.strip_prefix.find(arch); it != circuit.strip_prefix.end() && out.rfind(it->second, 0) == 0)
-    out = out.substr(it->second.size());
+  // The prefix is dropped where it starts a dotted component: at the front (Gemma-3's
+  // "language_model.model.") or after one ("model.language_model." of Gemma-4).
+  if (auto it = circuit.strip_prefix.find(arch); it != circuit.strip_prefix.end()) {
+    const std::string& pre = it->second;
+    for (std::size_t at = out.find(pre); at != std::string::npos; at = out.find(pre, at + 1)) {
+      if (at == 0 || out[at - 1] == '.') {
+        out.erase(at, pre.size());
+        break;
+      }
+    }
+  }
   return out;
 }
 

@@ -61,8 +61,10 @@ struct Circuit {
   std::map<std::string, std::vector<NodeTemplate>> kinds;
   std::vector<NodeTemplate> post;
   std::string file;                         // "kernels/circuits/dense-gqa.toml"
-  // architecture -> a prefix its checkpoints leave off every tensor name the circuit writes
-  // (Gemma3ForCausalLM stores the language model at the top: "language_model." dropped).
+  // architecture -> a prefix its checkpoints leave off every tensor name the circuit writes, where
+  // it starts a dotted component (Gemma3ForCausalLM and Gemma4ForCausalLM store the language model
+  // at the top: "language_model." dropped from "language_model.model.*" and
+  // "model.language_model.*").
   std::map<std::string, std::string> strip_prefix;
 };
 

@@ -23,9 +23,17 @@ const std::vector<OpInfo>& table() {
     add({"embed", {"vocab", "dim"}, {}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "vocab"), p(a, "dim")}; }, nullptr, nullptr});
     // eps 0: the emitter reads config.json's rms_norm_eps; offset: the weight is stored as a
-    // difference from it (Gemma's norms scale by 1 + w).
-    add({"rmsnorm", {"dim"}, {{"count", 1, ""}, {"eps", 0, "", true}, {"offset", 0, "", true}}, {}, true, false, 1,
-         [](const Params& a) { return Shape{p(a, "dim")}; }, nullptr, nullptr});
+    // difference from it (Gemma-3's norms scale by 1 + w); round_once 1: the product with the
+    // weight in fp32, rounded once (Gemma's norms; offset != 0 implies it), else the normalised
+    // value rounds before the weight (Llama); weighted 0: no weight at all (Gemma-4's v_norm).
+    OpInfo rmsnorm{"rmsnorm", {"dim"},
+                   {{"count", 1, ""}, {"eps", 0, "", true}, {"offset", 0, "", true}, {"round_once", 0, "", true},
+                    {"weighted", 1, "", true}},
+                   {}, true, false, 1,
+                   [](const Params& a) { return p(a, "weighted") != 0 ? Shape{p(a, "dim")} : Shape{}; }, nullptr, nullptr};
+    rmsnorm.weight_required = false;  // a weightless norm names none, and says so
+    rmsnorm.weight_switch = "weighted";
+    add(rmsnorm);
     add({"linear", {"in", "out"}, {},
          {"qkv", "q", "k", "v", "kv", "o", "gate_up", "gate", "up", "down", "lm_head", "q_a", "q_b", "kv_a",
           "kv_b", "in_proj", "out_proj", "shared_gate_up", "shared_down"},
@@ -50,8 +58,12 @@ const std::vector<OpInfo>& table() {
     }
     // cap * tanh(x / cap) (the final logit softcap).
     add({"softcap", {"dim", "cap"}, {}, {}, false, false, 1, none, nullptr, nullptr});
-    // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
-    add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
+    // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none. weighted 1:
+    // the factor is the node's one-element weight (Gemma-4's layer_scalar).
+    OpInfo scale{"scale", {"dim"}, {{"factor", 0, ""}, {"weighted", 0, "", true}}, {}, true, false, 1,
+                 [](const Params& a) { return p(a, "weighted") != 0 ? Shape{1} : Shape{}; }, nullptr, nullptr};
+    scale.weight_required = false;  // only a weighted scale names one
+    add(scale);
     // renormalize: the top-k probabilities are divided by their sum (Mixtral always; Qwen3-MoE with
     // norm_topk_prob). scoring: how the router turns logits into routing weights, a code the
     // circuit states and a body's rule requires: 0 softmax over every expert, then the top k

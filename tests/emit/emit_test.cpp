@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <set>
 
 #include "../interp/tiny_model.hpp"
@@ -288,7 +291,7 @@ TEST_CASE("rope types yarn, dynamic and longrope are refused naming the type; a 
     const auto r = emit::parse_rope(config_with_rope(std::string(R"({"rope_type": ")") + type + R"(", "factor": 4.0})"), "config.json");
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == std::string("config.json: rope_scaling: rope type '") + type +
-                                   "' is not implemented (met runs default, linear and llama3 rope)");
+                                   "' is not implemented (met runs default, linear, llama3 and proportional rope)");
   }
   const auto missing = emit::parse_rope(config_with_rope(R"({"rope_type": "llama3", "factor": 8.0})"), "config.json");
   REQUIRE_FALSE(missing.ok());
@@ -733,4 +736,105 @@ TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for hos
   auto h = testing::emit_checkpoint(dir, gpu);
   REQUIRE_FALSE(h.ok());
   CHECK(h.error().message.find("fp8-e4m3 x fp8-e4m3") != std::string::npos);
+}
+
+namespace {
+
+std::string tiny_gemma4(const std::function<void(nlohmann::json&)>& edit = {}) {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gemma4.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  if (edit) edit(j);
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rounded once, a weightless v_norm, V from k_proj on full layers, global head size and KV heads, the sliding rope plain and the full one proportional, unscaled scores, the layer scalar from its tensor (a step bound from a default fails)") {
+  const auto dir = testing::tiny_checkpoint("gemma4-cpu", tiny_gemma4());
+  testing::EmitSpec s;
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto& tensors = a->packet.tensors;
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::map<std::string, int> count;
+    int weightless = 0;
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      INFO(op << " in " << d.scope);
+      ++count[op];
+      const bool sliding = d.scope.find("sliding") != std::string::npos;
+      if (op == "rmsnorm_offset") {
+        CHECK(d.imms == std::vector<float>{1e-6f, 0.0f});
+        if (d.tensors[1] == MET_NO_TENSOR) ++weightless;
+      } else if (op == "rope") {
+        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f});
+        CHECK(d.ints[4] == (sliding ? 64 : 128));  // head_dim
+        CHECK(d.ints[5] == (sliding ? 64 : 128));  // rotary_dim: the whole head
+        CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);
+        if (!sliding) CHECK(tensors[d.tensors[2]].source == MET_SOURCE_GENERATED);
+      } else if (op == "kv_append") {
+        CHECK(d.ints[4] == (sliding ? 2 : 1));  // kv_heads: num_global_key_value_heads on full layers
+      } else if (op == "attn_prefill" || op == "attn_decode_split") {
+        const auto* info = emit::find_opcode(d.opcode);
+        CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "window"))] == (sliding ? 16 : 0));
+        CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "head_dim"))] == (sliding ? 64 : 128));
+        CHECK(d.imms[1] == 1.0f);
+      } else if (op == "scale_tensor") {
+        CHECK(tensors[d.tensors[1]].name.find("layer_scalar") != std::string::npos);
+      } else if (op == "softcap") {
+        CHECK(d.imms == std::vector<float>{30.0f});
+      }
+    }
+    // Seven norms a layer (four on the residual stream, three per head) and the final one; one
+    // v_norm a layer.
+    CHECK(count["rmsnorm_offset"] == 7 * 6 + 1);
+    CHECK(weightless == 6);
+    CHECK(count["rmsnorm"] == 0);
+    CHECK(count["scale"] == 1);
+    CHECK(count["scale_tensor"] == 6);
+    CHECK(count["rope"] == 6);
+  }
+  // The full layers' qkv reads k_proj twice (V = k_proj's output), and no v_proj.
+  bool kkv = false;
+  for (const auto& w : a->weights.tensors) {
+    if (w.name.find("layers.2.self_attn.qkv") == std::string::npos) continue;
+    kkv = true;
+    CHECK(w.shape == std::vector<std::uint64_t>{(4 + 2) * 128, 320});
+  }
+  CHECK(kkv);
+  const auto b = nlohmann::json::parse(a->build_json);
+  INFO(b.dump());
+  CHECK(b["rope"]["type"] == "proportional");
+  CHECK(b["rope"]["partial_rotary_factor"] == 0.25);
+}
+
+TEST_CASE("the proportional rope's table: the first partial_rotary_factor * rotary_dim / 2 frequencies theta^(-2i/rotary_dim), the rest 0") {
+  emit::RopeConfig r;
+  r.type = "proportional";
+  r.theta = 1e6;
+  r.partial_rotary_factor = 0.25;
+  const auto f = emit::rope_inv_freq(r, 512);
+  REQUIRE(f.size() == 256);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    INFO(i);
+    CHECK(f[i] == (i < 64 ? static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / 512)) : 0.0f));
+  }
+}
+
+TEST_CASE("a Gemma-4 config with per-layer input embeddings or KV sharing is refused naming the key; a proportional rope without partial_rotary_factor is refused naming it") {
+  for (const char* key : {"hidden_size_per_layer_input", "num_kv_shared_layers"}) {
+    const auto dir = testing::tiny_checkpoint(std::string("gemma4-") + key, tiny_gemma4([&](nlohmann::json& j) { j[key] = 2; }));
+    auto a = testing::emit_checkpoint(dir, {});
+    REQUIRE_FALSE(a.ok());
+    CHECK(a.error().message.find(std::string("config.json sets ") + key + " = 2") != std::string::npos);
+  }
+  const auto r = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) { j["rope_parameters"]["full_attention"].erase("partial_rotary_factor"); }),
+                                  "config.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "config.json: rope_parameters.full_attention: rope type 'proportional' needs 'partial_rotary_factor'");
 }
