@@ -1,5 +1,5 @@
 // Binding the projections: a plain linear (gemv, or any opcode of the gemm family) reads and writes
-// the buffers its role names (qkv: xn -> qkv, o: attn -> y, gate_up: xn -> gu, down: h -> y,
+// the buffers its role names (qkv, or q alone: xn -> qkv, o: attn -> y, gate_up: xn -> gu, down: h -> y,
 // lm_head: xn -> logits); the fused gemv ops add the residual, the norm, the gated activation or the
 // head's argmax around it.
 #include "emit/bind.hpp"
@@ -53,7 +53,7 @@ Expected<void> bind_linear(const KernelSite& site) {
   const std::int64_t in = param(*lin, "in"), out_w = param(*lin, "out");
   const std::string& role = lin->role;
   std::uint32_t src = 0, dst = 0;
-  if (role == "qkv") {
+  if (role == "qkv" || role == "q") {  // q alone: a layer that reads another layer's KV
     src = b.act("xn", R, in);
     dst = b.act("qkv", R, out_w);
     b.q_src = dst;

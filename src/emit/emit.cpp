@@ -32,8 +32,7 @@ constexpr std::uint32_t kDefaultCpuThreads = 4;
 
 // Circuit params of features emit does not run yet, and the config.json key each comes from.
 constexpr std::pair<const char*, const char*> kNotEmitted[] = {
-    {"ple_dim", "hidden_size_per_layer_input"},    // Gemma-4 E2B/E4B per-layer input embeddings
-    {"kv_shared_layers", "num_kv_shared_layers"},  // Gemma-4 E2B/E4B cross-layer KV sharing
+    {"ple_dim", "hidden_size_per_layer_input"},  // Gemma-4 E2B/E4B per-layer input embeddings
 };
 
 // The loader computes a scaled rope's inv_freq table from build.json's one rope, so every scaled

@@ -259,6 +259,12 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     MET_TRY(s.pattern_key, f.str_or_list("pattern_key"));
     MET_TRY(const toml::table* pm, f.table("pattern_map"));
     MET_TRY(s.pattern_map, string_map(file, pm, "[layers] pattern_map"));
+    if (const toml::node* sc = f.raw("shared_count")) {
+      MET_TRY(s.shared_count, expr_of(*sc, where(file, *sc) + ": [layers] 'shared_count'"));
+      MET_CHECK(check_names(s.shared_count, names));
+    }
+    MET_TRY(const toml::table* sm, f.table("shared_map"));
+    MET_TRY(s.shared_map, string_map(file, sm, "[layers] shared_map"));
     MET_TRY(const toml::array* sel, f.array("select"));
     if (sel) {
       int index = 0;
@@ -280,6 +286,7 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     MET_CHECK(f.done());
     if (s.kinds_key.empty() != s.kinds_map.empty()) return f.error("'kinds_key' and 'kinds_map' come together");
     if (s.pattern_key.empty() != s.pattern_map.empty()) return f.error("'pattern_key' and 'pattern_map' come together");
+    if (s.shared_count.empty() != s.shared_map.empty()) return f.error("'shared_count' and 'shared_map' come together");
     for (const auto& [ch, kind] : s.pattern_map) {
       if (ch.size() != 1) return f.error_at("pattern_map", fmt::format("key '{}' is not one character", ch));
     }
@@ -291,6 +298,7 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     for (const auto& [k, v] : s.kinds_map) named.emplace_back(v, fmt::format("kinds_map '{}'", k));
     for (const auto& [k, v] : s.pattern_map) named.emplace_back(v, fmt::format("pattern_map '{}'", k));
     for (const auto& one : s.select) named.emplace_back(one.kind, "a select");
+    for (const auto& [k, v] : s.shared_map) named.emplace_back(v, fmt::format("shared_map '{}'", k));
     std::vector<std::string> known;
     for (const auto& [k, v] : c.kinds) known.push_back(k);
     for (const auto& [kind, who] : named) {

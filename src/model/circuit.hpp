@@ -37,6 +37,11 @@ struct LayerSchedule {
   std::vector<std::string> pattern_key;
   std::map<std::string, std::string> pattern_map;  // one character -> kind
   std::vector<Selector> select;
+  // Cross-layer KV sharing (Gemma-4's num_kv_shared_layers): the last `shared_count` layers take the
+  // kind shared_map gives their own and read the caches of the last layer of their own kind before
+  // them (ModelGraph::kv_source); empty: none.
+  Expr shared_count;
+  std::map<std::string, std::string> shared_map;
   std::string where;
 };
 

@@ -826,13 +826,37 @@ TEST_CASE("the proportional rope's table: the first partial_rotary_factor * rota
   }
 }
 
-TEST_CASE("a Gemma-4 config with per-layer input embeddings or KV sharing is refused naming the key; a proportional rope without partial_rotary_factor is refused naming it") {
-  for (const char* key : {"hidden_size_per_layer_input", "num_kv_shared_layers"}) {
-    const auto dir = testing::tiny_checkpoint(std::string("gemma4-") + key, tiny_gemma4([&](nlohmann::json& j) { j[key] = 2; }));
-    auto a = testing::emit_checkpoint(dir, {});
-    REQUIRE_FALSE(a.ok());
-    CHECK(a.error().message.find(std::string("config.json sets ") + key + " = 2") != std::string::npos);
-  }
+TEST_CASE("Gemma-4 with KV sharing: the shared layers append nothing and have no caches, their attention reads the caches of the last layer of their type before them; more shared layers than a source allows is refused naming the layer") {
+  const auto dir = testing::tiny_checkpoint("gemma4-kv-shared", tiny_gemma4([](nlohmann::json& j) { j["num_kv_shared_layers"] = 2; }));
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  std::set<std::string> caches;
+  for (const auto& t : a->packet.tensors)
+    if (t.source == MET_SOURCE_KV) caches.insert(t.name);
+  CHECK(caches == std::set<std::string>{"kv.L0.k", "kv.L0.v", "kv.L1.k", "kv.L1.v", "kv.L2.k", "kv.L2.v", "kv.L3.k", "kv.L3.v"});
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      const bool l4 = d.scope.find(" L4") != std::string::npos, l5 = d.scope.find(" L5") != std::string::npos;
+      if (!l4 && !l5) continue;
+      INFO(op << " in " << d.scope);
+      CHECK(op != "kv_append");
+      if (op == "attn_prefill" || op == "attn_decode_split")
+        CHECK(a->packet.tensors[d.tensors[1]].name == (l4 ? "kv.L3.k" : "kv.L2.k"));
+    }
+  // Five shared layers leave layer 0 the only one before them: no full layer to share from.
+  const auto b = model::plan_synth(testing::tree_lib().lib.circuits, tiny_gemma4([](nlohmann::json& j) { j["num_kv_shared_layers"] = 5; }),
+                                   "config.json", model::SynthOptions{});
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message.ends_with("config.json: layer 2 shares the KV of the last 'full' layer before layer 1, and there is none"));
+}
+
+TEST_CASE("a Gemma-4 config with per-layer input embeddings is refused naming the key; a proportional rope without partial_rotary_factor is refused naming it") {
+  const auto dir = testing::tiny_checkpoint("gemma4-ple", tiny_gemma4([&](nlohmann::json& j) { j["hidden_size_per_layer_input"] = 2; }));
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("config.json sets hidden_size_per_layer_input = 2") != std::string::npos);
   const auto r = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) { j["rope_parameters"]["full_attention"].erase("partial_rotary_factor"); }),
                                   "config.json");
   REQUIRE_FALSE(r.ok());

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cpu_run.hpp"
@@ -735,6 +736,7 @@ struct Gemma4Ref {
   int window = 0;              // 0 drops the window (a mutation the test must catch)
   bool standard_rope = false;  // full layers rotating the first partial share as a rope of its own width (a mutation)
   bool v_norm = true;          // false leaves V unnormalised (a mutation)
+  bool first_source = false;   // KV sharing from the first layer of the type, not the last (a mutation)
   float eps() const { return cfg["rms_norm_eps"].get<float>(); }
   // x / rms(x) * w over [off, off + n) (w null: no weight), the product rounded once.
   void norm(std::vector<float>& x, const std::vector<float>* w, std::size_t off, std::size_t n) const {
@@ -777,9 +779,15 @@ struct Gemma4Ref {
       for (int i = 0; i < H; ++i)
         x[static_cast<std::size_t>(t)].push_back(round_bf16(emb[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * H + i)] * es));
     const auto& types = cfg["layer_types"];
+    // KV sharing: layers from first_shared on take K and V from the last layer of their type
+    // before it (stored here), and with use_double_wide_mlp run an MLP twice as wide.
+    const int first_shared = static_cast<int>(types.size()) - cfg["num_kv_shared_layers"].get<int>();
+    std::map<std::string, std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>>> stored;
     for (std::size_t l = 0; l < types.size(); ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
       const bool sliding = types[l].get<std::string>() == "sliding_attention";
+      const bool shared = static_cast<int>(l) >= first_shared;
+      const int width = shared && cfg["use_double_wide_mlp"].get<bool>() ? 2 * inter : inter;
       const bool k_eq_v = !sliding && cfg["attention_k_eq_v"].get<bool>();
       const int hd = sliding ? cfg["head_dim"].get<int>() : cfg["global_head_dim"].get<int>();
       const int kvh = k_eq_v ? cfg["num_global_key_value_heads"].get<int>() : cfg["num_key_value_heads"].get<int>();
@@ -789,12 +797,17 @@ struct Gemma4Ref {
       REQUIRE(rp["rope_type"].get<std::string>() == (sliding ? "default" : "proportional"));
       const int angles = static_cast<int>(std::floor(partial * hd / 2));
       std::vector<std::vector<float>> q(x.size()), k(x.size()), v(x.size());
+      if (shared) std::tie(k, v) = stored.at(types[l].get<std::string>());
       for (int t = 0; t < T; ++t) {
         const auto h = normed(x[static_cast<std::size_t>(t)], m.W(p + "input_layernorm.weight"));
         auto& qt = q[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.q_proj.weight"), h, nh * hd);
+        for (int hh = 0; hh < nh; ++hh) norm(qt, &m.W(p + "self_attn.q_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+        if (shared) {
+          rope(qt, nh, hd, hd / 2, angles, hd, t, theta);
+          continue;
+        }
         auto& kt = k[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.k_proj.weight"), h, kvh * hd);
         auto& vt = v[static_cast<std::size_t>(t)] = k_eq_v ? kt : proj(m.W(p + "self_attn.v_proj.weight"), h, kvh * hd);
-        for (int hh = 0; hh < nh; ++hh) norm(qt, &m.W(p + "self_attn.q_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
         for (int hh = 0; hh < kvh; ++hh) {
           norm(kt, &m.W(p + "self_attn.k_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
           if (v_norm) norm(vt, nullptr, static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
@@ -813,6 +826,7 @@ struct Gemma4Ref {
           rope(kt, kvh, hd, hd / 2, angles, hd, t, theta);
         }
       }
+      if (!shared && (!first_source || !stored.count(types[l].get<std::string>()))) stored[types[l].get<std::string>()] = {k, v};
       for (int t = 0; t < T; ++t) {
         const int lo = sliding && window > 0 ? std::max(0, t - window + 1) : 0;
         // Scaling 1: the q/k norms stand in for 1/sqrt(head_dim).
@@ -821,8 +835,8 @@ struct Gemma4Ref {
         const auto o = normed(proj(m.W(p + "self_attn.o_proj.weight"), att, H), m.W(p + "post_attention_layernorm.weight"));
         for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + o[static_cast<std::size_t>(i)]);
         const auto h2 = normed(xt, m.W(p + "pre_feedforward_layernorm.weight"));
-        const auto g = proj(m.W(p + "mlp.gate_proj.weight"), h2, inter);
-        const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, inter);
+        const auto g = proj(m.W(p + "mlp.gate_proj.weight"), h2, width);
+        const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, width);
         const auto mm = geglu(g, u);
         const auto d = normed(proj(m.W(p + "mlp.down_proj.weight"), mm, H), m.W(p + "post_feedforward_layernorm.weight"));
         const float scalar = m.W(p + "layer_scalar").at(0);
@@ -867,4 +881,31 @@ TEST_CASE("tiny Gemma-4 (tests/oracle/configs/tiny-gemma4.json) matches an fp32 
   const double off_v = check(raw_v);
   INFO("against the reference without v_norm: " << off_v);
   CHECK(off_v > 2 * kLogitRel);
+}
+
+TEST_CASE("tiny Gemma-4 with its last two layers sharing KV (num_kv_shared_layers 2, use_double_wide_mlp) matches the fp32 forward pass in which layer 4 attends over layer 3's K and V and layer 5 over layer 2's, with MLPs twice as wide; sharing the first layer of each type's K and V instead is far off") {
+  auto cfg = nlohmann::json::parse(slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs/tiny-gemma4.json"));
+  cfg["num_kv_shared_layers"] = 2;
+  cfg["use_double_wide_mlp"] = true;
+  const auto ckpt = testing::tiny_checkpoint("gemma4-kv-shared", cfg.dump(), /*seed=*/1);
+  EmitSpec s;
+  s.threads = 2;
+  s.max_ctx = 256;
+  const auto assets = testing::write_assets(ckpt, s, "assets-gemma4-kv-shared");
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 1000 + 3);
+  const auto r = must_run(assets, {prompt}, 6, 2);
+  const RefModel weights(ckpt);
+  CHECK(weights.w.count("model.layers.4.self_attn.k_proj.weight") == 0);  // no K/V projections where KV is shared
+  CHECK(weights.w.at("model.layers.5.mlp.gate_proj.weight").size() == 2 * 640 * 320);
+  Gemma4Ref ref{weights, cfg};
+  ref.window = 16;
+  const double worst = worst_relative(ref, prompt, r);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  Gemma4Ref first = ref;
+  first.first_source = true;
+  const double off = worst_relative(first, prompt, r);
+  INFO("against the reference sharing the first layer of each type: " << off);
+  CHECK(off > 2 * kLogitRel);
 }
