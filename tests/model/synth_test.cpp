@@ -566,7 +566,8 @@ TEST_CASE("tiny Gemma-4 is written with Hugging Face's tensor names and shapes: 
     }
     CHECK_FALSE(shapes.count(prefix + "layers.2.self_attn.v_proj.weight"));
     CHECK_FALSE(shapes.count(prefix + "layers.5.self_attn.v_proj.weight"));
-    for (const auto& [name, shape] : shapes) {
+    for (const auto& entry : shapes) {
+      const std::string& name = entry.first;  // a plain reference: CAPTURE is a lambda (clang 14)
       CAPTURE(name);
       CHECK(name.rfind(prefix, 0) == 0);
       CHECK(name.find("v_norm") == std::string::npos);
