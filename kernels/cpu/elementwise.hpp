@@ -181,6 +181,12 @@ extern "C" void met_gelu_mul(const std::uint16_t* gate_up, std::uint16_t* out, s
   for (std::int64_t r = 0; r < rows; ++r) met::cpu::gelu_mul_row(gate_up + r * 2 * dim, out + r * dim, dim);
 }
 
+// gate: [rows, dim]; up: rows of up_stride, dim columns from column 0 of the pointer; out: [rows, dim].
+extern "C" void met_gelu_mul_split(const std::uint16_t* gate, const std::uint16_t* up, std::int64_t up_stride, std::uint16_t* out,
+                                   std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t r = 0; r < rows; ++r) met::cpu::gelu_mul_span(gate + r * dim, up + r * up_stride, out + r * dim, dim);
+}
+
 extern "C" void met_scale(std::uint16_t* x, std::int64_t n, float s) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = met::cpu::f32_to_bf16(met::cpu::bf16_to_f32(x[i]) * s);
 }

@@ -36,6 +36,7 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"residual_add", bind_residual_add},
     {"silu_mul", bind_gated_act},
     {"gelu_mul", bind_gated_act},
+    {"gelu_mul_split", bind_gelu_mul_split},
     {"argmax", bind_argmax},
     {"softcap", bind_softcap},
     {"scale", bind_scale},

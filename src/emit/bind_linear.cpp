@@ -69,6 +69,15 @@ Expected<void> bind_linear(const KernelSite& site) {
   } else if (role == "o") {
     src = b.act("attn", R, in);
     dst = b.act("y", R, out_w);
+  } else if (role == "per_layer_model_proj") {  // Gemma-4: the scaled embedding -> the per-layer inputs
+    src = site.x;
+    dst = b.act("ple_in", R, out_w);
+  } else if (role == "per_layer_gate") {  // Gemma-4: the layer's output -> its per-layer gate
+    src = site.x;
+    dst = b.act("ple_g", R, out_w);
+  } else if (role == "per_layer_proj") {
+    src = b.act("ple_h", R, in);
+    dst = b.act("y", R, out_w);
   } else if (role == "gate_up") {
     src = b.act("xn", R, in);
     dst = b.act("gu", R, out_w);

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "emit/bind.hpp"
@@ -30,10 +29,6 @@ constexpr std::int64_t kMaxSplits = 16;
 constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one split per this many keys of context
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
-// Circuit params of features emit does not run yet, and the config.json key each comes from.
-constexpr std::pair<const char*, const char*> kNotEmitted[] = {
-    {"ple_dim", "hidden_size_per_layer_input"},  // Gemma-4 E2B/E4B per-layer input embeddings
-};
 
 // The loader computes a scaled rope's inv_freq table from build.json's one rope, so every scaled
 // rope node must share its base; a node's own base (Gemma-3's global rope_theta) becomes that rope's.
@@ -82,11 +77,6 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   Assets a;
   MET_TRY(Config cfg, read_config(options.config_json));
   MET_CHECK(settle_scaled_rope(cfg, graph));
-  // Features a circuit reads from config.json but emit does not run yet: refused by their key
-  // rather than run without them.
-  for (const auto& [name, key] : kNotEmitted)
-    if (auto it = graph.params.find(name); it != graph.params.end() && it->second != 0)
-      return fail(fmt::format("emit: {}: config.json sets {} = {}; that feature is not emitted yet", graph.id, key, it->second));
   std::vector<std::int64_t> rungs = options.decode_rungs, buckets = options.prefill_buckets;
   if (rungs.empty())
     for (int r : cls.defaults.decode_rungs) rungs.push_back(r);

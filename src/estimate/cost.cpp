@@ -115,7 +115,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = R * dim;
-  } else if (op == "silu_mul" || op == "gelu_mul" || op == "swiglu_clamp") {
+  } else if (op == "silu_mul" || op == "gelu_mul" || op == "gelu_mul_split" || op == "swiglu_clamp") {
     const double dim = p(n, "dim") / tp;
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;

@@ -852,13 +852,38 @@ TEST_CASE("Gemma-4 with KV sharing: the shared layers append nothing and have no
   CHECK(b.error().message.ends_with("config.json: layer 2 shares the KV of the last 'full' layer before layer 1, and there is none"));
 }
 
-TEST_CASE("a Gemma-4 config with per-layer input embeddings is refused naming the key; a proportional rope without partial_rotary_factor is refused naming it") {
-  const auto dir = testing::tiny_checkpoint("gemma4-ple", tiny_gemma4([&](nlohmann::json& j) { j["hidden_size_per_layer_input"] = 2; }));
-  auto a = testing::emit_checkpoint(dir, {});
-  REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message.find("config.json sets hidden_size_per_layer_input = 2") != std::string::npos);
+TEST_CASE("a proportional rope without partial_rotary_factor is refused naming it") {
   const auto r = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) { j["rope_parameters"]["full_attention"].erase("partial_rotary_factor"); }),
                                   "config.json");
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "config.json: rope_parameters.full_attention: rope type 'proportional' needs 'partial_rotary_factor'");
+}
+
+TEST_CASE("Gemma-4 with per-layer inputs (tests/oracle/configs/tiny-gemma4-e.json): the pre scope builds them once ([rows, layers * width]), each layer's gelu_mul_split reads its own columns of them, and the scales of the projection and of the sum apply unrounded (2^-1/2, hidden^-1/2) while the table's sqrt(width) rounds to bf16") {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gemma4-e.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto dir = testing::tiny_checkpoint("gemma4-e", ss.str());
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::vector<float> pre_scales;
+    int splits = 0;
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      if (op == "scale" && d.scope == "pre") pre_scales.push_back(d.imms[0]);
+      if (op != "gelu_mul_split") continue;
+      const int layer = std::stoi(d.scope.substr(d.scope.rfind('L') + 1));
+      CHECK(d.ints[1] == 32);                // dim: the per-layer width
+      CHECK(d.ints[2] == 6 * 32);            // up_stride: every layer's inputs
+      CHECK(d.ints[3] == layer * 32);        // up_col0: this layer's
+      ++splits;
+    }
+    CHECK(splits == 6);
+    // sqrt(320) and sqrt(32) rounded to bf16: 17.875 and 5.65625.
+    CHECK(pre_scales == std::vector<float>{17.875f, 5.65625f, static_cast<float>(1 / std::sqrt(320.0)),
+                                           static_cast<float>(std::sqrt(0.5))});
+  }
 }

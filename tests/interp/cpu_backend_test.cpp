@@ -737,6 +737,7 @@ struct Gemma4Ref {
   bool standard_rope = false;  // full layers rotating the first partial share as a rope of its own width (a mutation)
   bool v_norm = true;          // false leaves V unnormalised (a mutation)
   bool first_source = false;   // KV sharing from the first layer of the type, not the last (a mutation)
+  bool per_layer_inputs = true;  // false leaves the per-layer inputs out (a mutation)
   float eps() const { return cfg["rms_norm_eps"].get<float>(); }
   // x / rms(x) * w over [off, off + n) (w null: no weight), the product rounded once.
   void norm(std::vector<float>& x, const std::vector<float>* w, std::size_t off, std::size_t n) const {
@@ -779,6 +780,24 @@ struct Gemma4Ref {
       for (int i = 0; i < H; ++i)
         x[static_cast<std::size_t>(t)].push_back(round_bf16(emb[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * H + i)] * es));
     const auto& types = cfg["layer_types"];
+    // Per-layer inputs (hidden_size_per_layer_input P > 0): per token, [layers * P] = (the
+    // normalised projection of the scaled embedding times H^-1/2, plus the per-layer table's row
+    // times sqrt(P) in bf16) times 2^-1/2.
+    const int P = cfg["hidden_size_per_layer_input"].get<int>(), NL = static_cast<int>(types.size());
+    std::vector<std::vector<float>> ple(static_cast<std::size_t>(T));
+    if (P > 0) {
+      const auto& table = m.W("model.embed_tokens_per_layer.weight");
+      const float ps = round_bf16(std::sqrt(static_cast<float>(P)));
+      for (int t = 0; t < T; ++t) {
+        auto pr = proj(m.W("model.per_layer_model_projection.weight"), x[static_cast<std::size_t>(t)], NL * P);
+        for (auto& e : pr) e = round_bf16(e * static_cast<float>(1.0 / std::sqrt(static_cast<double>(H))));
+        for (int l = 0; l < NL; ++l) norm(pr, &m.W("model.per_layer_projection_norm.weight"), static_cast<std::size_t>(l * P), static_cast<std::size_t>(P));
+        for (int i = 0; i < NL * P; ++i) {
+          const float tok = round_bf16(table[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * NL * P + i)] * ps);
+          ple[static_cast<std::size_t>(t)].push_back(round_bf16(round_bf16(pr[static_cast<std::size_t>(i)] + tok) * static_cast<float>(std::sqrt(0.5))));
+        }
+      }
+    }
     // KV sharing: layers from first_shared on take K and V from the last layer of their type
     // before it (stored here), and with use_double_wide_mlp run an MLP twice as wide.
     const int first_shared = static_cast<int>(types.size()) - cfg["num_kv_shared_layers"].get<int>();
@@ -839,11 +858,16 @@ struct Gemma4Ref {
         const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, width);
         const auto mm = geglu(g, u);
         const auto d = normed(proj(m.W(p + "mlp.down_proj.weight"), mm, H), m.W(p + "post_feedforward_layernorm.weight"));
-        const float scalar = m.W(p + "layer_scalar").at(0);
-        for (int i = 0; i < H; ++i) {
-          auto& e = xt[static_cast<std::size_t>(i)];
-          e = round_bf16(round_bf16(e + d[static_cast<std::size_t>(i)]) * scalar);
+        for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + d[static_cast<std::size_t>(i)]);
+        if (P > 0 && per_layer_inputs) {  // the layer's per-layer input
+          const auto gate = proj(m.W(p + "per_layer_input_gate.weight"), xt, P);
+          const std::vector<float> in(ple[static_cast<std::size_t>(t)].begin() + static_cast<std::ptrdiff_t>(l) * P,
+                                      ple[static_cast<std::size_t>(t)].begin() + static_cast<std::ptrdiff_t>(l + 1) * P);
+          const auto y = normed(proj(m.W(p + "per_layer_projection.weight"), geglu(gate, in), H), m.W(p + "post_per_layer_input_norm.weight"));
+          for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + y[static_cast<std::size_t>(i)]);
         }
+        const float scalar = m.W(p + "layer_scalar").at(0);
+        for (auto& e : xt) e = round_bf16(e * scalar);
       }
     }
     std::vector<std::vector<float>> out;
@@ -907,5 +931,23 @@ TEST_CASE("tiny Gemma-4 with its last two layers sharing KV (num_kv_shared_layer
   first.first_source = true;
   const double off = worst_relative(first, prompt, r);
   INFO("against the reference sharing the first layer of each type: " << off);
+  CHECK(off > 2 * kLogitRel);
+}
+
+TEST_CASE("tiny E2B-style Gemma-4 (tests/oracle/configs/tiny-gemma4-e.json: per-layer input embeddings, the last two layers sharing KV, double-wide MLPs there) matches the fp32 forward pass; without the per-layer inputs the reference is far off") {
+  const auto run = run_tiny_gemma("tiny-gemma4-e.json", "gemma4-e");
+  const RefModel weights(run.ckpt);
+  Gemma4Ref ref{weights, nlohmann::json::parse(run.config)};
+  ref.window = ref.cfg["sliding_window"].get<int>();
+  REQUIRE(ref.cfg["hidden_size_per_layer_input"].get<int>() > 0);
+  REQUIRE(ref.cfg["num_kv_shared_layers"].get<int>() > 0);
+  const auto check = [&](const Gemma4Ref& g) { return worst_relative(g, run.prompt, run.r); };
+  const double worst = check(ref);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  Gemma4Ref without = ref;
+  without.per_layer_inputs = false;
+  const double off = check(without);
+  INFO("against the reference without the per-layer inputs: " << off);
   CHECK(off > 2 * kLogitRel);
 }

@@ -1276,3 +1276,19 @@ TEST_CASE("f32_to_fp8_e4m3 (cpu) round-trips every finite code, rounds ties to e
   CHECK(met::cpu::f32_to_fp8_e4m3(-1e30f) == 0xfe);
   CHECK(met::cpu::f32_to_fp8_e4m3(std::nanf("")) == 0x7f);
 }
+
+TEST_CASE("gelu_mul_split rows=3 dim=16 with up at column 32 of rows of 64 matches fp64 gelu_tanh(gate) * up (a wrong stride or column fails)") {
+  std::mt19937 g(54);
+  const auto gate = random_bf16(g, 3 * 16, -3, 3);
+  const auto up = random_bf16(g, 3 * 64, -2, 2);
+  Bf16 out(3 * 16);
+  met_gelu_mul_split(gate.data(), up.data() + 32, 64, out.data(), 3, 16);
+  Dbl ref(out.size());
+  const auto gd = to_dbl(gate), ud = to_dbl(up);
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < 16; ++i) {
+      const double x = gd[sz(r * 16 + i)];
+      ref[sz(r * 16 + i)] = 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * ud[sz(r * 64 + 32 + i)];
+    }
+  check_close(out, ref, /*rel=*/1.0 / 128);
+}
