@@ -176,6 +176,10 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
     RopeConfig e;
     MET_CHECK(parse_block(item.value(), display + ": rope_parameters." + item.key(), e));
     if (!e.scaled()) continue;
+    // The Gemma circuits run their sliding layers' rope unscaled (scaled = 0), as the models do.
+    if (item.key() == "sliding_attention")
+      return fail(display + ": rope_parameters.sliding_attention: rope type '" + e.type +
+                  "' on the sliding layers is not emitted (their rope runs unscaled)");
     if (!scaled_key.empty() && !same_rope(scaled, e))
       return fail(display + ": rope_parameters: layer types '" + scaled_key + "' and '" + item.key() +
                   "' scale their ropes differently; met carries one scaled rope per emit");

@@ -852,7 +852,14 @@ TEST_CASE("Gemma-4 with KV sharing: the shared layers append nothing and have no
   CHECK(b.error().message.ends_with("config.json: layer 2 shares the KV of the last 'full' layer before layer 1, and there is none"));
 }
 
-TEST_CASE("a proportional rope without partial_rotary_factor is refused naming it") {
+TEST_CASE("a proportional rope without partial_rotary_factor is refused naming it; a scaled sliding_attention rope is refused (the sliding layers run theirs unscaled)") {
+  const auto s = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) {
+                                    j["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 10000.0}};
+                                  }),
+                                  "config.json");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "config.json: rope_parameters.sliding_attention: rope type 'linear' on the sliding layers is not emitted (their rope runs unscaled)");
   const auto r = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) { j["rope_parameters"]["full_attention"].erase("partial_rotary_factor"); }),
                                   "config.json");
   REQUIRE_FALSE(r.ok());
