@@ -1,5 +1,5 @@
 // cpu reference bodies of the elementwise and data-movement ops: rmsnorm, rope, residual,
-// silu_mul, gelu_mul, scale, softcap, argmax, kv_append. Each reads bf16, computes in fp32 and
+// silu_mul, gelu_mul, scale, scale_tensor, softcap, argmax, kv_append. Each reads bf16, computes in fp32 and
 // rounds once to bf16 on store; fused bodies (gemv.hpp) call the same row helpers, so a fusion
 // changes scheduling and never numerics. Definitions: include from one translation unit.
 #pragma once
@@ -28,12 +28,13 @@ struct MetRopeShape {
 namespace met::cpu {
 
 // x[count*dim] -> y: each dim-vector scaled by 1/rms (fp32 sum of squares), then by (offset +
-// w[dim]). offset 0 (Llama, Qwen): the normalised vector is rounded to bf16, then its product with
-// w (a bf16 reference normalises, casts, then multiplies by the weight in bf16). offset 1 (Gemma's
-// 1 + w): the whole product in fp32, rounded once, as Gemma's norm computes it.
-// x and y may be the same buffer (the q/k norms and Gemma's post norms run in place).
-inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y,
-                        std::int64_t count, std::int64_t dim, float eps, float offset = 0.0f) {
+// w[dim]). Llama, Qwen (offset 0, one_rounding false): the normalised vector is rounded to bf16,
+// then its product with w (a bf16 reference normalises, casts, then multiplies by the weight in
+// bf16). Gemma (1 + w on Gemma-3, w on Gemma-4; one_rounding, implied by an offset): the whole
+// product in fp32, rounded once, as Gemma's norms compute it; w null there is the weightless norm
+// x / rms(x). x and y may be the same buffer (the q/k/v norms and Gemma's post norms run in place).
+inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y, std::int64_t count, std::int64_t dim,
+                        float eps, float offset = 0.0f, bool one_rounding = false) {
   for (std::int64_t v = 0; v < count; ++v) {
     const std::uint16_t* xv = x + v * dim;
     float ss = 0.0f;
@@ -42,7 +43,9 @@ inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uin
       ss += f * f;
     }
     const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    if (offset == 0.0f) {
+    if (!w) {
+      for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(bf16_to_f32(xv[i]) * inv);
+    } else if (offset == 0.0f && !one_rounding) {
       for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(round_bf16(bf16_to_f32(xv[i]) * inv) * bf16_to_f32(w[i]));
     } else {
       for (std::int64_t i = 0; i < dim; ++i) y[v * dim + i] = f32_to_bf16(bf16_to_f32(xv[i]) * inv * (offset + bf16_to_f32(w[i])));
@@ -138,10 +141,11 @@ extern "C" void met_rmsnorm(const std::uint16_t* x, const std::uint16_t* w, std:
     met::cpu::rmsnorm_row(x + r * count * dim, w, y + r * count * dim, count, dim, eps);
 }
 
-// As met_rmsnorm with the weight taken as (offset + w) (Gemma's norms: offset 1).
+// As met_rmsnorm with the weight taken as (offset + w) in fp32 and one rounding (Gemma's norms:
+// offset 1 on Gemma-3, 0 on Gemma-4); w null: the weightless norm.
 extern "C" void met_rmsnorm_offset(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y, std::int64_t rows, std::int64_t count, std::int64_t dim, float eps, float offset) {
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::rmsnorm_row(x + r * count * dim, w, y + r * count * dim, count, dim, eps, offset);
+    met::cpu::rmsnorm_row(x + r * count * dim, w, y + r * count * dim, count, dim, eps, offset, /*one_rounding=*/true);
 }
 
 // q: rows of q_stride elements holding heads*head_dim; k: rows of k_stride holding kv_heads*head_dim.
@@ -177,8 +181,19 @@ extern "C" void met_gelu_mul(const std::uint16_t* gate_up, std::uint16_t* out, s
   for (std::int64_t r = 0; r < rows; ++r) met::cpu::gelu_mul_row(gate_up + r * 2 * dim, out + r * dim, dim);
 }
 
+// gate: [rows, dim]; up: rows of up_stride, dim columns from column 0 of the pointer; out: [rows, dim].
+extern "C" void met_gelu_mul_split(const std::uint16_t* gate, const std::uint16_t* up, std::int64_t up_stride, std::uint16_t* out,
+                                   std::int64_t rows, std::int64_t dim) {
+  for (std::int64_t r = 0; r < rows; ++r) met::cpu::gelu_mul_span(gate + r * dim, up + r * up_stride, out + r * dim, dim);
+}
+
 extern "C" void met_scale(std::uint16_t* x, std::int64_t n, float s) {
   for (std::int64_t i = 0; i < n; ++i) x[i] = met::cpu::f32_to_bf16(met::cpu::bf16_to_f32(x[i]) * s);
+}
+
+// x *= s[0] (a one-element bf16 weight: Gemma-4's layer_scalar).
+extern "C" void met_scale_tensor(std::uint16_t* x, std::int64_t n, const std::uint16_t* s) {
+  met_scale(x, n, met::cpu::bf16_to_f32(s[0]));
 }
 
 // x = cap * tanh(x / cap).

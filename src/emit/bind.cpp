@@ -36,9 +36,11 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"residual_add", bind_residual_add},
     {"silu_mul", bind_gated_act},
     {"gelu_mul", bind_gated_act},
+    {"gelu_mul_split", bind_gelu_mul_split},
     {"argmax", bind_argmax},
     {"softcap", bind_softcap},
     {"scale", bind_scale},
+    {"scale_tensor", bind_scale},
     {"moe_router_topk", bind_moe_router},
     {"moe_gate_up_silu", bind_moe_gate_up},
     {"moe_down", bind_moe_down},
@@ -70,9 +72,8 @@ Expected<std::uint32_t> KernelSite::weight(const model::Node* n) const {
 }
 
 Expected<KernelSite::Qkv> KernelSite::qkv(const std::string& missing) const {
-  auto it = b.bufs.find("qkv");
-  if (it == b.bufs.end()) return where(missing);
-  return Qkv{it->second, static_cast<std::int64_t>(b.sh->file->tensors[it->second].shape[1])};
+  if (b.qkv == MET_NO_TENSOR) return where(missing);
+  return Qkv{b.qkv, static_cast<std::int64_t>(b.sh->file->tensors[b.qkv].shape[1])};
 }
 
 Error KernelSite::where(const std::string& what) const { return refuse(c, what); }

@@ -68,6 +68,7 @@ Expected<void> bind_gated_act(const KernelSite& site);
 Expected<void> bind_argmax(const KernelSite& site);
 Expected<void> bind_softcap(const KernelSite& site);
 Expected<void> bind_scale(const KernelSite& site);
+Expected<void> bind_gelu_mul_split(const KernelSite& site);
 // The group's softcap node's cap; refused unless positive.
 Expected<float> softcap_of(const KernelSite& site);
 

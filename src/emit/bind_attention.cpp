@@ -69,7 +69,9 @@ Expected<void> bind_attention(const KernelSite& site) {
   if (b.q_src == MET_NO_TENSOR) return site.where("attention before any q producer");
   const auto qsrc = b.q_src;
   const std::int64_t qstride = b.q_stride;
-  const auto& kv = b.sh->kv.at(c.layer);
+  // A layer that shares KV (Gemma-4's num_kv_shared_layers) reads the caches of its source layer.
+  const int kv_layer = site.graph.kv_source.empty() ? c.layer : site.graph.kv_source[static_cast<std::size_t>(c.layer)];
+  const auto& kv = b.sh->kv.at(kv_layer);
   const auto out = b.act("attn", R, heads * vhd);
   const bool fused = k == "attn_decode_split_merge";
   // The splits of a row's keys. On a GPU, enough to give every stream one slice: the split's slices
@@ -90,7 +92,7 @@ Expected<void> bind_attention(const KernelSite& site) {
       split_state ? b.buffer("part_ml", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2})
                   : MET_NO_TENSOR;
   const std::int64_t window = param(*at, "window");
-  const auto& ks = b.sh->kv_scale.at(c.layer);
+  const auto& ks = b.sh->kv_scale.at(kv_layer);
   const std::int64_t fp8 = b.sh->kv_fp8;
   if (k == "attn_decode_split") {
     MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},

@@ -1,5 +1,5 @@
 // Binding the projections: a plain linear (gemv, or any opcode of the gemm family) reads and writes
-// the buffers its role names (qkv: xn -> qkv, o: attn -> y, gate_up: xn -> gu, down: h -> y,
+// the buffers its role names (qkv, or q alone: xn -> qkv, o: attn -> y, gate_up: xn -> gu, down: h -> y,
 // lm_head: xn -> logits); the fused gemv ops add the residual, the norm, the gated activation or the
 // head's argmax around it.
 #include "emit/bind.hpp"
@@ -53,14 +53,30 @@ Expected<void> bind_linear(const KernelSite& site) {
   const std::int64_t in = param(*lin, "in"), out_w = param(*lin, "out");
   const std::string& role = lin->role;
   std::uint32_t src = 0, dst = 0;
-  if (role == "qkv") {
+  if (role == "qkv" || role == "q") {  // q alone: a layer that reads another layer's KV
     src = b.act("xn", R, in);
     dst = b.act("qkv", R, out_w);
     b.q_src = dst;
     b.q_stride = out_w;
-    b.q_width = static_cast<std::int64_t>(site.graph.params.at("heads") * site.graph.params.at("head_dim"));
+    b.qkv = dst;
+    // q's columns: the layer's attention heads times its head size (Gemma-4's global layers have
+    // a head size of their own).
+    const model::Node* at = nullptr;
+    for (const auto& n : site.c.scope->nodes)
+      if (n.op == "attention") at = &n;
+    if (!at) return site.where("a qkv projection in a layer without an attention node");
+    b.q_width = param(*at, "heads") * param(*at, "head_dim");
   } else if (role == "o") {
     src = b.act("attn", R, in);
+    dst = b.act("y", R, out_w);
+  } else if (role == "per_layer_model_proj") {  // Gemma-4: the scaled embedding -> the per-layer inputs
+    src = site.x;
+    dst = b.act("ple_in", R, out_w);
+  } else if (role == "per_layer_gate") {  // Gemma-4: the layer's output -> its per-layer gate
+    src = site.x;
+    dst = b.act("ple_g", R, out_w);
+  } else if (role == "per_layer_proj") {
+    src = b.act("ple_h", R, in);
     dst = b.act("y", R, out_w);
   } else if (role == "gate_up") {
     src = b.act("xn", R, in);

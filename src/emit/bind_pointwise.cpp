@@ -8,37 +8,76 @@
 
 namespace met::emit::detail {
 
+// Gemma-4's per-layer inputs live in buffers of their own, [rows, layers * per-layer width]: the
+// token part (ple, role per_layer_tok) and the projection of the embedding that becomes the inputs
+// (ple_in). The embedding, scale, norm and residual nodes of those roles bind to them.
+const char* per_layer_buffer(const std::string& role) {
+  if (role == "per_layer_tok") return "ple";
+  if (role == "per_layer_proj" || role == "per_layer_input" || role == "per_layer_norm" || role == "per_layer_sum") return "ple_in";
+  return nullptr;
+}
+
 Expected<void> bind_embed(const KernelSite& site) {
   Builder& b = site.b;
   const std::int64_t R = site.R;
   const auto* n = site.node("embed");
   MET_TRY(auto w, site.weight(n));
-  MET_CHECK(site.add({b.io(IoField::tokens, R), w, site.x}, {R, 0}, {}));
+  const char* ple = per_layer_buffer(n->role);
+  const auto out = ple ? b.act(ple, R, param(*n, "dim")) : site.x;
+  MET_CHECK(site.add({b.io(IoField::tokens, R), w, out}, {R, 0}, {}));
   return {};
 }
 
-// rmsnorm and rmsnorm_offset (Gemma's 1 + w): of x into xn, in place on the q or k columns of the
-// qkv buffer, or in place on y (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's
-// output before the residual). eps: the node's, else config.json's.
+// gelu_mul_split (Gemma-4's per-layer input): gelu(ple_g) * layer L's columns of ple_in -> ple_h.
+Expected<void> bind_gelu_mul_split(const KernelSite& site) {
+  Builder& b = site.b;
+  const auto* n = site.node("gelu_mul_split");
+  const std::int64_t dim = param(*n, "dim");
+  auto it = b.bufs.find("ple_in");
+  if (it == b.bufs.end()) return site.where("gelu_mul_split before the per-layer inputs");
+  const auto width = static_cast<std::int64_t>(b.sh->file->tensors[it->second].shape[1]);
+  if ((site.c.layer + 1) * dim > width)
+    return site.where("layer " + std::to_string(site.c.layer) + "'s per-layer input of " + std::to_string(dim) +
+                      " columns is past the inputs' " + std::to_string(width));
+  MET_CHECK(site.add({b.act("ple_g", site.R, dim), it->second, b.act("ple_h", site.R, dim)},
+                     {site.R, dim, width, site.c.layer * dim}, {}));
+  return {};
+}
+
+// rmsnorm and rmsnorm_offset (Gemma's norms: the weight product in fp32, rounded once; 1 + w on
+// Gemma-3): of x into xn, in place on the q, k or v columns of the qkv buffer, or in place on y
+// (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's output before the residual).
+// A weightless norm (Gemma-4's v_norm) binds no weight. eps: the node's, else config.json's.
 Expected<void> bind_rmsnorm(const KernelSite& site) {
   Builder& b = site.b;
   const std::int64_t R = site.R;
   const auto* n = site.node("rmsnorm");
-  MET_TRY(auto w, site.weight(n));
+  const bool weighted = param(*n, "weighted") != 0;
+  std::uint32_t w = MET_NO_TENSOR;
+  if (weighted) {
+    MET_TRY(w, site.weight(n));
+  } else if (site.k != "rmsnorm_offset") {
+    return site.where("a norm without a weight on '" + site.kname + "', whose body reads one");
+  }
   const std::int64_t dim = param(*n, "dim"), count = std::max<std::int64_t>(1, param(*n, "count"));
   const double node_eps = n->params.count("eps") ? n->params.at("eps") : 0.0;
   const float eps = node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps;
   std::vector<float> imms{eps};
   if (site.k == "rmsnorm_offset") {
     const double offset = n->params.count("offset") ? n->params.at("offset") : 0.0;
-    if (offset == 0) return site.where("rmsnorm_offset on a norm without an offset");
+    if (offset == 0 && param(*n, "round_once") == 0 && weighted)
+      return site.where("rmsnorm_offset on a norm without an offset or a single rounding");
     imms.push_back(static_cast<float>(offset));
   }
-  if (n->role == "q_norm" || n->role == "k_norm") {
-    MET_TRY(const auto qkv, site.qkv("q/k norm before the qkv projection"));
-    const std::int64_t col0 = n->role == "q_norm" ? 0 : b.q_width;
+  if (n->role == "q_norm" || n->role == "k_norm" || n->role == "v_norm") {
+    MET_TRY(const auto qkv, site.qkv("q/k/v norm before the qkv projection"));
+    // v: the last count * dim columns of the row.
+    const std::int64_t col0 = n->role == "q_norm" ? 0 : n->role == "k_norm" ? b.q_width : qkv.stride - count * dim;
     MET_CHECK(site.add({qkv.handle, w, qkv.handle}, {R, 0, count, dim, qkv.stride, col0, qkv.stride, col0}, imms));
-  } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm") {
+  } else if (const char* ple = per_layer_buffer(n->role)) {  // in place on the per-layer inputs
+    const auto y = b.act(ple, R, dim * count);
+    MET_CHECK(site.add({y, w, y}, {R, 0, count, dim, dim * count, 0, dim * count, 0}, imms));
+  } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm" || n->role == "post_per_layer_norm") {
     if (dim * count != site.hidden) return site.where("post norm over " + std::to_string(dim * count) + " columns, not the hidden " +
                                                       std::to_string(site.hidden));
     const auto y = b.act("y", R, site.hidden);
@@ -50,7 +89,14 @@ Expected<void> bind_rmsnorm(const KernelSite& site) {
   return {};
 }
 
+// x += y; per_layer_sum: the per-layer inputs' projection plus their token part (ple_in += ple).
 Expected<void> bind_residual_add(const KernelSite& site) {
+  const auto* n = site.node("residual");
+  if (n && n->role == "per_layer_sum") {
+    const std::int64_t dim = param(*n, "dim");
+    MET_CHECK(site.add({site.b.act("ple_in", site.R, dim), site.b.act("ple", site.R, dim)}, {site.R, dim}, {}));
+    return {};
+  }
   MET_CHECK(site.add({site.x, site.b.act("y", site.R, site.hidden)}, {site.R, site.hidden}, {}));
   return {};
 }
@@ -76,14 +122,30 @@ Expected<void> bind_argmax(const KernelSite& site) {
 
 // x *= factor in place over the residual stream (Gemma's embedding scale). The factor is applied
 // in the activations' dtype, as transformers multiplies by the normalizer cast to the weights' bf16.
+// scale_tensor: the factor is the node's one-element weight (Gemma-4's layer_scalar).
 Expected<void> bind_scale(const KernelSite& site) {
   const auto* n = site.node("scale");
+  if (site.k == "scale_tensor") {
+    if (param(*n, "weighted") == 0) return site.where("scale_tensor on a scale node without a weight");
+    MET_TRY(auto s, site.weight(n));
+    const std::int64_t dim = param(*n, "dim");
+    if (dim != site.hidden)
+      return site.where("scale over " + std::to_string(dim) + " columns, not the residual stream's " +
+                        std::to_string(site.hidden));
+    MET_CHECK(site.add({site.x, s}, {site.R, dim}, {}));
+    return {};
+  }
   const double factor = n->params.count("factor") ? n->params.at("factor") : 0.0;
   if (!(factor > 0.0)) return site.where("scale node" + (n->role.empty() ? "" : " '" + n->role + "'") + " has no factor");
   const std::int64_t dim = param(*n, "dim");
+  const float f = param(*n, "exact") != 0 ? static_cast<float>(factor) : cpu::round_bf16(static_cast<float>(factor));
+  if (const char* ple = per_layer_buffer(n->role)) {
+    MET_CHECK(site.add({site.b.act(ple, site.R, dim)}, {site.R, dim}, {f}));
+    return {};
+  }
   if (dim != site.hidden) return site.where("scale over " + std::to_string(dim) + " columns, not the residual stream's " +
                                             std::to_string(site.hidden));
-  MET_CHECK(site.add({site.x}, {site.R, dim}, {cpu::round_bf16(static_cast<float>(factor))}));
+  MET_CHECK(site.add({site.x}, {site.R, dim}, {f}));
   return {};
 }
 

@@ -44,6 +44,7 @@ std::string write_build_json(const BuildRecord& r) {
   j["rope_theta"] = cfg.theta;
   j["rope"] = {{"theta", cfg.rope.theta}, {"type", cfg.rope.type}};
   if (cfg.rope.type != "default") j["rope"]["factor"] = cfg.rope.factor;
+  if (cfg.rope.type == "proportional") j["rope"]["partial_rotary_factor"] = cfg.rope.partial_rotary_factor;
   if (cfg.rope.type == "llama3") {
     j["rope"]["low_freq_factor"] = cfg.rope.low_freq_factor;
     j["rope"]["high_freq_factor"] = cfg.rope.high_freq_factor;

@@ -102,9 +102,16 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   return h;
 }
 
-std::uint32_t Builder::buffer(const std::string& name, std::uint32_t dtype, std::vector<std::uint64_t> shape,
+std::uint32_t Builder::buffer(const std::string& name_, std::uint32_t dtype, std::vector<std::uint64_t> shape,
                               std::uint32_t source, std::uint64_t ref) {
-  if (auto it = bufs.find(name); it != bufs.end()) return it->second;
+  // A buffer asked for again in another shape (the qkv, q and attention buffers of Gemma-4's layers
+  // of two head sizes) is a buffer of its own, named by its shape after the first.
+  std::string name = name_;
+  if (auto it = bufs.find(name); it != bufs.end()) {
+    if (sh->file->tensors[it->second].shape == shape && sh->file->tensors[it->second].dtype == dtype) return it->second;
+    for (auto d : shape) name += "." + std::to_string(d);
+    if (auto again = bufs.find(name); again != bufs.end()) return again->second;
+  }
   TensorDesc t;
   t.name = prog.name + "." + name;
   t.dtype = dtype;

@@ -57,8 +57,9 @@ struct Builder {
   std::uint32_t q_src = MET_NO_TENSOR;  // where attention reads q: the fused q buffer or the qkv buffer
   std::int64_t q_stride = 0;            // elements between rows of q_src
   std::int64_t q_width = 0;             // q columns of a qkv row (k starts there)
+  std::uint32_t qkv = MET_NO_TENSOR;    // the qkv buffer the layer's projection last wrote
 
-  // The program's buffer `name`, created on first use (scratch: placed in the arena).
+  // The program's buffer `name` of that shape, created on first use (scratch: placed in the arena).
   std::uint32_t buffer(const std::string& name, std::uint32_t dtype, std::vector<std::uint64_t> shape,
                        std::uint32_t source = MET_SOURCE_SCRATCH, std::uint64_t ref = 0);
   // A bf16 activation buffer [r, width].

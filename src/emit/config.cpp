@@ -1,6 +1,6 @@
-// Reading config.json: rms_norm_eps and the rotary embedding (rope_theta plus rope_scaling or a
-// flat rope_parameters). Unknown scaling types and unknown keys of a known type are refused, never
-// defaulted.
+// Reading config.json: rms_norm_eps and the rotary embedding (rope_theta plus rope_scaling, a flat
+// rope_parameters, or one keyed by layer type). Unknown scaling types and unknown keys of a known
+// type are refused, never defaulted.
 #include "emit/config.hpp"
 
 #include <nlohmann/json.hpp>
@@ -14,14 +14,18 @@ namespace met::emit {
 namespace {
 
 // Shapes of the scaling blocks: the keys each type needs (all numbers); "rope_type"/"type" name it.
+// optional: keys a type takes when present (proportional's factor, 1 when absent as transformers
+// reads it).
 struct ScalingKeys {
   const char* type;
   std::vector<const char*> keys;
+  std::vector<const char*> optional = {};
 };
 const ScalingKeys kScalingTypes[] = {
     {"default", {}},
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
+    {"proportional", {"partial_rotary_factor"}, {"factor"}},
 };
 
 // The language model's settings: a multimodal config nests them in text_config.
@@ -71,35 +75,17 @@ RopeConfig node_rope(const Config& cfg, const model::Node& rope) {
 
 }  // namespace detail
 
-Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display) {
-  RopeConfig r;
-  const auto top = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
-  if (top.is_discarded() || !top.is_object()) return fail(display + ": not a json object");
-  const auto& j = language_model(top);
-  // transformers 5 writes rope_parameters (theta inside); older configs rope_theta + rope_scaling.
-  // A rope_parameters keyed by layer type (Gemma) is a circuit's business, not read here.
-  const nlohmann::json* block = nullptr;
-  std::string where = "rope_scaling";
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    block = &j["rope_scaling"];
-  } else if (j.contains("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("rope_type")) {
-    block = &j["rope_parameters"];
-    where = "rope_parameters";
-  }
-  const nlohmann::json* theta = j.contains("rope_theta") ? &j["rope_theta"] : nullptr;
-  if (block && block->is_object() && block->contains("rope_theta")) theta = &(*block)["rope_theta"];
-  if (theta && !theta->is_null()) {
-    if (!theta->is_number() || theta->get<double>() <= 0) return fail(display + ": rope_theta: not a positive number");
-    r.theta = theta->get<double>();
-  }
-  if (!block) return r;
-  const std::string at = display + ": " + where;
-  if (!block->is_object()) return fail(at + ": not an object");
+namespace {
+
+// One rope block (rope_scaling, a flat rope_parameters or one layer type's entry) into r: its type,
+// the keys that type needs and the optional ones it takes; anything else is refused.
+Expected<void> parse_block(const nlohmann::json& block, const std::string& at, RopeConfig& r) {
+  if (!block.is_object()) return fail(at + ": not an object");
   std::string type;
   for (const char* key : {"rope_type", "type"}) {
-    if (!block->contains(key)) continue;
-    if (!(*block)[key].is_string()) return fail(at + ": " + key + ": not a string");
-    const std::string t = (*block)[key].get<std::string>();
+    if (!block.contains(key)) continue;
+    if (!block[key].is_string()) return fail(at + ": " + key + ": not a string");
+    const std::string t = block[key].get<std::string>();
     if (!type.empty() && t != type) return fail(at + ": rope_type '" + type + "' and type '" + t + "' disagree");
     type = t;
   }
@@ -107,23 +93,41 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
   const ScalingKeys* shape = nullptr;
   for (const auto& k : kScalingTypes)
     if (type == k.type) shape = &k;
-  if (!shape) return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear and llama3 rope)");
-  for (const auto& item : block->items()) {
+  if (!shape)
+    return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear, llama3 and proportional rope)");
+  auto listed = [](const std::vector<const char*>& keys, const std::string& key) {
+    return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; });
+  };
+  for (const auto& item : block.items()) {
     const std::string& key = item.key();
     if (key == "rope_type" || key == "type" || key == "rope_theta") continue;
-    const bool known = std::any_of(shape->keys.begin(), shape->keys.end(), [&](const char* k) { return key == k; });
-    if (!known) return fail(at + ": unknown key '" + key + "' for rope type '" + type + "'");
+    if (!listed(shape->keys, key) && !listed(shape->optional, key))
+      return fail(at + ": unknown key '" + key + "' for rope type '" + type + "'");
   }
   std::map<std::string, double> v;
-  for (const char* key : shape->keys) {
-    if (!block->contains(key)) return fail(at + ": rope type '" + type + "' needs '" + key + "'");
-    const auto& x = (*block)[key];
-    if (!x.is_number() || !(x.get<double>() > 0)) return fail(at + ": " + key + ": not a positive number");
-    v[key] = x.get<double>();
+  for (const auto* keys : {&shape->keys, &shape->optional})
+    for (const char* key : *keys) {
+      if (!block.contains(key)) {
+        if (keys == &shape->keys) return fail(at + ": rope type '" + type + "' needs '" + key + "'");
+        continue;
+      }
+      const auto& x = block[key];
+      if (!x.is_number() || !(x.get<double>() > 0)) return fail(at + ": " + key + ": not a positive number");
+      v[key] = x.get<double>();
+    }
+  if (block.contains("rope_theta")) {
+    const auto& t = block["rope_theta"];
+    if (!t.is_number() || !(t.get<double>() > 0)) return fail(at + ": rope_theta: not a positive number");
+    r.theta = t.get<double>();
   }
   r.type = type;
-  if (type == "default") return r;
-  r.factor = v.at("factor");
+  if (type == "default") return {};
+  r.factor = v.count("factor") ? v.at("factor") : 1.0;
+  if (type == "proportional") {
+    r.partial_rotary_factor = v.at("partial_rotary_factor");
+    if (r.partial_rotary_factor > 1)
+      return fail(at + ": partial_rotary_factor " + std::to_string(r.partial_rotary_factor) + " is above 1");
+  }
   if (type == "llama3") {
     r.low_freq_factor = v.at("low_freq_factor");
     r.high_freq_factor = v.at("high_freq_factor");
@@ -132,7 +136,57 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
       return fail(at + ": high_freq_factor " + std::to_string(r.high_freq_factor) + " must exceed low_freq_factor " +
                   std::to_string(r.low_freq_factor));
   }
-  return r;
+  return {};
+}
+
+bool same_rope(const RopeConfig& a, const RopeConfig& b) {
+  return a.theta == b.theta && a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
+         a.high_freq_factor == b.high_freq_factor && a.original_max_position_embeddings == b.original_max_position_embeddings &&
+         a.partial_rotary_factor == b.partial_rotary_factor;
+}
+
+}  // namespace
+
+Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display) {
+  RopeConfig r;
+  const auto top = nlohmann::json::parse(config_json, nullptr, /*allow_exceptions=*/false);
+  if (top.is_discarded() || !top.is_object()) return fail(display + ": not a json object");
+  const auto& j = language_model(top);
+  // transformers 5 writes rope_parameters (theta inside); older configs rope_theta + rope_scaling.
+  const nlohmann::json* theta = j.contains("rope_theta") ? &j["rope_theta"] : nullptr;
+  if (theta && !theta->is_null()) {
+    if (!theta->is_number() || theta->get<double>() <= 0) return fail(display + ": rope_theta: not a positive number");
+    r.theta = theta->get<double>();
+  }
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    MET_CHECK(parse_block(j["rope_scaling"], display + ": rope_scaling", r));
+    return r;
+  }
+  if (!j.contains("rope_parameters") || !j["rope_parameters"].is_object()) return r;
+  const auto& params = j["rope_parameters"];
+  if (params.contains("rope_type")) {
+    MET_CHECK(parse_block(params, display + ": rope_parameters", r));
+    return r;
+  }
+  // Keyed by layer type (Gemma): each layer kind's rope node names its own base and whether it is
+  // scaled; the table a scaled node reads is computed from the one scaled entry.
+  RopeConfig scaled;
+  std::string scaled_key;
+  for (const auto& item : params.items()) {
+    RopeConfig e;
+    MET_CHECK(parse_block(item.value(), display + ": rope_parameters." + item.key(), e));
+    if (!e.scaled()) continue;
+    // The Gemma circuits run their sliding layers' rope unscaled (scaled = 0), as the models do.
+    if (item.key() == "sliding_attention")
+      return fail(display + ": rope_parameters.sliding_attention: rope type '" + e.type +
+                  "' on the sliding layers is not emitted (their rope runs unscaled)");
+    if (!scaled_key.empty() && !same_rope(scaled, e))
+      return fail(display + ": rope_parameters: layer types '" + scaled_key + "' and '" + item.key() +
+                  "' scale their ropes differently; met carries one scaled rope per emit");
+    scaled = e;
+    scaled_key = item.key();
+  }
+  return scaled_key.empty() ? r : scaled;
 }
 
 }  // namespace met::emit

@@ -29,6 +29,7 @@ constexpr std::int64_t kMaxSplits = 16;
 constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one split per this many keys of context
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
+
 // The loader computes a scaled rope's inv_freq table from build.json's one rope, so every scaled
 // rope node must share its base; a node's own base (Gemma-3's global rope_theta) becomes that rope's.
 Expected<void> settle_scaled_rope(Config& cfg, const model::ModelGraph& graph) {

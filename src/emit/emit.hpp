@@ -49,15 +49,21 @@ const char* io_field_name(IoField f);
 // default: inv_freq_i = theta^(-2i/rotary_dim); linear: inv_freq / factor (positions / factor);
 // llama3: per frequency, wavelengths 2*pi/inv_freq above original/low_freq_factor are divided by
 // factor, those below original/high_freq_factor kept, and those between blended smoothly.
+// proportional (Gemma-4's global layers): the whole head is the rotary width; the first
+// floor(partial_rotary_factor * rotary_dim / 2) frequencies are theta^(-2i/rotary_dim) / factor and
+// the rest 0, so dims i and i + rotary_dim/2 past them pass unrotated (cos 1, sin 0).
 struct RopeConfig {
   double theta = 10000.0;
-  std::string type = "default";  // default | linear | llama3
+  std::string type = "default";  // default | linear | llama3 | proportional
   double factor = 1.0;
   double low_freq_factor = 0.0, high_freq_factor = 0.0;
   double original_max_position_embeddings = 0.0;
+  double partial_rotary_factor = 1.0;  // proportional: the rotated share of the head
   bool scaled() const { return type != "default"; }
 };
-// The rope of a config.json text (display names it in errors); other scaling types are refused.
+// The rope of a config.json text (display names it in errors); other scaling types are refused. A
+// rope_parameters keyed by layer type (Gemma) gives the one scaled entry among them (each entry's
+// type and keys checked; two scaled entries that differ are refused), or a plain rope.
 Expected<RopeConfig> parse_rope(const std::string& config_json, const std::string& display);
 // inv_freq[i], i < rotary_dim / 2, computed in double and rounded once to fp32.
 std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim);

@@ -1,4 +1,4 @@
-// The rope's inverse frequencies (default, linear and llama3 scaling) and the generated tensor that
+// The rope's inverse frequencies (default, linear, llama3 and proportional) and the generated tensor that
 // carries them: its descriptor (written by emit) and its bytes (computed by the loader from
 // build.json), so the table's shape is stated in one room.
 #include "emit/rope.hpp"
@@ -32,9 +32,17 @@ std::uint32_t inv_freq_table(Shared& sh, const RopeConfig& rope, std::int64_t ro
 std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim) {
   constexpr double kTwoPi = 6.283185307179586;
   std::vector<float> out;
+  // proportional: the rotated frequencies, floor(partial * rotary_dim / 2) of them (Python's
+  // int(partial * head_dim // 2)); the others are 0.
+  const auto rotated =
+      rope.type == "proportional"
+          ? static_cast<std::int64_t>(std::floor(rope.partial_rotary_factor * static_cast<double>(rotary_dim) / 2.0))
+          : rotary_dim / 2;
   for (std::int64_t i = 0; i < rotary_dim / 2; ++i) {
     double f = std::pow(rope.theta, -2.0 * static_cast<double>(i) / static_cast<double>(rotary_dim));
-    if (rope.type == "linear") {
+    if (rope.type == "proportional") {
+      f = i < rotated ? f / rope.factor : 0.0;
+    } else if (rope.type == "linear") {
       f /= rope.factor;
     } else if (rope.type == "llama3") {
       const double wavelen = kTwoPi / f;

@@ -60,7 +60,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.out_bytes = R * dim * a;
   } else if (op == "rmsnorm") {
     const double width = p(n, "dim") * p(n, "count", 1);
-    c.weight_bytes = p(n, "dim") * a;
+    c.weight_bytes = p(n, "weighted", 1) != 0 ? p(n, "dim") * a : 0;  // Gemma-4's v_norm has none
     c.in_bytes = R * width * a;
     c.out_bytes = R * width * a;
     c.flops = 4 * R * width;
@@ -115,7 +115,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = R * dim;
-  } else if (op == "silu_mul" || op == "gelu_mul" || op == "swiglu_clamp") {
+  } else if (op == "silu_mul" || op == "gelu_mul" || op == "gelu_mul_split" || op == "swiglu_clamp") {
     const double dim = p(n, "dim") / tp;
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;
@@ -125,6 +125,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.in_bytes = R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = (op == "softcap" ? 4 : 2) * R * dim;
+    if (op == "scale" && p(n, "weighted") != 0) c.weight_bytes = wb;  // Gemma-4's one-element layer_scalar
   } else if (op == "argmax") {
     const double vocab = p(n, "vocab");
     c.in_bytes = R * vocab * kLogitBytes;

@@ -300,9 +300,20 @@ void body_gelu_mul(const MetArgs_gelu_mul& a, const InstrDesc& d, std::uint32_t 
   met_gelu_mul(a.gate_up + r.begin * 2 * a.dim, a.out + r.begin * a.dim, r.end - r.begin, a.dim);
 }
 
+void body_gelu_mul_split(const MetArgs_gelu_mul_split& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_gelu_mul_split(a.gate + r.begin * a.dim, a.up + r.begin * a.up_stride + a.up_col0, a.up_stride, a.out + r.begin * a.dim,
+                     r.end - r.begin, a.dim);
+}
+
 void body_scale(const MetArgs_scale& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   met_scale(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.scale);
+}
+
+void body_scale_tensor(const MetArgs_scale_tensor& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_scale_tensor(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.s);
 }
 
 void body_softcap(const MetArgs_softcap& a, const InstrDesc& d, std::uint32_t s) {

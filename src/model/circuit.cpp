@@ -86,6 +86,9 @@ Expected<NodeTemplate> load_node(const std::string& file, const toml::node& raw,
     MET_CHECK(check_names(e, names));
     n.params.emplace(name, std::move(e));
   }
+  if (op->may_have_weight && !op->weight_switch.empty() && n.weight.empty() && !n.params.count(op->weight_switch)) {
+    return f.error(fmt::format("op '{}' has a weight: name its tensor with 'weight' (or set '{}')", n.op, op->weight_switch));
+  }
   for (const auto& req : op->required) {
     if (!n.params.count(req)) {
       return f.error(fmt::format("op '{}' needs param '{}' (params: {})", n.op, req, join(accepted, ", ")));
@@ -256,6 +259,12 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     MET_TRY(s.pattern_key, f.str_or_list("pattern_key"));
     MET_TRY(const toml::table* pm, f.table("pattern_map"));
     MET_TRY(s.pattern_map, string_map(file, pm, "[layers] pattern_map"));
+    if (const toml::node* sc = f.raw("shared_count")) {
+      MET_TRY(s.shared_count, expr_of(*sc, where(file, *sc) + ": [layers] 'shared_count'"));
+      MET_CHECK(check_names(s.shared_count, names));
+    }
+    MET_TRY(const toml::table* sm, f.table("shared_map"));
+    MET_TRY(s.shared_map, string_map(file, sm, "[layers] shared_map"));
     MET_TRY(const toml::array* sel, f.array("select"));
     if (sel) {
       int index = 0;
@@ -277,6 +286,7 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     MET_CHECK(f.done());
     if (s.kinds_key.empty() != s.kinds_map.empty()) return f.error("'kinds_key' and 'kinds_map' come together");
     if (s.pattern_key.empty() != s.pattern_map.empty()) return f.error("'pattern_key' and 'pattern_map' come together");
+    if (s.shared_count.empty() != s.shared_map.empty()) return f.error("'shared_count' and 'shared_map' come together");
     for (const auto& [ch, kind] : s.pattern_map) {
       if (ch.size() != 1) return f.error_at("pattern_map", fmt::format("key '{}' is not one character", ch));
     }
@@ -288,6 +298,7 @@ Expected<Circuit> load_circuit(const KernelTree& tree, const std::string& path) 
     for (const auto& [k, v] : s.kinds_map) named.emplace_back(v, fmt::format("kinds_map '{}'", k));
     for (const auto& [k, v] : s.pattern_map) named.emplace_back(v, fmt::format("pattern_map '{}'", k));
     for (const auto& one : s.select) named.emplace_back(one.kind, "a select");
+    for (const auto& [k, v] : s.shared_map) named.emplace_back(v, fmt::format("shared_map '{}'", k));
     std::vector<std::string> known;
     for (const auto& [k, v] : c.kinds) known.push_back(k);
     for (const auto& [kind, who] : named) {
@@ -309,8 +320,17 @@ std::string tensor_name(const Circuit& circuit, const std::string& arch, const s
     out.replace(at, mark.size(), idx);
     at += idx.size();
   }
-  if (auto it = circuit.strip_prefix.find(arch); it != circuit.strip_prefix.end() && out.rfind(it->second, 0) == 0)
-    out = out.substr(it->second.size());
+  // The prefix is dropped where it starts a dotted component: at the front (Gemma-3's
+  // "language_model.model.") or after one ("model.language_model." of Gemma-4).
+  if (auto it = circuit.strip_prefix.find(arch); it != circuit.strip_prefix.end()) {
+    const std::string& pre = it->second;
+    for (std::size_t at = out.find(pre); at != std::string::npos; at = out.find(pre, at + 1)) {
+      if (at == 0 || out[at - 1] == '.') {
+        out.erase(at, pre.size());
+        break;
+      }
+    }
+  }
   return out;
 }
 

@@ -37,6 +37,11 @@ struct LayerSchedule {
   std::vector<std::string> pattern_key;
   std::map<std::string, std::string> pattern_map;  // one character -> kind
   std::vector<Selector> select;
+  // Cross-layer KV sharing (Gemma-4's num_kv_shared_layers): the last `shared_count` layers take the
+  // kind shared_map gives their own and read the caches of the last layer of their own kind before
+  // them (ModelGraph::kv_source); empty: none.
+  Expr shared_count;
+  std::map<std::string, std::string> shared_map;
   std::string where;
 };
 
@@ -61,8 +66,10 @@ struct Circuit {
   std::map<std::string, std::vector<NodeTemplate>> kinds;
   std::vector<NodeTemplate> post;
   std::string file;                         // "kernels/circuits/dense-gqa.toml"
-  // architecture -> a prefix its checkpoints leave off every tensor name the circuit writes
-  // (Gemma3ForCausalLM stores the language model at the top: "language_model." dropped).
+  // architecture -> a prefix its checkpoints leave off every tensor name the circuit writes, where
+  // it starts a dotted component (Gemma3ForCausalLM and Gemma4ForCausalLM store the language model
+  // at the top: "language_model." dropped from "language_model.model.*" and
+  // "model.language_model.*").
   std::map<std::string, std::string> strip_prefix;
 };
 

@@ -40,6 +40,9 @@ struct ModelGraph {
   std::vector<Node> pre;            // before the layers (embedding)
   std::vector<LayerGroup> kinds;    // in order of first appearance
   std::vector<int> layer_kinds;     // per layer index: index into kinds
+  // Per layer index, the layer whose KV caches its attention reads: itself, or for a layer that
+  // shares KV (Gemma-4's num_kv_shared_layers) an earlier one. Empty when no layer shares.
+  std::vector<int> kv_source;
   std::vector<Node> post;           // after the layers (final norm, lm head, sampling)
   Format activation = Format::bf16;
   Format kv = Format::bf16;

@@ -140,7 +140,45 @@ Expected<void> eval_params(Context& c, ModelGraph& g) {
   return {};
 }
 
-Expected<std::vector<std::string>> schedule(Context& c, int count) {
+Expected<std::vector<std::string>> base_schedule(Context& c, int count);
+
+// The kinds of every layer, then KV sharing: the last shared_count layers take shared_map's kind of
+// their own and read the caches of the last layer of their own kind before the first of them (as
+// transformers' Gemma-4 stores and reuses them); kv_source is filled only when some layer shares.
+Expected<std::vector<std::string>> schedule(Context& c, int count, std::vector<int>& kv_source) {
+  MET_TRY(auto kinds, base_schedule(c, count));
+  const LayerSchedule& s = c.circuit.layers;
+  if (s.shared_count.empty()) return kinds;
+  MET_TRY(double shared_v, s.shared_count.number(c.env));
+  if (shared_v == 0) return kinds;
+  if (shared_v < 0 || shared_v >= count || shared_v != std::floor(shared_v)) {
+    return fail(fmt::format("{}: shared_count '{}' = {} is not a whole number of layers below the {} layers", s.where,
+                            s.shared_count.text(), shared_v, count));
+  }
+  const int first = count - static_cast<int>(shared_v);
+  kv_source.resize(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) kv_source[static_cast<std::size_t>(i)] = i;
+  for (int i = first; i < count; ++i) {
+    const std::string own = kinds[static_cast<std::size_t>(i)];
+    int src = -1;
+    for (int j = 0; j < first; ++j)
+      if (kinds[static_cast<std::size_t>(j)] == own) src = j;
+    if (src < 0) {
+      return fail(fmt::format("{}: layer {} shares the KV of the last '{}' layer before layer {}, and there is none",
+                              c.display, i, own, first));
+    }
+    auto it = s.shared_map.find(own);
+    if (it == s.shared_map.end()) {
+      return fail(fmt::format("{}: layer {} shares KV, but kind '{}' is not in shared_map of circuit '{}'", s.where, i, own,
+                              c.circuit.id));
+    }
+    kinds[static_cast<std::size_t>(i)] = it->second;
+    kv_source[static_cast<std::size_t>(i)] = src;
+  }
+  return kinds;
+}
+
+Expected<std::vector<std::string>> base_schedule(Context& c, int count) {
   const LayerSchedule& s = c.circuit.layers;
   std::vector<std::string> kinds;
   auto check_len = [&](std::size_t n, const std::string& key) -> Expected<void> {
@@ -522,7 +560,7 @@ Expected<ModelGraph> instantiate(const Circuit& circuit, const CheckpointSource&
     if (n->weight_format) c.pre_formats[n->weight] = {*n->weight_format, n->format_source};
     g.pre.push_back(std::move(*n));
   }
-  MET_TRY(auto kinds, schedule(c, count));
+  MET_TRY(auto kinds, schedule(c, count, g.kv_source));
   std::map<std::pair<std::string, std::string>, int> group_of;  // (kind, signature) -> index in g.kinds
   for (int i = 0; i < count; ++i) {
     Env env = c.env;

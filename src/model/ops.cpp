@@ -23,12 +23,21 @@ const std::vector<OpInfo>& table() {
     add({"embed", {"vocab", "dim"}, {}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "vocab"), p(a, "dim")}; }, nullptr, nullptr});
     // eps 0: the emitter reads config.json's rms_norm_eps; offset: the weight is stored as a
-    // difference from it (Gemma's norms scale by 1 + w).
-    add({"rmsnorm", {"dim"}, {{"count", 1, ""}, {"eps", 0, "", true}, {"offset", 0, "", true}}, {}, true, false, 1,
-         [](const Params& a) { return Shape{p(a, "dim")}; }, nullptr, nullptr});
+    // difference from it (Gemma-3's norms scale by 1 + w); round_once 1: the product with the
+    // weight in fp32, rounded once (Gemma's norms; offset != 0 implies it), else the normalised
+    // value rounds before the weight (Llama); weighted 0: no weight at all (Gemma-4's v_norm).
+    OpInfo rmsnorm{"rmsnorm", {"dim"},
+                   {{"count", 1, ""}, {"eps", 0, "", true}, {"offset", 0, "", true}, {"round_once", 0, "", true},
+                    {"weighted", 1, "", true}},
+                   {}, true, false, 1,
+                   [](const Params& a) { return p(a, "weighted") != 0 ? Shape{p(a, "dim")} : Shape{}; }, nullptr, nullptr};
+    rmsnorm.weight_required = false;  // a weightless norm names none, and says so
+    rmsnorm.weight_switch = "weighted";
+    add(rmsnorm);
     add({"linear", {"in", "out"}, {},
          {"qkv", "q", "k", "v", "kv", "o", "gate_up", "gate", "up", "down", "lm_head", "q_a", "q_b", "kv_a",
-          "kv_b", "in_proj", "out_proj", "shared_gate_up", "shared_down"},
+          "kv_b", "in_proj", "out_proj", "shared_gate_up", "shared_down", "per_layer_model_proj", "per_layer_gate",
+          "per_layer_proj"},
          true, true, 1, [](const Params& a) { return Shape{p(a, "out"), p(a, "in")}; }, nullptr, nullptr});
     // theta 0: config.json's rope base; scaled 0: a plain rope even where config.json scales it
     // (Gemma-3's local layers).
@@ -45,13 +54,20 @@ const std::vector<OpInfo>& table() {
          [](const Params& a) { return p(a, "kv_lora") + p(a, "rope_dim"); }, nullptr});
     add({"attention_mla", {"heads", "kv_lora", "rope_dim", "nope_dim", "v_dim"}, {}, {}, false, false, 1, none,
          nullptr, nullptr});
-    for (const char* name : {"residual", "silu_mul", "gelu_mul", "swiglu_clamp", "relu2"}) {
+    // gelu_mul_split: gelu(gate) * up with up a buffer of its own (Gemma-4's per-layer input).
+    for (const char* name : {"residual", "silu_mul", "gelu_mul", "gelu_mul_split", "swiglu_clamp", "relu2"}) {
       add({name, {"dim"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     }
     // cap * tanh(x / cap) (the final logit softcap).
     add({"softcap", {"dim", "cap"}, {}, {}, false, false, 1, none, nullptr, nullptr});
-    // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none.
-    add({"scale", {"dim"}, {{"factor", 0, ""}}, {}, false, false, 1, none, nullptr, nullptr});
+    // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none. weighted 1:
+    // the factor is the node's one-element weight (Gemma-4's layer_scalar).
+    // exact 1: the factor applies as an fp32 number (a Python float in transformers), not rounded
+    // to bf16 first as the embedding scale is.
+    OpInfo scale{"scale", {"dim"}, {{"factor", 0, ""}, {"weighted", 0, "", true}, {"exact", 0, "", true}}, {}, true, false, 1,
+                 [](const Params& a) { return p(a, "weighted") != 0 ? Shape{1} : Shape{}; }, nullptr, nullptr};
+    scale.weight_required = false;  // only a weighted scale names one
+    add(scale);
     // renormalize: the top-k probabilities are divided by their sum (Mixtral always; Qwen3-MoE with
     // norm_topk_prob). scoring: how the router turns logits into routing weights, a code the
     // circuit states and a body's rule requires: 0 softmax over every expert, then the top k

@@ -38,6 +38,9 @@ struct OpInfo {
   double (*kv_elems)(const Params&) = nullptr;      // per token, per layer
   double (*state_elems)(const Params&) = nullptr;   // per sequence, per layer
   bool weight_required = true;      // with may_have_weight: a template must name it (attention: only with sinks)
+  // With weight_required false: a template that names no weight must set this param (rmsnorm's
+  // `weighted`: a weightless norm says so); empty: no such rule.
+  std::string weight_switch = "";
 };
 
 const OpInfo* find_op(std::string_view name);

@@ -3,7 +3,8 @@
 // a counter-based generator keyed by (seed, tensor name, element index). Value ranges keep a tiny
 // model's activations and logits informative: linear ~ U(-1/sqrt(in), 1/sqrt(in)), embeddings and
 // lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1) (those stored as a
-// difference from 1, Gemma's, ~ U(-0.1, 0.1): the same effective scale).
+// difference from 1, Gemma-3's, ~ U(-0.1, 0.1): the same effective scale; the q and k norms of
+// unscaled scores, Gemma-4's, ~ dim^(-1/4) (1 + U(-0.1, 0.1))).
 #include "model/synth.hpp"
 
 #include <fmt/format.h>
@@ -109,10 +110,15 @@ Expected<std::vector<std::uint64_t>> split_rows(const Node& node, std::uint64_t 
   return out;
 }
 
-TensorKind kind_of(const Node& n, const OpInfo& op) {
+TensorKind kind_of(const Node& n, const OpInfo& op, const std::vector<Node>& siblings) {
   if (n.op == "embed") return TensorKind::embedding;
+  if (n.op == "rmsnorm" && (n.role == "q_norm" || n.role == "k_norm") && param(n, "offset") == 0) {
+    for (const auto& s : siblings)
+      if (s.op == "attention" && param(s, "scale") == 1) return TensorKind::qk_norm;
+  }
   if (n.op == "rmsnorm")
     return n.params.count("offset") && n.params.at("offset") == 1 ? TensorKind::offset_norm : TensorKind::norm;
+  if (n.op == "scale") return TensorKind::norm;  // a layer scalar near 1, as a norm weight
   if (n.role == "lm_head") return TensorKind::lm_head;
   if (op.quantizable) return TensorKind::linear;
   return TensorKind::other;
@@ -135,7 +141,7 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Circuit& circuit, const 
       n.tied ? std::vector<std::string>{tensor_name(circuit, arch, t->tied, layer)} : s.names;
   std::vector<std::uint64_t> shape;
   for (double d : weight_shape(n)) shape.push_back(static_cast<std::uint64_t>(d));
-  const TensorKind kind = kind_of(n, *op);
+  const TensorKind kind = kind_of(n, *op, siblings);
   if (!n.tied && per_expert(n, s.names)) {
     // One tensor per expert and template name, each expert's stacked like a fused node's.
     const std::size_t parts = s.names.size();
@@ -160,6 +166,15 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Circuit& circuit, const 
   for (std::size_t k = 0; k < tensors.size(); ++k) {
     auto part = shape;
     part[0] = rows[k];
+    // A tensor a fused node reads twice (Gemma-4's k_proj standing in for v_proj) is written once.
+    const auto again =
+        std::find_if(s.tensors.begin(), s.tensors.end(), [&](const auto& have) { return have.name == tensors[k]; });
+    if (again != s.tensors.end()) {
+      if (again->shape != part)
+        return fail(fmt::format("{}: tensor '{}' is read twice with shapes {} and {}", ctx, tensors[k], shape_text(again->shape),
+                                shape_text(part)));
+      continue;
+    }
     s.tensors.push_back({tensors[k], part, kind});
   }
   return std::optional<WeightNodeSpec>(std::move(s));
@@ -184,6 +199,10 @@ Affine affine_of(const SynthTensor& t) {
     case TensorKind::linear: return {0, 1 / std::sqrt(fan)};
     case TensorKind::norm: return {1, kNormNoise};
     case TensorKind::offset_norm: return {0, kNormNoise};
+    case TensorKind::qk_norm: {
+      const double c = std::pow(fan, -0.25);
+      return {c, kNormNoise * c};
+    }
     case TensorKind::other: return {0, kOtherRange};
     case TensorKind::scale: {
       // value = fp8 * scale with fp8 ~ U(-448, 448): scale ~ (1/sqrt(in)) / 448, varied by 25% per block.

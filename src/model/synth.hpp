@@ -23,7 +23,9 @@ namespace met::model {
 // offset_norm: a norm weight stored as a difference from 1 (Gemma's 1 + w).
 // scale: a block or per-tensor fp8 weight scale; input_scale: a static per-tensor activation scale;
 // kv_scale: a per-tensor fp8 KV-cache scale (modelopt's k_proj.k_scale, v_proj.v_scale).
-enum class TensorKind { embedding, norm, offset_norm, linear, lm_head, scale, input_scale, kv_scale, other };
+// qk_norm: a q or k norm of a layer whose scores are not scaled (Gemma-4: scale 1), drawn near
+// dim^(-1/4) so that q.k keeps the spread a 1/sqrt(head_dim) scale would give it.
+enum class TensorKind { embedding, norm, offset_norm, qk_norm, linear, lm_head, scale, input_scale, kv_scale, other };
 
 struct WeightTensorSpec {
   std::string name;                    // checkpoint tensor name

@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <functional>
 #include <map>
+#include <sstream>
 #include <set>
 
 #include "../interp/tiny_model.hpp"
@@ -288,7 +291,7 @@ TEST_CASE("rope types yarn, dynamic and longrope are refused naming the type; a 
     const auto r = emit::parse_rope(config_with_rope(std::string(R"({"rope_type": ")") + type + R"(", "factor": 4.0})"), "config.json");
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == std::string("config.json: rope_scaling: rope type '") + type +
-                                   "' is not implemented (met runs default, linear and llama3 rope)");
+                                   "' is not implemented (met runs default, linear, llama3 and proportional rope)");
   }
   const auto missing = emit::parse_rope(config_with_rope(R"({"rope_type": "llama3", "factor": 8.0})"), "config.json");
   REQUIRE_FALSE(missing.ok());
@@ -733,4 +736,161 @@ TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for hos
   auto h = testing::emit_checkpoint(dir, gpu);
   REQUIRE_FALSE(h.ok());
   CHECK(h.error().message.find("fp8-e4m3 x fp8-e4m3") != std::string::npos);
+}
+
+namespace {
+
+std::string tiny_gemma4(const std::function<void(nlohmann::json&)>& edit = {}) {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gemma4.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  if (edit) edit(j);
+  return j.dump();
+}
+
+}  // namespace
+
+TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rounded once, a weightless v_norm, V from k_proj on full layers, global head size and KV heads, the sliding rope plain and the full one proportional, unscaled scores, the layer scalar from its tensor (a step bound from a default fails)") {
+  const auto dir = testing::tiny_checkpoint("gemma4-cpu", tiny_gemma4());
+  testing::EmitSpec s;
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto& tensors = a->packet.tensors;
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::map<std::string, int> count;
+    int weightless = 0;
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      INFO(op << " in " << d.scope);
+      ++count[op];
+      const bool sliding = d.scope.find("sliding") != std::string::npos;
+      if (op == "rmsnorm_offset") {
+        CHECK(d.imms == std::vector<float>{1e-6f, 0.0f});
+        if (d.tensors[1] == MET_NO_TENSOR) ++weightless;
+      } else if (op == "rope") {
+        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f});
+        CHECK(d.ints[4] == (sliding ? 64 : 128));  // head_dim
+        CHECK(d.ints[5] == (sliding ? 64 : 128));  // rotary_dim: the whole head
+        CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);
+        if (!sliding) CHECK(tensors[d.tensors[2]].source == MET_SOURCE_GENERATED);
+      } else if (op == "kv_append") {
+        CHECK(d.ints[4] == (sliding ? 2 : 1));  // kv_heads: num_global_key_value_heads on full layers
+      } else if (op == "attn_prefill" || op == "attn_decode_split") {
+        const auto* info = emit::find_opcode(d.opcode);
+        CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "window"))] == (sliding ? 16 : 0));
+        CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "head_dim"))] == (sliding ? 64 : 128));
+        CHECK(d.imms[1] == 1.0f);
+      } else if (op == "scale_tensor") {
+        CHECK(tensors[d.tensors[1]].name.find("layer_scalar") != std::string::npos);
+      } else if (op == "softcap") {
+        CHECK(d.imms == std::vector<float>{30.0f});
+      }
+    }
+    // Seven norms a layer (four on the residual stream, three per head) and the final one; one
+    // v_norm a layer.
+    CHECK(count["rmsnorm_offset"] == 7 * 6 + 1);
+    CHECK(weightless == 6);
+    CHECK(count["rmsnorm"] == 0);
+    CHECK(count["scale"] == 1);
+    CHECK(count["scale_tensor"] == 6);
+    CHECK(count["rope"] == 6);
+  }
+  // The full layers' qkv reads k_proj twice (V = k_proj's output), and no v_proj.
+  bool kkv = false;
+  for (const auto& w : a->weights.tensors) {
+    if (w.name.find("layers.2.self_attn.qkv") == std::string::npos) continue;
+    kkv = true;
+    CHECK(w.shape == std::vector<std::uint64_t>{(4 + 2) * 128, 320});
+  }
+  CHECK(kkv);
+  const auto b = nlohmann::json::parse(a->build_json);
+  INFO(b.dump());
+  CHECK(b["rope"]["type"] == "proportional");
+  CHECK(b["rope"]["partial_rotary_factor"] == 0.25);
+}
+
+TEST_CASE("the proportional rope's table: the first partial_rotary_factor * rotary_dim / 2 frequencies theta^(-2i/rotary_dim), the rest 0") {
+  emit::RopeConfig r;
+  r.type = "proportional";
+  r.theta = 1e6;
+  r.partial_rotary_factor = 0.25;
+  const auto f = emit::rope_inv_freq(r, 512);
+  REQUIRE(f.size() == 256);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    INFO(i);
+    CHECK(f[i] == (i < 64 ? static_cast<float>(std::pow(1e6, -2.0 * static_cast<double>(i) / 512)) : 0.0f));
+  }
+}
+
+TEST_CASE("Gemma-4 with KV sharing: the shared layers append nothing and have no caches, their attention reads the caches of the last layer of their type before them; more shared layers than a source allows is refused naming the layer") {
+  const auto dir = testing::tiny_checkpoint("gemma4-kv-shared", tiny_gemma4([](nlohmann::json& j) { j["num_kv_shared_layers"] = 2; }));
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  std::set<std::string> caches;
+  for (const auto& t : a->packet.tensors)
+    if (t.source == MET_SOURCE_KV) caches.insert(t.name);
+  CHECK(caches == std::set<std::string>{"kv.L0.k", "kv.L0.v", "kv.L1.k", "kv.L1.v", "kv.L2.k", "kv.L2.v", "kv.L3.k", "kv.L3.v"});
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      const bool l4 = d.scope.find(" L4") != std::string::npos, l5 = d.scope.find(" L5") != std::string::npos;
+      if (!l4 && !l5) continue;
+      INFO(op << " in " << d.scope);
+      CHECK(op != "kv_append");
+      if (op == "attn_prefill" || op == "attn_decode_split")
+        CHECK(a->packet.tensors[d.tensors[1]].name == (l4 ? "kv.L3.k" : "kv.L2.k"));
+    }
+  // Five shared layers leave layer 0 the only one before them: no full layer to share from.
+  const auto b = model::plan_synth(testing::tree_lib().lib.circuits, tiny_gemma4([](nlohmann::json& j) { j["num_kv_shared_layers"] = 5; }),
+                                   "config.json", model::SynthOptions{});
+  REQUIRE_FALSE(b.ok());
+  CHECK(b.error().message.ends_with("config.json: layer 2 shares the KV of the last 'full' layer before layer 1, and there is none"));
+}
+
+TEST_CASE("a proportional rope without partial_rotary_factor is refused naming it; a scaled sliding_attention rope is refused (the sliding layers run theirs unscaled)") {
+  const auto s = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) {
+                                    j["rope_parameters"]["sliding_attention"] = {{"rope_type", "linear"}, {"factor", 2.0}, {"rope_theta", 10000.0}};
+                                  }),
+                                  "config.json");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "config.json: rope_parameters.sliding_attention: rope type 'linear' on the sliding layers is not emitted (their rope runs unscaled)");
+  const auto r = emit::parse_rope(tiny_gemma4([](nlohmann::json& j) { j["rope_parameters"]["full_attention"].erase("partial_rotary_factor"); }),
+                                  "config.json");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message == "config.json: rope_parameters.full_attention: rope type 'proportional' needs 'partial_rotary_factor'");
+}
+
+TEST_CASE("Gemma-4 with per-layer inputs (tests/oracle/configs/tiny-gemma4-e.json): the pre scope builds them once ([rows, layers * width]), each layer's gelu_mul_split reads its own columns of them, and the scales of the projection and of the sum apply unrounded (2^-1/2, hidden^-1/2) while the table's sqrt(width) rounds to bf16") {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gemma4-e.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto dir = testing::tiny_checkpoint("gemma4-e", ss.str());
+  auto a = testing::emit_checkpoint(dir, {});
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    std::vector<float> pre_scales;
+    int splits = 0;
+    for (const auto& d : p.instrs) {
+      const std::string op = emit::find_opcode(d.opcode)->name;
+      if (op == "scale" && d.scope == "pre") pre_scales.push_back(d.imms[0]);
+      if (op != "gelu_mul_split") continue;
+      const int layer = std::stoi(d.scope.substr(d.scope.rfind('L') + 1));
+      CHECK(d.ints[1] == 32);                // dim: the per-layer width
+      CHECK(d.ints[2] == 6 * 32);            // up_stride: every layer's inputs
+      CHECK(d.ints[3] == layer * 32);        // up_col0: this layer's
+      ++splits;
+    }
+    CHECK(splits == 6);
+    // sqrt(320) and sqrt(32) rounded to bf16: 17.875 and 5.65625.
+    CHECK(pre_scales == std::vector<float>{17.875f, 5.65625f, static_cast<float>(1 / std::sqrt(320.0)),
+                                           static_cast<float>(std::sqrt(0.5))});
+  }
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cpu_run.hpp"
@@ -520,6 +521,92 @@ float round_bf16(float v) {
   return v;
 }
 
+// One query row's attention over keys [lo, t] of q, k, v ([positions][heads * hd]): scores scaled
+// by `scale` (then soft-capped at `cap` when > 0), softmax, the output rounded to bf16.
+std::vector<float> attend_row(const std::vector<std::vector<float>>& q, const std::vector<std::vector<float>>& k,
+                              const std::vector<std::vector<float>>& v, int t, int lo, int nh, int kvh, int hd, double scale,
+                              double cap) {
+  std::vector<float> att(static_cast<std::size_t>(nh * hd), 0.0f);
+  for (int hh = 0; hh < nh; ++hh) {
+    const int kh = hh / (nh / kvh);
+    std::vector<double> s;
+    for (int j = lo; j <= t; ++j) {
+      double d = 0;
+      for (int i = 0; i < hd; ++i)
+        d += static_cast<double>(q[static_cast<std::size_t>(t)][static_cast<std::size_t>(hh * hd + i)]) * k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
+      s.push_back(cap > 0 ? cap * std::tanh(d * scale / cap) : d * scale);
+    }
+    const double mx = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (auto& e : s) sum += (e = std::exp(e - mx));
+    for (int i = 0; i < hd; ++i) {
+      double acc = 0;
+      for (int j = lo; j <= t; ++j) acc += s[static_cast<std::size_t>(j - lo)] * v[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
+      att[static_cast<std::size_t>(hh * hd + i)] = round_bf16(static_cast<float>(acc / sum));
+    }
+  }
+  return att;
+}
+
+// GeGLU: gelu_tanh(g) * u, rounded to bf16.
+std::vector<float> geglu(const std::vector<float>& g, const std::vector<float>& u) {
+  std::vector<float> mm(g.size());
+  for (std::size_t i = 0; i < mm.size(); ++i) {
+    const double gi = g[i];
+    mm[i] = round_bf16(static_cast<float>(0.5 * gi * (1 + std::tanh(0.7978845608028654 * (gi + 0.044715 * gi * gi * gi))) * u[i]));
+  }
+  return mm;
+}
+
+// The worst, over the run's steps, of max |met - reference| / max |reference| for the logits after
+// the prompt and each generated token but the last (the reference runs the whole sequence at once).
+template <class Ref>
+double worst_relative(const Ref& g, const std::vector<std::int32_t>& prompt, const testing::Run& r) {
+  std::vector<std::int32_t> all = prompt;
+  all.insert(all.end(), r.tokens[0].begin(), r.tokens[0].end() - 1);
+  const auto want = g.forward(all);
+  double worst = 0;
+  for (std::size_t i = 0; i < r.logits[0].size(); ++i) {
+    const auto& w = want[prompt.size() - 1 + i];
+    double max_ref = 0, max_err = 0;
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(w[j])));
+      max_err = std::max(max_err, std::abs(static_cast<double>(r.logits[0][i][j]) - w[j]));
+    }
+    worst = std::max(worst, max_err / max_ref);
+  }
+  return worst;
+}
+
+// The tied LM head's logits of a normalised row, soft-capped at fcap.
+std::vector<float> capped_logits(const std::vector<float>& emb, const std::vector<float>& xn, int vocab, double fcap) {
+  auto lg = RefModel::matvec(emb, xn, vocab);
+  for (auto& e : lg) e = static_cast<float>(fcap * std::tanh(round_bf16(e) / fcap));
+  return lg;
+}
+
+// A tiny Gemma from tests/oracle/configs/<file> (synth seed 1) emitted for host-cpu at 2 threads
+// (prefill chunks of 32 and 8) and run greedily for 6 tokens after a 40-token prompt, past the
+// window of 16.
+struct TinyGemmaRun {
+  std::string config;
+  std::filesystem::path ckpt;
+  std::vector<std::int32_t> prompt;
+  testing::Run r;
+};
+TinyGemmaRun run_tiny_gemma(const std::string& file, const std::string& name) {
+  TinyGemmaRun g;
+  g.config = slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs" / file);
+  g.ckpt = testing::tiny_checkpoint(name + "-ref", g.config, /*seed=*/1);
+  EmitSpec s;
+  s.threads = 2;
+  s.max_ctx = 256;
+  const auto assets = testing::write_assets(g.ckpt, s, "assets-" + name);
+  for (int i = 0; i < 40; ++i) g.prompt.push_back((i * 37 + 11) % 1000 + 3);
+  g.r = must_run(assets, {g.prompt}, 6, 2);
+  return g;
+}
+
 // Gemma-3 as transformers computes it, in fp32 rounded to bf16 where the interpreter stores: the
 // embedding times sqrt(hidden) in bf16, (1 + w) norms before and after attention and MLP and on q
 // and k, a local rope (rope_local_base_freq) on sliding layers and a linearly scaled global one,
@@ -586,46 +673,20 @@ struct GemmaRef {
       }
       for (int t = 0; t < T; ++t) {
         const int lo = sliding && window > 0 ? std::max(0, t - window + 1) : 0;
-        std::vector<float> att(static_cast<std::size_t>(nh * hd), 0.0f);
-        for (int hh = 0; hh < nh; ++hh) {
-          const int kh = hh / (nh / kvh);
-          std::vector<double> s;
-          for (int j = lo; j <= t; ++j) {
-            double d = 0;
-            for (int i = 0; i < hd; ++i)
-              d += static_cast<double>(q[static_cast<std::size_t>(t)][static_cast<std::size_t>(hh * hd + i)]) * k[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
-            s.push_back(attn_cap > 0 ? attn_cap * std::tanh(d * scale / attn_cap) : d * scale);
-          }
-          const double mx = *std::max_element(s.begin(), s.end());
-          double sum = 0;
-          for (auto& e : s) sum += (e = std::exp(e - mx));
-          for (int i = 0; i < hd; ++i) {
-            double acc = 0;
-            for (int j = lo; j <= t; ++j) acc += s[static_cast<std::size_t>(j - lo)] * v[static_cast<std::size_t>(j)][static_cast<std::size_t>(kh * hd + i)];
-            att[static_cast<std::size_t>(hh * hd + i)] = round_bf16(static_cast<float>(acc / sum));
-          }
-        }
+        const auto att = attend_row(q, k, v, t, lo, nh, kvh, hd, scale, attn_cap);
         auto& xt = x[static_cast<std::size_t>(t)];
         const auto o = gnorm(proj(m.W(p + "self_attn.o_proj.weight"), att, H), m.W(p + "post_attention_layernorm.weight"));
         for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + o[static_cast<std::size_t>(i)]);
         const auto h2 = gnorm(xt, m.W(p + "pre_feedforward_layernorm.weight"));
         const auto g = proj(m.W(p + "mlp.gate_proj.weight"), h2, inter);
         const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, inter);
-        std::vector<float> mm(static_cast<std::size_t>(inter));
-        for (std::size_t i = 0; i < mm.size(); ++i) {
-          const double gi = g[i];
-          mm[i] = round_bf16(static_cast<float>(0.5 * gi * (1 + std::tanh(0.7978845608028654 * (gi + 0.044715 * gi * gi * gi))) * u[i]));
-        }
+        const auto mm = geglu(g, u);
         const auto d = gnorm(proj(m.W(p + "mlp.down_proj.weight"), mm, H), m.W(p + "post_feedforward_layernorm.weight"));
         for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + d[static_cast<std::size_t>(i)]);
       }
     }
     std::vector<std::vector<float>> out;
-    for (int t = 0; t < T; ++t) {
-      auto lg = proj(emb, gnorm(x[static_cast<std::size_t>(t)], m.W("model.norm.weight")), V);
-      for (auto& e : lg) e = static_cast<float>(fcap * std::tanh(e / fcap));
-      out.push_back(std::move(lg));
-    }
+    for (int t = 0; t < T; ++t) out.push_back(capped_logits(emb, gnorm(x[static_cast<std::size_t>(t)], m.W("model.norm.weight")), V, fcap));
     return out;
   }
 };
@@ -633,35 +694,12 @@ struct GemmaRef {
 }  // namespace
 
 TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 Gemma-3 forward pass past its window of 16, prefilled in chunks of 32 and 8, then decoded; without the window or with the config's score soft cap the reference is far off (a window, rope base, norm offset or soft cap bound wrong fails)") {
-  const std::string config = slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs/tiny-gemma3.json");
-  const auto ckpt = testing::tiny_checkpoint("gemma3-ref", config, /*seed=*/1);
-  EmitSpec s;
-  s.threads = 2;
-  s.max_ctx = 256;
-  const auto assets = testing::write_assets(ckpt, s, "assets-gemma3");
-  const RefModel weights(ckpt);
-  GemmaRef ref{weights, nlohmann::json::parse(config)};
+  const auto run = run_tiny_gemma("tiny-gemma3.json", "gemma3");
+  const RefModel weights(run.ckpt);
+  GemmaRef ref{weights, nlohmann::json::parse(run.config)};
   ref.window = ref.cfg["sliding_window"].get<int>();
   REQUIRE(ref.window == 16);
-  std::vector<std::int32_t> prompt;
-  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 1000 + 3);
-  const auto r = must_run(assets, {prompt}, 6, 2);
-  const auto check = [&](const GemmaRef& g) {
-    std::vector<std::int32_t> all = prompt;
-    all.insert(all.end(), r.tokens[0].begin(), r.tokens[0].end() - 1);
-    const auto want = g.forward(all);
-    double worst = 0;
-    for (std::size_t i = 0; i < r.logits[0].size(); ++i) {
-      const auto& w = want[prompt.size() - 1 + i];
-      double max_ref = 0, max_err = 0;
-      for (std::size_t j = 0; j < w.size(); ++j) {
-        max_ref = std::max(max_ref, std::abs(static_cast<double>(w[j])));
-        max_err = std::max(max_err, std::abs(static_cast<double>(r.logits[0][i][j]) - w[j]));
-      }
-      worst = std::max(worst, max_err / max_ref);
-    }
-    return worst;
-  };
+  const auto check = [&](const GemmaRef& g) { return worst_relative(g, run.prompt, run.r); };
   const double worst = check(ref);
   INFO("worst relative error: " << worst);
   // The reference is fp32 and met rounds to bf16 where transformers does: 0.0125 from it. Every
@@ -679,4 +717,237 @@ TEST_CASE("tiny Gemma-3 (tests/oracle/configs/tiny-gemma3.json) matches an fp32 
   const double off_cap = check(capped);
   INFO("against the reference with the score soft cap: " << off_cap);
   CHECK(off_cap > 2 * kLogitRel);
+}
+
+namespace {
+
+// Gemma-4 (text) as transformers computes it, in fp32 rounded to bf16 where the interpreter stores:
+// the embedding times sqrt(hidden) in bf16; norms x / rms(x) * w (no 1 + w) rounded once, on the
+// residual stream before and after attention and MLP and per head on q and k, and a weightless one
+// on v; sliding layers of head_dim with a default rope (rope_parameters.sliding_attention) over a
+// window of `window` keys; full layers of global_head_dim whose V is k_proj's output (no v_proj:
+// attention_k_eq_v) and whose rope is proportional: theta^(-2i/global_head_dim) for the first
+// partial_rotary_factor * global_head_dim / 2 frequencies, 0 (no rotation) for the rest, pairing
+// dims i and i + global_head_dim / 2; unscaled scores; GeGLU (tanh); each layer's output times its
+// layer_scalar; a soft-capped tied LM head.
+struct Gemma4Ref {
+  const RefModel& m;
+  nlohmann::json cfg;
+  int window = 0;              // 0 drops the window (a mutation the test must catch)
+  bool standard_rope = false;  // full layers rotating the first partial share as a rope of its own width (a mutation)
+  bool v_norm = true;          // false leaves V unnormalised (a mutation)
+  bool first_source = false;   // KV sharing from the first layer of the type, not the last (a mutation)
+  bool per_layer_inputs = true;  // false leaves the per-layer inputs out (a mutation)
+  float eps() const { return cfg["rms_norm_eps"].get<float>(); }
+  // x / rms(x) * w over [off, off + n) (w null: no weight), the product rounded once.
+  void norm(std::vector<float>& x, const std::vector<float>* w, std::size_t off, std::size_t n) const {
+    double ss = 0;
+    for (std::size_t i = 0; i < n; ++i) ss += static_cast<double>(x[off + i]) * x[off + i];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps());
+    for (std::size_t i = 0; i < n; ++i) x[off + i] = round_bf16(static_cast<float>(x[off + i] * inv * (w ? (*w)[i] : 1.0f)));
+  }
+  std::vector<float> normed(std::vector<float> x, const std::vector<float>& w) const {
+    norm(x, &w, 0, x.size());
+    return x;
+  }
+  static std::vector<float> proj(const std::vector<float>& w, const std::vector<float>& x, int out) {
+    auto y = RefModel::matvec(w, x, out);
+    for (auto& e : y) e = round_bf16(e);
+    return y;
+  }
+  // Rotates pairs (i, i + half) for i < rotated with frequency theta^(-2i/denom); the rest stay.
+  static void rope(std::vector<float>& v, int n_heads, int hd, int half, int rotated, double denom, int pos, double theta) {
+    for (int h = 0; h < n_heads; ++h)
+      for (int i = 0; i < rotated; ++i) {
+        const double a = pos * std::pow(theta, -2.0 * i / denom);
+        float& x1 = v[static_cast<std::size_t>(h * hd + i)];
+        float& x2 = v[static_cast<std::size_t>(h * hd + i + half)];
+        const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
+        x1 = round_bf16(static_cast<float>(r1));
+        x2 = round_bf16(static_cast<float>(r2));
+      }
+  }
+  std::vector<std::vector<float>> forward(const std::vector<std::int32_t>& tokens) const {
+    const int T = static_cast<int>(tokens.size()), H = cfg["hidden_size"].get<int>();
+    const int nh = cfg["num_attention_heads"].get<int>(), inter = cfg["intermediate_size"].get<int>();
+    const int V = cfg["vocab_size"].get<int>();
+    const double fcap = cfg["final_logit_softcapping"].get<double>();
+    const auto& ropes = cfg["rope_parameters"];
+    const auto& emb = m.W("model.embed_tokens.weight");
+    const float es = round_bf16(std::sqrt(static_cast<float>(H)));
+    std::vector<std::vector<float>> x(static_cast<std::size_t>(T));
+    for (int t = 0; t < T; ++t)
+      for (int i = 0; i < H; ++i)
+        x[static_cast<std::size_t>(t)].push_back(round_bf16(emb[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * H + i)] * es));
+    const auto& types = cfg["layer_types"];
+    // Per-layer inputs (hidden_size_per_layer_input P > 0): per token, [layers * P] = (the
+    // normalised projection of the scaled embedding times H^-1/2, plus the per-layer table's row
+    // times sqrt(P) in bf16) times 2^-1/2.
+    const int P = cfg["hidden_size_per_layer_input"].get<int>(), NL = static_cast<int>(types.size());
+    std::vector<std::vector<float>> ple(static_cast<std::size_t>(T));
+    if (P > 0) {
+      const auto& table = m.W("model.embed_tokens_per_layer.weight");
+      const float ps = round_bf16(std::sqrt(static_cast<float>(P)));
+      for (int t = 0; t < T; ++t) {
+        auto pr = proj(m.W("model.per_layer_model_projection.weight"), x[static_cast<std::size_t>(t)], NL * P);
+        for (auto& e : pr) e = round_bf16(e * static_cast<float>(1.0 / std::sqrt(static_cast<double>(H))));
+        for (int l = 0; l < NL; ++l) norm(pr, &m.W("model.per_layer_projection_norm.weight"), static_cast<std::size_t>(l * P), static_cast<std::size_t>(P));
+        for (int i = 0; i < NL * P; ++i) {
+          const float tok = round_bf16(table[static_cast<std::size_t>(tokens[static_cast<std::size_t>(t)] * NL * P + i)] * ps);
+          ple[static_cast<std::size_t>(t)].push_back(round_bf16(round_bf16(pr[static_cast<std::size_t>(i)] + tok) * static_cast<float>(std::sqrt(0.5))));
+        }
+      }
+    }
+    // KV sharing: layers from first_shared on take K and V from the last layer of their type
+    // before it (stored here), and with use_double_wide_mlp run an MLP twice as wide.
+    const int first_shared = static_cast<int>(types.size()) - cfg["num_kv_shared_layers"].get<int>();
+    std::map<std::string, std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>>> stored;
+    for (std::size_t l = 0; l < types.size(); ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      const bool sliding = types[l].get<std::string>() == "sliding_attention";
+      const bool shared = static_cast<int>(l) >= first_shared;
+      const int width = shared && cfg["use_double_wide_mlp"].get<bool>() ? 2 * inter : inter;
+      const bool k_eq_v = !sliding && cfg["attention_k_eq_v"].get<bool>();
+      const int hd = sliding ? cfg["head_dim"].get<int>() : cfg["global_head_dim"].get<int>();
+      const int kvh = k_eq_v ? cfg["num_global_key_value_heads"].get<int>() : cfg["num_key_value_heads"].get<int>();
+      const auto& rp = ropes[sliding ? "sliding_attention" : "full_attention"];
+      const double theta = rp["rope_theta"].get<double>();
+      const double partial = sliding ? 1.0 : rp["partial_rotary_factor"].get<double>();
+      REQUIRE(rp["rope_type"].get<std::string>() == (sliding ? "default" : "proportional"));
+      const int angles = static_cast<int>(std::floor(partial * hd / 2));
+      std::vector<std::vector<float>> q(x.size()), k(x.size()), v(x.size());
+      if (shared) std::tie(k, v) = stored.at(types[l].get<std::string>());
+      for (int t = 0; t < T; ++t) {
+        const auto h = normed(x[static_cast<std::size_t>(t)], m.W(p + "input_layernorm.weight"));
+        auto& qt = q[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.q_proj.weight"), h, nh * hd);
+        for (int hh = 0; hh < nh; ++hh) norm(qt, &m.W(p + "self_attn.q_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+        if (shared) {
+          rope(qt, nh, hd, hd / 2, angles, hd, t, theta);
+          continue;
+        }
+        auto& kt = k[static_cast<std::size_t>(t)] = proj(m.W(p + "self_attn.k_proj.weight"), h, kvh * hd);
+        auto& vt = v[static_cast<std::size_t>(t)] = k_eq_v ? kt : proj(m.W(p + "self_attn.v_proj.weight"), h, kvh * hd);
+        for (int hh = 0; hh < kvh; ++hh) {
+          norm(kt, &m.W(p + "self_attn.k_norm.weight"), static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+          if (v_norm) norm(vt, nullptr, static_cast<std::size_t>(hh * hd), static_cast<std::size_t>(hd));
+        }
+        if (standard_rope && !sliding) {  // the first 2 * angles dims as a rope of that width
+          for (auto* z : {&qt, &kt}) {
+            const int n = z == &qt ? nh : kvh;
+            for (int hh = 0; hh < n; ++hh) {
+              std::vector<float> part(z->begin() + hh * hd, z->begin() + hh * hd + 2 * angles);
+              rope(part, 1, 2 * angles, angles, angles, 2.0 * angles, t, theta);
+              std::copy(part.begin(), part.end(), z->begin() + hh * hd);
+            }
+          }
+        } else {
+          rope(qt, nh, hd, hd / 2, angles, hd, t, theta);
+          rope(kt, kvh, hd, hd / 2, angles, hd, t, theta);
+        }
+      }
+      if (!shared && (!first_source || !stored.count(types[l].get<std::string>()))) stored[types[l].get<std::string>()] = {k, v};
+      for (int t = 0; t < T; ++t) {
+        const int lo = sliding && window > 0 ? std::max(0, t - window + 1) : 0;
+        // Scaling 1: the q/k norms stand in for 1/sqrt(head_dim).
+        const auto att = attend_row(q, k, v, t, lo, nh, kvh, hd, /*scale=*/1.0, /*cap=*/0.0);
+        auto& xt = x[static_cast<std::size_t>(t)];
+        const auto o = normed(proj(m.W(p + "self_attn.o_proj.weight"), att, H), m.W(p + "post_attention_layernorm.weight"));
+        for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + o[static_cast<std::size_t>(i)]);
+        const auto h2 = normed(xt, m.W(p + "pre_feedforward_layernorm.weight"));
+        const auto g = proj(m.W(p + "mlp.gate_proj.weight"), h2, width);
+        const auto u = proj(m.W(p + "mlp.up_proj.weight"), h2, width);
+        const auto mm = geglu(g, u);
+        const auto d = normed(proj(m.W(p + "mlp.down_proj.weight"), mm, H), m.W(p + "post_feedforward_layernorm.weight"));
+        for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + d[static_cast<std::size_t>(i)]);
+        if (P > 0 && per_layer_inputs) {  // the layer's per-layer input
+          const auto gate = proj(m.W(p + "per_layer_input_gate.weight"), xt, P);
+          const std::vector<float> in(ple[static_cast<std::size_t>(t)].begin() + static_cast<std::ptrdiff_t>(l) * P,
+                                      ple[static_cast<std::size_t>(t)].begin() + static_cast<std::ptrdiff_t>(l + 1) * P);
+          const auto y = normed(proj(m.W(p + "per_layer_projection.weight"), geglu(gate, in), H), m.W(p + "post_per_layer_input_norm.weight"));
+          for (int i = 0; i < H; ++i) xt[static_cast<std::size_t>(i)] = round_bf16(xt[static_cast<std::size_t>(i)] + y[static_cast<std::size_t>(i)]);
+        }
+        const float scalar = m.W(p + "layer_scalar").at(0);
+        for (auto& e : xt) e = round_bf16(e * scalar);
+      }
+    }
+    std::vector<std::vector<float>> out;
+    for (int t = 0; t < T; ++t) out.push_back(capped_logits(emb, normed(x[static_cast<std::size_t>(t)], m.W("model.norm.weight")), V, fcap));
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tiny Gemma-4 (tests/oracle/configs/tiny-gemma4.json) matches an fp32 Gemma-4 forward pass past its window of 16, prefilled in chunks of 32 and 8, then decoded; without the window, with the partial rope rotated as a rope of its own width, or without v_norm the reference is far off") {
+  const auto run = run_tiny_gemma("tiny-gemma4.json", "gemma4");
+  const RefModel weights(run.ckpt);
+  Gemma4Ref ref{weights, nlohmann::json::parse(run.config)};
+  ref.window = ref.cfg["sliding_window"].get<int>();
+  REQUIRE(ref.window == 16);
+  REQUIRE(ref.cfg["attention_k_eq_v"].get<bool>());
+  REQUIRE(ref.cfg["global_head_dim"].get<int>() != ref.cfg["head_dim"].get<int>());
+  const auto check = [&](const Gemma4Ref& g) { return worst_relative(g, run.prompt, run.r); };
+  const double worst = check(ref);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  Gemma4Ref unwindowed = ref;
+  unwindowed.window = 0;
+  const double off_window = check(unwindowed);
+  INFO("against the reference without a window: " << off_window);
+  CHECK(off_window > 2 * kLogitRel);
+  Gemma4Ref standard = ref;
+  standard.standard_rope = true;
+  const double off_rope = check(standard);
+  INFO("against the reference rotating the partial share as a rope of its own width: " << off_rope);
+  CHECK(off_rope > 2 * kLogitRel);
+  Gemma4Ref raw_v = ref;
+  raw_v.v_norm = false;
+  const double off_v = check(raw_v);
+  INFO("against the reference without v_norm: " << off_v);
+  CHECK(off_v > 2 * kLogitRel);
+}
+
+TEST_CASE("tiny Gemma-4 with its last two layers sharing KV (num_kv_shared_layers 2, use_double_wide_mlp) matches the fp32 forward pass in which layer 4 attends over layer 3's K and V and layer 5 over layer 2's, with MLPs twice as wide; sharing the first layer of each type's K and V instead is far off") {
+  auto cfg = nlohmann::json::parse(slurp(std::filesystem::path(MET_SOURCE_DIR) / "tests/oracle/configs/tiny-gemma4.json"));
+  cfg["num_kv_shared_layers"] = 2;
+  cfg["use_double_wide_mlp"] = true;
+  const auto ckpt = testing::tiny_checkpoint("gemma4-kv-shared", cfg.dump(), /*seed=*/1);
+  EmitSpec s;
+  s.threads = 2;
+  s.max_ctx = 256;
+  const auto assets = testing::write_assets(ckpt, s, "assets-gemma4-kv-shared");
+  std::vector<std::int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 37 + 11) % 1000 + 3);
+  const auto r = must_run(assets, {prompt}, 6, 2);
+  const RefModel weights(ckpt);
+  CHECK(weights.w.count("model.layers.4.self_attn.k_proj.weight") == 0);  // no K/V projections where KV is shared
+  CHECK(weights.w.at("model.layers.5.mlp.gate_proj.weight").size() == 2 * 640 * 320);
+  Gemma4Ref ref{weights, cfg};
+  ref.window = 16;
+  const double worst = worst_relative(ref, prompt, r);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  Gemma4Ref first = ref;
+  first.first_source = true;
+  const double off = worst_relative(first, prompt, r);
+  INFO("against the reference sharing the first layer of each type: " << off);
+  CHECK(off > 2 * kLogitRel);
+}
+
+TEST_CASE("tiny E2B-style Gemma-4 (tests/oracle/configs/tiny-gemma4-e.json: per-layer input embeddings, the last two layers sharing KV, double-wide MLPs there) matches the fp32 forward pass; without the per-layer inputs the reference is far off") {
+  const auto run = run_tiny_gemma("tiny-gemma4-e.json", "gemma4-e");
+  const RefModel weights(run.ckpt);
+  Gemma4Ref ref{weights, nlohmann::json::parse(run.config)};
+  ref.window = ref.cfg["sliding_window"].get<int>();
+  REQUIRE(ref.cfg["hidden_size_per_layer_input"].get<int>() > 0);
+  REQUIRE(ref.cfg["num_kv_shared_layers"].get<int>() > 0);
+  const auto check = [&](const Gemma4Ref& g) { return worst_relative(g, run.prompt, run.r); };
+  const double worst = check(ref);
+  INFO("worst relative error: " << worst);
+  CHECK(worst <= kLogitRel);
+  Gemma4Ref without = ref;
+  without.per_layer_inputs = false;
+  const double off = check(without);
+  INFO("against the reference without the per-layer inputs: " << off);
+  CHECK(off > 2 * kLogitRel);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "../../src/model/safetensors_writer.hpp"
@@ -527,4 +528,50 @@ TEST_CASE("synth --dtype names: fp8-e4m3 stays an alias of fp8-block128, unknown
   CHECK(parse_synth_dtype("fp8-modelopt")->layout == Fp8Layout::modelopt);
   CHECK(parse_synth_dtype("bf16")->dtype == Format::bf16);
   CHECK_FALSE(parse_synth_dtype("fp8"));
+}
+
+TEST_CASE("tiny Gemma-4 is written with Hugging Face's tensor names and shapes: Gemma4ForCausalLM model.*, Gemma4ForConditionalGeneration model.language_model.*, no v_proj on the full (attention_k_eq_v) layers, k_proj of the global KV heads and head size there, a [1] layer_scalar per layer, no v_norm weight (catches a v_proj written for K = V, or a prefix kept)") {
+  DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs");
+  auto config = d.read("tiny-gemma4.json");
+  REQUIRE(config.ok());
+  const auto text = nlohmann::json::parse(*config);
+  nlohmann::json multimodal = {{"architectures", {"Gemma4ForConditionalGeneration"}}, {"model_type", "gemma4"}};
+  multimodal["text_config"] = text;
+  multimodal["text_config"].erase("architectures");
+  for (const auto& [cfg, prefix] : {std::pair{text.dump(), std::string("model.")}, std::pair{multimodal.dump(), std::string("model.language_model.")}}) {
+    auto p = plan_synth(circuits(), cfg, "tiny-gemma4.json", SynthOptions{1, Format::bf16});
+    REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+    std::map<std::string, std::vector<std::uint64_t>> shapes;
+    for (const auto& t : p->tensors) shapes[t.name] = t.shape;
+    const std::map<std::string, std::vector<std::uint64_t>> want = {
+        {"embed_tokens.weight", {1024, 320}},
+        {"norm.weight", {320}},
+        {"layers.0.self_attn.q_proj.weight", {4 * 64, 320}},
+        {"layers.0.self_attn.k_proj.weight", {2 * 64, 320}},
+        {"layers.0.self_attn.v_proj.weight", {2 * 64, 320}},
+        {"layers.0.self_attn.q_norm.weight", {64}},
+        {"layers.0.layer_scalar", {1}},
+        {"layers.2.self_attn.q_proj.weight", {4 * 128, 320}},
+        {"layers.2.self_attn.k_proj.weight", {1 * 128, 320}},
+        {"layers.2.self_attn.k_norm.weight", {128}},
+        {"layers.2.self_attn.o_proj.weight", {320, 4 * 128}},
+        {"layers.2.mlp.gate_proj.weight", {640, 320}},
+        {"layers.5.post_feedforward_layernorm.weight", {320}},
+    };
+    for (const auto& [name, shape] : want) {
+      const std::string full = prefix + name;
+      CAPTURE(full);
+      REQUIRE(shapes.count(full));
+      CHECK(shapes.at(full) == shape);
+    }
+    CHECK_FALSE(shapes.count(prefix + "layers.2.self_attn.v_proj.weight"));
+    CHECK_FALSE(shapes.count(prefix + "layers.5.self_attn.v_proj.weight"));
+    for (const auto& entry : shapes) {
+      const std::string& name = entry.first;  // a plain reference: CAPTURE is a lambda (clang 14)
+      CAPTURE(name);
+      CHECK(name.rfind(prefix, 0) == 0);
+      CHECK(name.find("v_norm") == std::string::npos);
+    }
+    CHECK(shapes.size() == 2 + 4 * 14 + 2 * 13);  // embed and norm; 14 a sliding layer, 13 a full one (no v_proj)
+  }
 }
