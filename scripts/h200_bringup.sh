@@ -14,7 +14,8 @@
 # <stamp>-peers-compiled.json beside the campaign's <stamp>.json) and every comparison's output.
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
-#   tiny      tiny-llama3, tiny-qwen3, tiny-gemma3 and tiny-qwen3-moe: optest on cuda, cuda vs the transformers
+#   tiny      TINY (comma list of tests/oracle/configs names; default tiny-llama3, tiny-qwen3, tiny-gemma3,
+#             tiny-qwen3-moe): optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
 #   fp8       the block-scaled fp8 fixtures (tiny-llama3, tiny-qwen3 -fp8-e4m3) as tiny does (W8A16:
@@ -101,7 +102,8 @@ tiny_fixture() {
 }
 
 if has tiny; then
-  for m in tiny-llama3 tiny-qwen3 tiny-gemma3 tiny-qwen3-moe; do tiny_fixture "$m" bf16 "$m-bf16"; done
+  tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe}"
+  for m in ${tiny//,/ }; do tiny_fixture "$m" bf16 "$m-bf16"; done
 fi
 
 if has fp8; then
