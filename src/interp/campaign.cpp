@@ -99,10 +99,16 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     seqs = std::max(seqs, c.rows);
     ctx = std::max(ctx, c.ctx);
   }
+  // A prefill of T tokens runs its bucket of T rows, or else the launches a prompt of T tokens is
+  // prefilled in (prefill_chunks: the later ones read the earlier ones' keys from the cache), which
+  // needs T positions of one sequence's KV.
+  const auto buckets = programs_by_rows(f, MET_PROGRAM_PREFILL);
   for (const auto& c : cases)
-    if (c.kind == "prefill" && find_program(f, MET_PROGRAM_PREFILL, c.rows) < 0)
-      return fail(fmt::format("--campaign prefill:{}: {} has no prefill bucket of {} rows (buckets: {})", c.rows, a.dir, c.rows,
-                              program_list(f, MET_PROGRAM_PREFILL)));
+    if (c.kind == "prefill" && find_program(f, MET_PROGRAM_PREFILL, c.rows) < 0 && (buckets.empty() || c.rows > max_ctx))
+      return fail(fmt::format("--campaign prefill:{}: {} has no prefill bucket of {} rows (buckets: {}) and its KV holds {} tokens "
+                              "per sequence, too few to prefill {} in chunks (emit with a larger --max-ctx)",
+                              c.rows, a.dir, c.rows, program_list(f, MET_PROGRAM_PREFILL), max_ctx, c.rows));
+  const std::int64_t pad_base = a.build.max_seqs * max_ctx;  // padding rows' slots, as the session's
   backend.set_fetch_logits(false);
   if (seqs > 0) {
     // Said before it starts: many long sequences through small buckets take minutes.
@@ -127,39 +133,68 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
   out["cases"] = nlohmann::json::array();
   for (const auto& c : cases) {
     const bool decode = c.kind == "decode";
-    const auto prog = static_cast<std::size_t>(find_program(f, decode ? MET_PROGRAM_DECODE : MET_PROGRAM_PREFILL, c.rows));
-    const StepIo io = StepIo::of(backend, prog);
-    for (std::int64_t r = 0; r < c.rows; ++r) {
-      // decode: row r is sequence r at position ctx - 1; prefill: one sequence at positions 0..T-1.
-      const std::int64_t b = decode ? r * max_ctx : 0;
-      const std::int64_t p = decode ? c.ctx - 1 : r;
-      io.set(r, token(rng), p, b + p, b);
-    }
+    const std::int64_t whole = find_program(f, decode ? MET_PROGRAM_DECODE : MET_PROGRAM_PREFILL, c.rows);
+    // The case's launches: its program, or a long prefill's chunks.
+    const std::vector<PrefillChunk> launches =
+        whole >= 0 ? std::vector<PrefillChunk>{{static_cast<std::size_t>(whole), c.rows, 0, c.rows, 0}} : prefill_chunks(buckets, c.rows);
+    auto fill = [&](const PrefillChunk& l) {
+      const StepIo io = StepIo::of(backend, l.program);
+      for (std::int64_t r = 0; r < l.rows; ++r) {
+        if (decode) {  // row r is sequence r at position ctx - 1
+          const std::int64_t b = r * max_ctx, p = c.ctx - 1;
+          io.set(r, token(rng), p, b + p, b);
+        } else {  // one sequence at positions 0..T-1, padding rows (a short last chunk) in the padding slots
+          const bool real = r >= l.pad;
+          const std::int64_t p = real ? l.start + r - l.pad : 0;
+          io.set(r, token(rng), p, real ? p : pad_base + r, real ? 0 : pad_base);
+        }
+      }
+    };
     backend.set_timestamps(false);
     std::vector<double> ms;
     for (int i = 0; i < o.warmup + o.repeats; ++i) {
-      MET_CHECK(backend.run(prog));
-      if (i >= o.warmup) ms.push_back(backend.last_run_ms());
+      double sum = 0;
+      for (const auto& l : launches) {
+        fill(l);
+        MET_CHECK(backend.run(l.program));
+        sum += backend.last_run_ms();
+      }
+      if (i >= o.warmup) ms.push_back(sum);
     }
     const Stats st = stats(ms);
     // One more run with in-kernel timestamps: wall time of each instruction, summed per family.
-    backend.set_timestamps(true);
-    MET_CHECK(backend.run(prog));
-    backend.set_timestamps(false);
-    const auto walls = backend.instr_times_ns(prog);
-    const auto slices = backend.slice_times_ns(prog);
     std::map<std::string, double> family, kernel, kernel_slice, kernel_spread;
-    double wall_sum = 0;
-    for (std::size_t i = 0; i < walls.size(); ++i) {
-      const auto* op = emit::find_opcode(f.programs[prog].instrs[i].opcode);
-      const std::string name = op ? op->name : "?";
-      family[op ? op->family : "?"] += walls[i] / 1e6;
-      kernel[name] += walls[i] / 1e6;
-      if (i < slices.size()) {
-        kernel_slice[name] += slices[i].mean_ns / 1e6;
-        kernel_spread[name] += slices[i].start_spread_ns / 1e6;
+    double wall_sum = 0, stamped_ms = 0;
+    std::size_t instructions = 0;
+    for (const auto& l : launches) {
+      fill(l);
+      backend.set_timestamps(true);
+      MET_CHECK(backend.run(l.program));
+      backend.set_timestamps(false);
+      stamped_ms += backend.last_run_ms();
+      const auto walls = backend.instr_times_ns(l.program);
+      const auto slices = backend.slice_times_ns(l.program);
+      instructions += f.programs[l.program].instrs.size();
+      for (std::size_t i = 0; i < walls.size(); ++i) {
+        const auto* op = emit::find_opcode(f.programs[l.program].instrs[i].opcode);
+        const std::string name = op ? op->name : "?";
+        family[op ? op->family : "?"] += walls[i] / 1e6;
+        kernel[name] += walls[i] / 1e6;
+        if (i < slices.size()) {
+          kernel_slice[name] += slices[i].mean_ns / 1e6;
+          kernel_spread[name] += slices[i].start_spread_ns / 1e6;
+        }
+        wall_sum += walls[i] / 1e6;
       }
-      wall_sum += walls[i] / 1e6;
+    }
+    // The programs the case ran: "prefill_4096" or, chunked, "prefill_4096 x 8" (+ a last bucket).
+    std::string program;
+    for (std::size_t i = 0; i < launches.size();) {
+      std::size_t k = i;
+      while (k < launches.size() && launches[k].program == launches[i].program) ++k;
+      program += fmt::format("{}{}{}", program.empty() ? "" : " + ", f.programs[launches[i].program].name,
+                             k - i > 1 ? fmt::format(" x {}", k - i) : "");
+      i = k;
     }
     const Ceilings ceil = ceiling(c);
     const double ceil_ms = ceil.datasheet_s * 1e3;
@@ -167,11 +202,13 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["kind"] = c.kind;
     j["rows"] = c.rows;
     if (decode) j["ctx"] = c.ctx;
-    j["program"] = f.programs[prog].name;
-    // The program's plan digest (build.json): what `met circuit plan --measured` matches a case by.
-    if (const auto d = a.build.program_digests.find(f.programs[prog].name); d != a.build.program_digests.end())
-      j["plan_digest"] = d->second;
-    j["instructions"] = f.programs[prog].instrs.size();
+    j["program"] = program;
+    if (launches.size() > 1) j["launches"] = launches.size();
+    // The program's plan digest (build.json): what `met circuit plan --measured` matches a case by
+    // (a chunked prefill has none: no plan is one launch of it).
+    if (launches.size() == 1)
+      if (const auto d = a.build.program_digests.find(program); d != a.build.program_digests.end()) j["plan_digest"] = d->second;
+    j["instructions"] = instructions;
     j["ms"] = {{"median", st.median}, {"p10", st.p10}, {"p90", st.p90}, {"min", st.min}};
     j["samples_ms"] = ms;
     j["ceiling_ms"] = ceil_ms;
@@ -179,7 +216,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["ceiling_measured_basis_ms"] = ceil.measured_s * 1e3;
     j["tokens_per_s"] = st.median > 0 ? static_cast<double>(c.rows) / (st.median / 1e3) : 0.0;
     if (decode) j["ms_per_token"] = st.median;
-    j["timestamped_ms"] = backend.last_run_ms();
+    j["timestamped_ms"] = stamped_ms;
     j["instr_wall_sum_ms"] = wall_sum;
     j["family_ms"] = family;
     j["kernel_ms"] = kernel;

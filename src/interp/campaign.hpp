@@ -24,7 +24,8 @@ struct CampaignCase {
   std::int64_t ctx = 0;   // decode: tokens already in each sequence's cache
 };
 
-// "decode:1,2,4,8,16@ctx=4096" or "prefill:128,512,4096" (decode without @ctx: ctx 4096).
+// "decode:1,2,4,8,16@ctx=4096" or "prefill:128,512,4096" (decode without @ctx: ctx 4096). A prefill
+// of T tokens without a bucket of T rows runs in the chunks a prompt of T tokens takes.
 Expected<std::vector<CampaignCase>> parse_campaign(const std::string& spec);
 
 struct CampaignOptions {

@@ -58,19 +58,36 @@ void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, 
   p[3] = greedy ? 0.0f : next_uniform(s, draws);
 }
 
+std::vector<ProgramRows> programs_by_rows(const emit::PacketFile& packet, std::uint32_t kind) {
+  std::vector<ProgramRows> out;
+  for (std::size_t i = 0; i < packet.programs.size(); ++i)
+    if (packet.programs[i].kind == kind) out.push_back({i, packet.programs[i].rows});
+  std::sort(out.begin(), out.end(),
+            [](const ProgramRows& a, const ProgramRows& b) { return a.rows < b.rows || (a.rows == b.rows && a.index < b.index); });
+  return out;
+}
+
+std::vector<PrefillChunk> prefill_chunks(const std::vector<ProgramRows>& buckets, std::int64_t len) {
+  std::vector<PrefillChunk> out;
+  for (std::int64_t start = 0; start < len;) {
+    const std::int64_t rest = len - start;
+    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ProgramRows& p) { return p.rows >= rest; });
+    const ProgramRows& p = it == buckets.end() ? buckets.back() : *it;
+    const std::int64_t n = std::min(rest, p.rows);
+    out.push_back({p.index, p.rows, start, n, p.rows - n});
+    start += n;
+  }
+  return out;
+}
+
 Expected<Session> Session::create(Backend& backend, const emit::PacketFile& packet, const emit::BuildInfo& build) {
   Session s;
   s.backend_ = &backend;
-  for (std::size_t i = 0; i < packet.programs.size(); ++i) {
-    const auto& p = packet.programs[i];
-    (p.kind == MET_PROGRAM_PREFILL ? s.prefill_ : s.decode_).push_back({i, p.rows});
-  }
+  s.prefill_ = programs_by_rows(packet, MET_PROGRAM_PREFILL);
+  s.decode_ = programs_by_rows(packet, MET_PROGRAM_DECODE);
   for (const auto& t : packet.tensors)
     if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(IoField::logits) && t.shape.size() == 2)
       s.vocab_ = static_cast<std::int64_t>(t.shape[1]);
-  const auto by_rows = [](const Prog& a, const Prog& b) { return a.rows < b.rows || (a.rows == b.rows && a.index < b.index); };
-  std::sort(s.prefill_.begin(), s.prefill_.end(), by_rows);
-  std::sort(s.decode_.begin(), s.decode_.end(), by_rows);
   if (s.prefill_.empty() || s.decode_.empty() || s.vocab_ == 0)
     return fail("session: model.pkt needs prefill and decode programs with logits");
   if (build.max_ctx < 2 || build.max_seqs < 1) return fail("session: build.json max_ctx and max_seqs must be positive");
@@ -124,24 +141,19 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
   s = Slot{};
   s.sampling = sampling;
   const std::int64_t base = slot * max_ctx_;
-  std::int64_t start = 0;
   std::int32_t first = 0;
-  while (start < len) {
-    const std::int64_t rest = len - start;
-    auto it = std::find_if(prefill_.begin(), prefill_.end(), [&](const Prog& p) { return p.rows >= rest; });
-    const Prog& p = it == prefill_.end() ? prefill_.back() : *it;
-    const std::int64_t n = std::min(rest, p.rows), pad = p.rows - n;
-    const StepIo io = StepIo::of(*backend_, p.index);
-    for (std::int64_t r = 0; r < p.rows; ++r) {
-      const bool real = r >= pad;
-      const std::int64_t at = real ? start + r - pad : 0;
+  for (const PrefillChunk& c : prefill_chunks(prefill_, len)) {
+    const StepIo io = StepIo::of(*backend_, c.program);
+    for (std::int64_t r = 0; r < c.rows; ++r) {
+      const bool real = r >= c.pad;
+      const std::int64_t at = real ? c.start + r - c.pad : 0;
       io.set(r, real ? prompt[static_cast<std::size_t>(at)] : 0, at, real ? base + at : pad_base_ + r, real ? base : pad_base_);
     }
     // The head reads the last row; only the chunk that ends the prompt draws a token.
-    set_sample_params(*backend_, p.index, 0, start + n == len ? s.sampling : Sampling{}, s.draws);
-    MET_CHECK(backend_->run(p.index));
-    start += n;
-    if (start == len) first = pick(s, p.index, /*row=*/0);
+    const bool last = c.start + c.n == len;
+    set_sample_params(*backend_, c.program, 0, last ? s.sampling : Sampling{}, s.draws);
+    MET_CHECK(backend_->run(c.program));
+    if (last) first = pick(s, c.program, /*row=*/0);
   }
   s.active = true;
   s.next_pos = len;

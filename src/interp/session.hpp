@@ -58,6 +58,24 @@ struct SlotToken {
   std::int32_t token = 0;
 };
 
+// A program and its rows (a prefill bucket or a decode rung).
+struct ProgramRows {
+  std::size_t index = 0;
+  std::int64_t rows = 0;
+};
+// The packet's programs of one kind (MET_PROGRAM_PREFILL or MET_PROGRAM_DECODE), by rows ascending.
+std::vector<ProgramRows> programs_by_rows(const emit::PacketFile& packet, std::uint32_t kind);
+
+// One launch of a prompt's prefill: `program` of `rows` rows holds tokens [start, start + n) in its
+// last n rows, the first `pad` rows padding.
+struct PrefillChunk {
+  std::size_t program = 0;
+  std::int64_t rows = 0, start = 0, n = 0, pad = 0;
+};
+// The launches that prefill `len` tokens: each takes the smallest bucket that holds the rest of the
+// prompt, or else the largest (`buckets` ascending by rows, not empty; len > 0).
+std::vector<PrefillChunk> prefill_chunks(const std::vector<ProgramRows>& buckets, std::int64_t len);
+
 class Session {
  public:
   // The backend and packet must outlive the session. Fails when the packet lacks prefill or decode
@@ -98,10 +116,7 @@ class Session {
   std::int64_t rung_rows() const;
 
  private:
-  struct Prog {
-    std::size_t index = 0;
-    std::int64_t rows = 0;
-  };
+  using Prog = ProgramRows;
   struct Slot {
     bool active = false;
     std::int64_t next_pos = 0;  // position of `last` (its K/V is written by the next step)

@@ -276,3 +276,32 @@ TEST_CASE("teacher forcing through the session feeds the forced tokens and recor
   CHECK(f->tokens[0][0] == free_run[0]);  // the prefill's token is not forced
   CHECK(f->tokens[0] != free_run);
 }
+
+TEST_CASE("a prompt is prefilled in the smallest bucket that holds its rest, else in the largest, its tokens in each launch's last rows") {
+  using interp::ProgramRows;
+  using interp::prefill_chunks;
+  const std::vector<ProgramRows> buckets{{4, 64}, {2, 128}, {7, 512}};
+  auto chunks = prefill_chunks(buckets, 100);
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0].program == 2);
+  CHECK(chunks[0].rows == 128);
+  CHECK(chunks[0].n == 100);
+  CHECK(chunks[0].pad == 28);
+  chunks = prefill_chunks(buckets, 1100);  // 512 + 512 + the rest of 76 in the bucket of 128
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[0].program == 7);
+  CHECK(chunks[0].start == 0);
+  CHECK(chunks[0].pad == 0);
+  CHECK(chunks[1].start == 512);
+  CHECK(chunks[2].program == 2);
+  CHECK(chunks[2].start == 1024);
+  CHECK(chunks[2].n == 76);
+  CHECK(chunks[2].pad == 52);
+  std::int64_t covered = 0;
+  for (const auto& c : prefill_chunks(buckets, 4096)) {
+    CHECK(c.start == covered);
+    CHECK(c.n + c.pad == c.rows);
+    covered += c.n;
+  }
+  CHECK(covered == 4096);
+}
