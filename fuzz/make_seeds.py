@@ -8,7 +8,8 @@ fuzz/seeds/{config,safetensors,request,jinja,tokenizer}/):
   request    chat bodies of tests/serve/templates/conversations.json, and completion, tokenize and
              detokenize bodies as tests/serve/client/openai_test.mjs sends them
   jinja      every template of tests/serve/templates/features.json with its context, and the real
-             chat templates (tests/serve/templates/node_modules) with a conversation
+             chat templates (tests/serve/templates: node_modules and the vendored ones) with a
+             conversation
   tokenizer  every 32nd string of tests/serve/tokenizer/corpus.json (its scripts and edge cases)
 The packet seeds (model.pkt files met emits) are not written here."""
 import glob
@@ -40,7 +41,7 @@ def main():
     configs = sorted(glob.glob(os.path.join(ROOT, "tests/oracle/configs/*.json")) +
                      glob.glob(os.path.join(ROOT, "tests/model/fixtures/*/config.json")) +
                      glob.glob(os.path.join(ROOT, "bench/configs/*.json")) +
-                     [os.path.join(ROOT, "tests/serve/client/tiny-qwen3-vocab151936.json")])
+                     glob.glob(os.path.join(ROOT, "tests/serve/client/tiny-*.json")))
     for path in configs:
         name = os.path.relpath(path, ROOT).replace(os.sep, "-")
         with open(path, "rb") as f:
@@ -85,6 +86,12 @@ def main():
         if isinstance(template, str):
             context = {"messages": first["messages"], "add_generation_prompt": True, "bos_token": "<s>", "eos_token": "</s>"}
             write("jinja", f"chat-{name}", template + "\0" + json.dumps(context, ensure_ascii=False))
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests/serve/templates/*/chat_template.jinja"))):
+        name = path.split(os.sep)[-2]
+        with open(path, encoding="utf-8") as f:
+            template = f.read()
+        context = {"messages": first["messages"], "add_generation_prompt": True, "bos_token": "<bos>", "eos_token": "<eos>"}
+        write("jinja", f"chat-{name}", template + "\0" + json.dumps(context, ensure_ascii=False))
     for i, s in enumerate(load("tests/serve/tokenizer/corpus.json")["strings"]):
         if i % 32 == 0:
             write("tokenizer", f"corpus-{i:04d}", s)

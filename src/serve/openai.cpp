@@ -13,16 +13,22 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Refused while parsing: nothing deeper is built, so no recursive copy, dump or conversion of the
-// body (the chat template's context among them) ever sees more than kMaxJsonDepth levels.
-ApiResult<Json> parse_object(std::string_view body) {
-  bool too_deep = false;
-  const Json::parser_callback_t depth_check = [&too_deep](int depth, Json::parse_event_t event, Json&) {
-    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) && depth >= kMaxJsonDepth)
+// JSON text nesting past max_depth levels is refused while parsing (too_deep): nothing deeper is
+// built, so no recursive copy, dump or conversion of it ever sees more.
+Json parse_bounded(std::string_view text, int max_depth, bool& too_deep) {
+  too_deep = false;
+  const Json::parser_callback_t depth_check = [&too_deep, max_depth](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) && depth >= max_depth)
       too_deep = true;
     return !too_deep;
   };
-  Json j = Json::parse(body, depth_check, /*allow_exceptions=*/false);
+  return Json::parse(text, depth_check, /*allow_exceptions=*/false);
+}
+
+// The body (the chat template's context among it) never nests deeper than kMaxJsonDepth levels.
+ApiResult<Json> parse_object(std::string_view body) {
+  bool too_deep = false;
+  Json j = parse_bounded(body, kMaxJsonDepth, too_deep);
   if (too_deep)
     return invalid("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels", "", "invalid_json");
   if (j.is_discarded()) return invalid("the request body is not valid JSON", "", "invalid_json");
@@ -97,6 +103,29 @@ std::optional<ApiError> get_ids(const Json& v, const std::string& field, std::ve
   return std::nullopt;
 }
 
+// An OpenAI client sends a call's arguments back as JSON text; templates take the object (Gemma-4's
+// refuses text), so, as vLLM does, the text is parsed and a null or empty one is the empty object.
+// The parsed value sits five levels down in the body (messages[i].tool_calls[j].function), so it
+// may nest only as deep as the body's bound leaves. Calls without a function object pass as they are.
+std::optional<ApiError> arguments_as_objects(Json& calls, const std::string& where) {
+  constexpr int kArgumentsAt = 5;
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    if (!calls[c].contains("function") || !calls[c]["function"].is_object()) continue;
+    auto& fn = calls[c]["function"];
+    const std::string param = where + ".tool_calls[" + std::to_string(c) + "].function.arguments";
+    if (!fn.contains("arguments") || fn["arguments"].is_null() || fn["arguments"] == "") {
+      fn["arguments"] = Json::object();
+    } else if (fn["arguments"].is_string()) {
+      bool too_deep = false;
+      Json parsed = parse_bounded(fn["arguments"].get<std::string>(), kMaxJsonDepth - kArgumentsAt, too_deep);
+      if (too_deep) return invalid("'" + param + "' nests deeper than the request body may", param);
+      if (parsed.is_discarded()) return invalid("'" + param + "' is not valid JSON", param);
+      fn["arguments"] = std::move(parsed);
+    }
+  }
+  return std::nullopt;
+}
+
 // A message's content as the chat template sees it: a string (text parts joined by newlines) or null.
 std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
   if (!in.is_array()) return wrong_type("messages", "a list of messages");
@@ -123,6 +152,8 @@ std::optional<ApiError> normalise_messages(const Json& in, Json& out) {
     // The assistant turn that only called tools: its content is the empty text, as templates that
     // test or search content expect (OpenAI clients send it back as null).
     if (calls && !present(m, "content")) msg["content"] = "";
+    if (calls)
+      if (auto e = arguments_as_objects(msg["tool_calls"], where)) return *e;
     if (m.contains("content") && m["content"].is_array()) {
       std::string text;
       for (std::size_t p = 0; p < m["content"].size(); ++p) {

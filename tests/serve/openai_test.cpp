@@ -137,6 +137,31 @@ TEST_CASE("an assistant message with tool calls may have null content; the templ
         "messages[0].tool_calls");
 }
 
+TEST_CASE("a tool call's arguments sent as JSON text reach the template as the value; null or empty text as {}") {
+  const auto r = ok_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"city\": \"Riga\", \"n\": [1, null]}"}},
+        {"id": "2", "type": "function", "function": {"name": "g", "arguments": null}},
+        {"id": "3", "type": "function", "function": {"name": "h", "arguments": ""}},
+        {"id": "4", "type": "function", "function": {"name": "k"}},
+        {"id": "5", "type": "function", "function": {"name": "o", "arguments": {"kept": true}}},
+        {"id": "6", "type": "function"}]}]})");
+  const auto& calls = r.messages[1]["tool_calls"];
+  CHECK(calls[0]["function"]["arguments"] == nlohmann::ordered_json::parse(R"({"city": "Riga", "n": [1, null]})"));
+  for (int i : {1, 2, 3}) CHECK(calls[i]["function"]["arguments"] == nlohmann::ordered_json::object());
+  CHECK(calls[4]["function"]["arguments"] == nlohmann::ordered_json::parse(R"({"kept": true})"));
+  CHECK_FALSE(calls[5].contains("function"));  // no function object: left for the template to judge
+  const auto bad = err_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+      "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{\"city\": "}}]}]})");
+  CHECK(bad.param == "messages[0].tool_calls[0].function.arguments");
+  // Nesting in the text counts against the body's bound (a stack-deep template context otherwise).
+  const std::string deep = std::string(70, '[') + std::string(70, ']');
+  const auto too_deep = err_of(Endpoint::chat, R"({"model": "m", "messages": [{"role": "assistant", "content": null,
+      "tool_calls": [{"id": "1", "type": "function", "function": {"name": "f", "arguments": ")" + deep + R"("}}]}]})");
+  CHECK(too_deep.param == "messages[0].tool_calls[0].function.arguments");
+  CHECK(too_deep.message.find("nests deeper") != std::string::npos);
+}
+
 TEST_CASE("tools: kept for the template, names collected; tool_choice auto parses, none does not") {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
       "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": true}}])";

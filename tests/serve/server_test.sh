@@ -4,7 +4,10 @@
 #   client    the official OpenAI client (tests/serve/client/openai_test.mjs); its last cases send
 #             SIGTERM, and the server must then drain and exit 0 well inside its drain timeout
 #   promtool  `promtool check metrics` on /metrics after some traffic
-# Usage: server_test.sh MET client|promtool
+#   gemma4    the tiny Gemma-4 of serve_fixture.sh instead (Gemma tokenizer, Google's Gemma-4 chat
+#             template): the official OpenAI client chats with it, streaming and not
+#             (tests/serve/client/gemma4_chat.mjs), and the prompts it was served are jinja2's
+# Usage: server_test.sh MET client|promtool|gemma4
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
 # MET_TEST_TIME_SCALE (default 1) multiplies the waits, here and in the client (sanitizer builds).
 set -euo pipefail
@@ -24,11 +27,16 @@ work="$(mktemp -d)"
 # shellcheck source=serve_fixture.sh
 source "$here/serve_fixture.sh"
 trap stop_server EXIT
-start_server --api-key "$api_key" --max-body 65536 --queue 4
+model=qwen3
+if [ "$mode" = gemma4 ]; then model=gemma4; fi
+start_server --model "$model" --api-key "$api_key" --max-body 65536 --queue 4
 
-export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="tiny-qwen3" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
+export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="$served" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
 export MET_SERVER_PID="$server_pid" MET_BIN="$met" MET_ASSETS="$work/assets"
 case "$mode" in
+  gemma4)
+    MET_TEMPLATES_EXPECTED="$here/templates/expected.json" node "$client/gemma4_chat.mjs"
+    ;;
   client)
     node "$client/openai_test.mjs"
     # The drained server exits by itself once its last request is answered; still running after
@@ -75,6 +83,6 @@ case "$mode" in
     [ "$failed" -eq 0 ]
     ;;
   *)
-    echo "usage: server_test.sh MET client|promtool"; exit 2
+    echo "usage: server_test.sh MET client|promtool|gemma4"; exit 2
     ;;
 esac

