@@ -411,14 +411,14 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
 #endif
 
 // One warp's fold of keys [lo, hi) over vhd V dims of heads of vfull (vc past the dims before
-// them): staged through the warp's shared memory where the class has cp.async, the K head fits the
-// stage and the fold takes whole V heads (smem is the block's; the warp takes its own part),
-// straight from global memory otherwise.
+// them): staged through the warp's shared memory where the class has cp.async, the caller lets it
+// (`stage`), the K head fits the stage and the fold takes whole V heads (smem is the block's; the
+// warp takes its own part), straight from global memory otherwise.
 __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                             int kv_heads, int hd, int vhd, int vfull, int group, float scale, float softcap, WarpAttn* st,
-                            unsigned char* smem) {
+                            unsigned char* smem, bool stage) {
 #if MET_HAS_CP_ASYNC
-  if (MET_ATTN_STAGED && hd <= MET_ATTN_MAX_HD && vhd == vfull) {
+  if (MET_ATTN_STAGED && stage && hd <= MET_ATTN_MAX_HD && vhd == vfull) {
     u16* ks = reinterpret_cast<u16*>(smem + (threadIdx.x / 32) * MET_ATTN_WARP_SMEM);
     u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
     u16* qs = vs + 32 * 128;
@@ -430,6 +430,7 @@ __device__ void attend_warp(const u16* q, const u16* kc, const u16* vc, int64_t 
   }
 #else
   (void)smem;
+  (void)stage;
 #endif
   attend_group(q, kc, vc, base, lo, hi, kv_head, kv_heads, hd, vhd, vfull, group, scale, softcap, st);
 }
@@ -506,7 +507,7 @@ MET_ENTRY(attn_decode_split) {
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g) attn_init(st[g]);
       attend_warp(a.q + row * q_stride + kv * group * hd, a.k_cache, a.v_cache, base[row], k0, k1, kv, kvh, hd, vhd, vhd,
-                  group, a.scale, a.softcap, st, smem);
+                  group, a.scale, a.softcap, st, smem, /*stage=*/true);
       const int64_t idx0 = (row * heads + kv * group) * splits + i;  // head g's state is idx0 + g * splits
       store_states(st, group, vhd, vhd, 0, part_o + idx0 * vhd, part_ml + 2 * idx0, splits);
     }
@@ -610,11 +611,16 @@ __device__ __forceinline__ float* warp_state(unsigned char* smem, int w) {
   return reinterpret_cast<float*>(smem + w * MET_ATTN_WARP_SMEM);
 }
 constexpr int kMaxMmaGroup = 8;  // query heads of one tensor-core fold: the top rows of its mma tile
-// Past the largest state: o and (m, l) of kMaxMmaGroup heads of MET_ATTN_MAX_HD dims, in floats.
-constexpr int kStateFlagOffset = kMaxMmaGroup * (MET_ATTN_MAX_HD + 2) * 4;
+constexpr int kMaxStateGroup = 8;  // query heads of one warp's state (the CUDA-core fold: two passes of kMaxGroup)
+constexpr int kMaxStateVDims = 512;  // the widest V head of a warp's state (the CUDA-core fold: parts of 128)
+static_assert(kMaxMmaGroup <= kMaxStateGroup && MET_ATTN_MAX_HD <= kMaxStateVDims, "the tensor-core fold's state fits");
+// Past the largest state: o and (m, l) of kMaxStateGroup heads of kMaxStateVDims dims, in bytes
+// (16.1 KB: a warp's stage holds it, so 512-dim heads need no more shared memory than 128).
+constexpr int kStateFlagOffset = kMaxStateGroup * (kMaxStateVDims + 2) * 4;
 static_assert(kStateFlagOffset + 16 <= MET_ATTN_WARP_SMEM, "a warp's state and the flag fit its stage");
-// The last split's merge works past the flag: (m, l) of kMaxMmaGroup heads x MET_ATTN_MAX_SPLITS, their inverses.
-static_assert(kStateFlagOffset + 16 + (2 * kMaxMmaGroup * MET_ATTN_MAX_SPLITS + kMaxMmaGroup) * 4 <= MET_ATTN_SMEM, "the merge's scratch fits");
+// The last split's merge works past the flag: (m, l) of kMaxStateGroup heads x MET_ATTN_MAX_SPLITS, their inverses.
+static_assert(kStateFlagOffset + 16 + (2 * kMaxStateGroup * MET_ATTN_MAX_SPLITS + kMaxStateGroup) * 4 <= MET_ATTN_SMEM,
+              "the merge's scratch fits");
 
 // Merges the states of `splits` splits of query heads [h0, h0 + group) of one row (part_o and
 // part_ml of that row; other blocks wrote them, so they are read from L2) and a sink logit per head
@@ -663,23 +669,31 @@ __device__ void merge_group(const float* po, const float* pml, int64_t splits, i
 
 // One warp's fold of keys [lo, hi) for the query heads of KV head `kv` on the CUDA cores
 // (attend_warp), its state left in the warp's stage (warp_state). A V head wider than a warp's
-// state (Gemma-3's 256 dims) is folded in parts of kMaxVDims * 32 dims, each part scoring the keys
-// again: the same sums in the same order, so every part's (m, l) is the same. Out of line: its many
-// template variants, inlined beside the tensor-core folds, spilled split_merge_slice's registers.
+// state (Gemma-3's 256 dims, Gemma-4's 512) is folded in parts of kMaxVDims * 32 dims, and a group
+// of 8 query heads (Gemma-4's global layers) in two passes of kMaxGroup heads, each part and pass
+// scoring the keys again: the same sums in the same order, so every part's (m, l) is the same and
+// every head's state is the one a single fold would leave. Parts and passes are loops around the
+// 4-head, 128-dim fold, so they add no registers. A fold of several parts or passes never stages
+// (the states of the earlier ones sit in the stage). Out of line: its many template variants,
+// inlined beside the tensor-core folds, spilled split_merge_slice's registers.
 __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi,
                                                 int kv, int kvh, int hd, int vhd, int group, float scale, float softcap,
                                                 unsigned char* smem) {
   const int warp = threadIdx.x / 32;
   float* st = warp_state(smem, warp);
   float* sml = st + group * vhd;
-  for (int v0 = 0; v0 < vhd; v0 += kMaxVDims * 32) {
-    const int part = min(vhd - v0, kMaxVDims * 32);
-    WarpAttn ws[kMaxGroup];
+  for (int g0 = 0; g0 < group; g0 += kMaxGroup) {
+    const int heads = min(group - g0, kMaxGroup);
+    for (int v0 = 0; v0 < vhd; v0 += kMaxVDims * 32) {
+      const int part = min(vhd - v0, kMaxVDims * 32);
+      WarpAttn ws[kMaxGroup];
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) attn_init(ws[g]);
-    attend_warp(q, kc, vc + v0, base, lo, hi, kv, kvh, hd, part, vhd, group, scale, softcap, ws, smem);
-    __syncwarp();  // every lane is done with the stage (a part of a wide head never stages)
-    store_states(ws, group, part, vhd, v0, st, sml, 1);
+      for (int g = 0; g < kMaxGroup; ++g) attn_init(ws[g]);
+      attend_warp(q + g0 * hd, kc, vc + v0, base, lo, hi, kv, kvh, hd, part, vhd, heads, scale, softcap, ws, smem,
+                  /*stage=*/group <= kMaxGroup);
+      __syncwarp();  // every lane is done with the stage
+      store_states(ws, heads, part, vhd, v0, st + g0 * vhd, sml + 2 * g0, 1);
+    }
   }
 }
 

@@ -3,8 +3,8 @@
 // fragments come straight from memory with 16-byte loads (the head-dim order inside each 32-wide
 // block is permuted identically for both, which leaves every dot product unchanged); V goes
 // through a per-warp shared tile and transposed ldmatrix. Keys stream in tiles of 16; heads of up
-// to 128 dims take one pass, 256-dim heads two (each pass scores the keys over the whole head and
-// computes 128 of the output dims).
+// to 128 dims take one pass, 256-dim heads two and 512-dim heads four (each pass scores the keys
+// over the whole head and computes 128 of the output dims, so the V tile stays 128 dims wide).
 #pragma once
 #include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
@@ -15,7 +15,7 @@ namespace met_interp {
 constexpr int kFlashKeys = MET_FLASH_KEYS;
 constexpr int kFlashPad = MET_FLASH_PAD;  // bf16 row padding of the V tile: conflict-free ldmatrix rows
 
-constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (128: a 256-dim head takes two passes)
+constexpr int kFlashMaxDv = MET_FLASH_MAX_DV;  // output dims one pass computes (128: 256- and 512-dim heads take 2 and 4 passes)
 
 // The factor a row's output sums are multiplied by at the end: 1 / (the row's sum over its quad),
 // and with a sink, m = max(sink, m), everything rescaled by exp(m_old - m), plus exp(sink - m).
@@ -167,10 +167,10 @@ __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const
 // Causal prefill over the slice's rows on the tensor cores. A slice is a
 // row range x a head range; work items are 16 rows x one head on the tensor cores (flash_block above), one
 // pass per sequence the rows belong to (padding rows of another sequence share a block with real
-// ones). Head dims 32, 64, 128 and 256 with v_head_dim equal (the host refuses others). Any flash
-// opcode's arguments (the registry gives them one layout), so a class's own flash body can hand
-// it the head dims it does not take.
-template <class A>
+// ones). Head dims 32, 64, 128 and 256 with v_head_dim equal, or with kWide 512 alone (the host
+// refuses others). Any flash opcode's arguments (the registry gives them one layout), so a class's
+// own flash body can hand it the head dims it does not take.
+template <bool kWide, class A>
 __device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned char* smem) {
   const SliceRange rr = slice_rows(a, slice);
   const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
@@ -195,7 +195,10 @@ __device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned cha
         const u16* vc = a.v_cache;
         const u16* sinks = a.sinks;
         u16* out = a.out;
-        if (hd == 256)  // two passes of 128 output dims, each scoring the keys over all 256
+        if (kWide)  // four passes of 128 output dims, each scoring the keys over all 512
+          flash_block<512, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                                a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+        else if (hd == 256)  // two passes of 128 output dims, each scoring the keys over all 256
           flash_block<256, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
                                 a.scale, a.softcap, sinks, out, heads, v_s, dv0);
         else if (hd == 128)
@@ -213,7 +216,20 @@ __device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned cha
   }
 }
 
-MET_ENTRY(flash_prefill_mma) { flash_prefill_mma_slice(a, slice, smem); }
+// 512-dim heads (Gemma-4's full layers) run out of line, reloading the instruction's arguments
+// from global memory (a.geom.instr), as the fp8 gemv and GEMM bodies do: flash_block<512, 128>
+// inlined into run_body beside the other head dims spilled 152 bytes of run_body's registers (and
+// with its scores unrolled 8 deep instead of 16, 228).
+__device__ __noinline__ void flash_wide_slice(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
+  flash_prefill_mma_slice<true>(met_load_flash_prefill_mma(*in), slice, smem);
+}
+
+MET_ENTRY(flash_prefill_mma) {
+  if (a.head_dim == 512)
+    flash_wide_slice(a.geom.instr, slice, smem);
+  else
+    flash_prefill_mma_slice<false>(a, slice, smem);
+}
 #endif  // MET_HAS_MMA_SYNC
 
 }  // namespace met_interp

@@ -433,9 +433,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       const std::int64_t hd = named(*op, d, "head_dim");
       const std::int64_t vhd = qkv ? hd : named(*op, d, "v_head_dim");
       if (qkv || op->family == "attention_decode" || op->family == "attention_prefill") {
-        if (hd % 8 != 0 || hd > 256 || vhd > 256)
+        // The fused qkv bodies stage a head of at most 256 dims per warp, and the unfused split
+        // keeps its rule's 256; flash prefill, the merge and the fused split-merge take 512.
+        const std::int64_t max_hd = qkv || op->name == "attn_decode_split" ? 256 : 512;
+        if (hd % 8 != 0 || hd > max_hd || vhd > max_hd)
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
-                      ": the bodies take multiples of 8 up to 256");
+                      ": the body takes multiples of 8 up to " + std::to_string(max_hd));
       }
       if (qkv) {
         const std::int64_t ur = named(*op, d, "unit_rows"), units = named(*op, d, "heads") + named(*op, d, "kv_heads");
@@ -446,9 +449,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                       " arrival counters; the body has " + std::to_string(MET_QKV_MAX_COUNTERS));
       }
       if (op->family == "attention_prefill") {
-        if (hd != vhd || (hd != 32 && hd != 64 && hd != 128 && hd != 256))
+        if (hd != vhd || (hd != 32 && hd != 64 && hd != 128 && hd != 256 && hd != 512))
           return fail(where + ": " + op->name + " head dims " + std::to_string(hd) + "/" + std::to_string(vhd) +
-                      ": the flash prefill body takes equal q/k and v head dims of 32, 64, 128 or 256");
+                      ": the flash prefill body takes equal q/k and v head dims of 32, 64, 128, 256 or 512");
         need = std::max<std::uint64_t>(need, MET_FLASH_SMEM);
       }
       if (op->name == "attn_decode_split") {
@@ -461,12 +464,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if (op->name == "attn_decode_split_merge") {
         need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // the stages hold the warps' states and the merge's scratch
         const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
-        const bool mma = hd == vhd && (hd == 64 || hd == 128);
-        if ((vhd != 32 && vhd != 64 && vhd != 128 && vhd != 256) ||
-            (group != 1 && group != 2 && group != 4 && !(group == 8 && mma)))
+        if ((vhd != 32 && vhd != 64 && vhd != 128 && vhd != 256 && vhd != 512) ||
+            (group != 1 && group != 2 && group != 4 && group != 8))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
-                      " query heads per KV head: the body takes v head dims 32, 64, 128 or 256 with 1, 2 or 4 heads per KV "
-                      "head, and 8 where the k and v head dims are both 64 or 128");
+                      " query heads per KV head: the body takes v head dims 32, 64, 128, 256 or 512 with 1, 2, 4 or 8 heads "
+                      "per KV head");
         const std::int64_t splits = named(*op, d, "splits"), arows = named(*op, d, "rows");
         const auto has = [&](const char* t) { return d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, t))] != MET_NO_TENSOR; };
         if (splits > 1 && (!has("part_o") || !has("part_ml")))

@@ -390,28 +390,50 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("a head dim no flash prefill body takes is a gap on hopper, 256 plans (catches flash_prefill_wgmma without its head-dim requirement)") {
-  // gemma-4-26b-a4b's sliding layers have 256-dim heads, its full layers 512: the wgmma body takes
-  // 64 and 128 and routes 32 and 256 to the mma.sync body (two passes of 128 output dims for 256),
-  // which takes nothing else.
+TEST_CASE(
+    "gemma-4's 256- and 512-dim heads plan on hopper, prefill and decode; a head dim no flash prefill body takes is a gap "
+    "(catches flash_prefill_wgmma or attn_decode_split_merge without 512 or 8 heads per KV head, and either without its "
+    "head-dim requirement)") {
+  // gemma-4-26b-a4b: sliding layers of 256-dim heads (16 over 8 KV heads), full layers of 512 (16
+  // over 2). The wgmma body takes 64 and 128 and routes 32, 256 and 512 to the mma.sync body, which
+  // takes nothing else; the split-merge decode folds 256 and 512 in parts of 128 and groups of 8 in
+  // two passes of 4. The full layers' heads set to 96 leave both prefill bodies without a head dim.
   const Loaded l;
   const auto graph = l.graph("gemma-4-26b-a4b");
-  const auto p = plan_of(l, l.target("h200-sxm"), graph, planner::Mode::prefill, 4096);
-  int attention_gaps = 0, attention_planned = 0;
-  for (const auto& sc : p.scopes) {
-    for (const auto& g : sc.groups) {
-      const bool attention = g.nodes.size() == 1 && sc.nodes[static_cast<std::size_t>(g.nodes.front())].op == "attention";
-      if (!attention) continue;
-      CAPTURE(sc.name);
-      if (!g.gap) {
-        ++attention_planned;
-        continue;
+  auto attention_groups = [&](const met::model::ModelGraph& g, planner::Mode mode, std::int64_t rows) {
+    std::pair<int, int> planned_gaps{0, 0};
+    const auto p = plan_of(l, l.target("h200-sxm"), g, mode, rows);
+    for (const auto& sc : p.scopes) {
+      for (const auto& grp : sc.groups) {
+        const bool attention = grp.nodes.size() == 1 && sc.nodes[static_cast<std::size_t>(grp.nodes.front())].op == "attention";
+        if (!attention) continue;
+        CAPTURE(sc.name);
+        if (!grp.gap) {
+          ++planned_gaps.first;
+          continue;
+        }
+        REQUIRE_FALSE(grp.blocked.empty());
+        CHECK(contains(grp.blocked.front().why, "head_dim"));
+        ++planned_gaps.second;
       }
-      REQUIRE_FALSE(g.blocked.empty());
-      CHECK(contains(g.blocked.front().why, "head_dim"));
-      ++attention_gaps;
     }
+    return planned_gaps;
+  };
+  for (auto [mode, rows] : {std::pair{planner::Mode::prefill, std::int64_t{4096}}, std::pair{planner::Mode::decode, std::int64_t{1}}}) {
+    const auto [planned, gaps] = attention_groups(graph, mode, rows);
+    CHECK(planned > 0);
+    CHECK(gaps == 0);
   }
-  CHECK(attention_gaps > 0);
-  CHECK(attention_planned > 0);
+  auto odd = graph;
+  int changed = 0;
+  for (auto& kind : odd.kinds)
+    for (auto& n : kind.nodes)
+      if (n.op == "attention" && n.params.at("head_dim") == 512) {
+        n.params["head_dim"] = n.params["v_head_dim"] = 96;
+        ++changed;
+      }
+  REQUIRE(changed > 0);
+  const auto [planned, gaps] = attention_groups(odd, planner::Mode::prefill, 4096);
+  CHECK(planned > 0);  // the sliding layers
+  CHECK(gaps > 0);
 }
