@@ -33,7 +33,7 @@ __device__ __forceinline__ uint4 mfma_act8(const u16* x, int64_t k, const u16* n
   unpack8(v, f);
   unpack8(*reinterpret_cast<const uint4*>(norm_w + k), g);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = rms_scale(f[i], inv, g[i], 0.f);
+  for (int i = 0; i < 8; ++i) f[i] = rms_scale(f[i], inv, g[i]);
   return pack8(f);
 }
 
@@ -228,7 +228,7 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
         const u16* nw = unit < heads ? qn : kn;
         if (nw) {
           const float inv = inv_rms_warp(hbuf, hd, a.eps);
-          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i]), 0.f));
+          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i])));
           __syncwarp();
         }
         rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, a.positions[row]);

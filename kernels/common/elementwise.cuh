@@ -1,19 +1,40 @@
 // Elementwise bodies: rmsnorm and rmsnorm_offset (one warp per vector), rope (one warp per head), residual add, the
-// gated activations, scale and softcap. Widths that are multiples of 8 with 16-byte aligned rows
-// move 16-byte words; others take the scalar path with the same roundings.
+// gated activations (gelu_mul_split's gate and up in buffers of their own), scale (its factor an
+// imm, or scale_tensor's one-element tensor) and softcap. Widths that are multiples of 8 with
+// 16-byte aligned rows move 16-byte words; others take the scalar path with the same roundings.
 #pragma once
 #include "common/interp/prims.cuh"
 
 namespace met_interp {
 
-// y = x / rms(x) * (offset + w), rounded as rms_scale (prims.cuh) rounds: rmsnorm is offset 0;
-// rmsnorm_offset is Gemma's 1 + w. One warp per (row, vector); where the slice has fewer vectors than the block
+// One normalised element before its store's rounding: rmsnorm rounds x / rms(x) before the weight
+// (rms_scale), rmsnorm_offset rounds once (rms_scale_once: Gemma's norms).
+template <bool kOnce>
+__device__ __forceinline__ float norm_elem(float x, float inv, float w, float offset) {
+  return kOnce ? rms_scale_once(x, inv, w, offset) : rms_scale(x, inv, w);
+}
+
+// 8 norm weights from w[i], or 8 ones where w is absent (the weightless norm: x / rms(x), which
+// rms_scale_once gives exactly with w 1 and offset 0).
+__device__ __forceinline__ void norm_w8(const u16* w, int64_t i, float (&g)[8]) {
+  if (w) {
+    unpack8(*reinterpret_cast<const uint4*>(w + i), g);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) g[k] = 1.f;
+  }
+}
+
+// y = x / rms(x) * (offset + w), rounded as norm_elem rounds: rmsnorm is kOnce false (offset 0);
+// rmsnorm_offset kOnce true, Gemma-3's 1 + w, Gemma-4's w, or no w (offset ignored, as the cpu's).
+// One warp per (row, vector); where the slice has fewer vectors than the block
 // has warps (a decode step's hidden-size norms: one per row), each vector is cut into parts, one
 // warp each, whose sums of squares meet in shared memory. One warp walking a 5376-wide vector
 // alone took about 10 us per norm (Gemma-3 27B decode C=1 on the H200: 3.7 ms of 22 ms a step).
-template <class Args>
+template <bool kOnce, class Args>
 __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, float offset) {
   const SliceRange r = slice_rows(a, slice);
+  if (!a.w) offset = 0.f;
   const int64_t count = a.count, dim = a.dim;
   const float eps = a.eps;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -50,9 +71,9 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
       for (int64_t w = w0 + lane; w < w1; w += 32) {
         float f[8], g[8];
         unpack8(*reinterpret_cast<const uint4*>(xv + 8 * w), f);
-        unpack8(*reinterpret_cast<const uint4*>(a.w + 8 * w), g);
+        norm_w8(a.w, 8 * w, g);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) f[k] = rms_scale(f[k], inv, g[k], offset);
+        for (int k = 0; k < 8; ++k) f[k] = norm_elem<kOnce>(f[k], inv, g[k], offset);
         *reinterpret_cast<uint4*>(yv + 8 * w) = pack8(f);
       }
     }
@@ -75,21 +96,21 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
       for (int64_t i = lane * 8; i < dim; i += 256) {
         float f[8], g[8];
         unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
-        unpack8(*reinterpret_cast<const uint4*>(a.w + i), g);
+        norm_w8(a.w, i, g);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) f[k] = rms_scale(f[k], inv, g[k], offset);
+        for (int k = 0; k < 8; ++k) f[k] = norm_elem<kOnce>(f[k], inv, g[k], offset);
         *reinterpret_cast<uint4*>(yv + i) = pack8(f);
       }
       continue;
     }
     const float inv = inv_rms_warp(xv, static_cast<int>(dim), eps);
-    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(rms_scale(bf(xv[i]), inv, bf(a.w[i]), offset));
+    for (int64_t i = lane; i < dim; i += 32) yv[i] = to_bf(norm_elem<kOnce>(bf(xv[i]), inv, a.w ? bf(a.w[i]) : 1.f, offset));
   }
 }
 
-MET_ENTRY(rmsnorm) { rmsnorm_rows(a, slice, 0.f); }
+MET_ENTRY(rmsnorm) { rmsnorm_rows<false>(a, slice, 0.f); }
 
-MET_ENTRY(rmsnorm_offset) { rmsnorm_rows(a, slice, a.offset); }
+MET_ENTRY(rmsnorm_offset) { rmsnorm_rows<true>(a, slice, a.offset); }
 
 // Items are (row, group of heads): a warp computes each pair's cos/sin (double precision, the
 // cpu's) once per item and rotates every head of its group with them. Slices of at least 8 rows
@@ -174,38 +195,65 @@ MET_ENTRY(residual_add) {
   for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) x[i] = to_bf(bf(x[i]) + bf(y[i]));
 }
 
-// out[r] = act(gate[r]) * up[r] over rows [r.begin, r.end) of a [rows, 2 * w] gate_up buffer.
-template <bool kGelu>
-__device__ __forceinline__ void gated_rows(const u16* gu, u16* out, int64_t w, SliceRange r) {
-  if (w % 8 == 0 && aligned16(gu) && aligned16(out)) {  // rows outer: no 64-bit division per word
-    // (Two or four words in flight per thread spilled: run_body shares the kernel's registers.)
+// out[r] = act(gate[r]) * up[r] over rows [r.begin, r.end), w columns each: the gate and the up row
+// of row r at gate + r * gs and up + r * us (a [rows, 2 * w] gate_up buffer: gs = us = 2 * w, up =
+// gate + w; gelu_mul_split: a gate buffer of its own and up's columns of the per-layer inputs).
+// Out of line on NVIDIA (MET_OUTLINE), one copy for the three ops: inlined into each, with
+// rmsnorm_offset's second instantiation, they pushed the hopper run_body into spills.
+MET_OUTLINE void gated_rows(const u16* gate, int64_t gs, const u16* up, int64_t us, u16* out, int64_t w,
+                                        SliceRange r, bool gelu) {
+  if (w % 8 == 0 && gs % 8 == 0 && us % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
+    // rows outer: no 64-bit division per word. (Two or four words in flight per thread spilled:
+    // run_body shares the kernel's registers.)
     for (int64_t row = r.begin; row < r.end; ++row)
       for (int64_t c = threadIdx.x * 8; c < w; c += MET_INTERP_THREADS * 8) {
         float g[8], u[8];
-        unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + c), g);
-        unpack8(*reinterpret_cast<const uint4*>(gu + row * 2 * w + w + c), u);
+        unpack8(*reinterpret_cast<const uint4*>(gate + row * gs + c), g);
+        unpack8(*reinterpret_cast<const uint4*>(up + row * us + c), u);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) g[k] = gated_act(g[k], u[k], kGelu);
+        for (int k = 0; k < 8; ++k) g[k] = gated_act(g[k], u[k], gelu);
         *reinterpret_cast<uint4*>(out + row * w + c) = pack8(g);
       }
     return;
   }
   for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) {
     const int64_t row = i / w, c = i % w;
-    const float g = bf(gu[row * 2 * w + c]), u = bf(gu[row * 2 * w + w + c]);
-    out[i] = to_bf(gated_act(g, u, kGelu));
+    out[i] = to_bf(gated_act(bf(gate[row * gs + c]), bf(up[row * us + c]), gelu));
   }
 }
 
-MET_ENTRY(silu_mul) { gated_rows<false>(a.gate_up, a.out, a.dim, slice_rows(a, slice)); }
-
-MET_ENTRY(gelu_mul) { gated_rows<true>(a.gate_up, a.out, a.dim, slice_rows(a, slice)); }
-
-MET_ENTRY(scale) {
-  const SliceRange r = slice_rows(a, slice);
-  for (int64_t i = r.begin * a.width + threadIdx.x; i < r.end * a.width; i += MET_INTERP_THREADS)
-    a.x[i] = to_bf(bf(a.x[i]) * a.scale);
+MET_ENTRY(silu_mul) {
+  gated_rows(a.gate_up, 2 * a.dim, a.gate_up + a.dim, 2 * a.dim, a.out, a.dim, slice_rows(a, slice), /*gelu=*/false);
 }
+
+MET_ENTRY(gelu_mul) {
+  gated_rows(a.gate_up, 2 * a.dim, a.gate_up + a.dim, 2 * a.dim, a.out, a.dim, slice_rows(a, slice), /*gelu=*/true);
+}
+
+MET_ENTRY(gelu_mul_split) {
+  gated_rows(a.gate, a.dim, a.up + a.up_col0, a.up_stride, a.out, a.dim, slice_rows(a, slice), /*gelu=*/true);
+}
+
+// x = bf16(x * s) over rows [r.begin, r.end) of a [rows, w] buffer, as the cpu's met_scale. Out
+// of line on NVIDIA (MET_OUTLINE): one copy for scale and scale_tensor.
+MET_OUTLINE void scale_rows(u16* x, int64_t w, SliceRange r, float s) {
+  if (w % 8 == 0 && aligned16(x)) {
+    for (int64_t i = r.begin * w / 8 + threadIdx.x; i < r.end * w / 8; i += MET_INTERP_THREADS) {
+      float p[8];
+      unpack8(reinterpret_cast<const uint4*>(x)[i], p);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) p[k] = p[k] * s;
+      reinterpret_cast<uint4*>(x)[i] = pack8(p);
+    }
+    return;
+  }
+  for (int64_t i = r.begin * w + threadIdx.x; i < r.end * w; i += MET_INTERP_THREADS) x[i] = to_bf(bf(x[i]) * s);
+}
+
+MET_ENTRY(scale) { scale_rows(a.x, a.width, slice_rows(a, slice), a.scale); }
+
+// The factor: the one element of a bf16 checkpoint tensor (Gemma-4's layer_scalar).
+MET_ENTRY(scale_tensor) { scale_rows(a.x, a.width, slice_rows(a, slice), bf(a.s[0])); }
 
 MET_ENTRY(softcap) {
   const SliceRange r = slice_rows(a, slice);

@@ -313,11 +313,11 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
           unpack8(*reinterpret_cast<const uint4*>(xr + i * 8), f);
           unpack8(load_weight16(w + i * 8), g);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) f[e] = rms_scale(f[e], inv, g[e], 0.f);
+          for (int e = 0; e < 8; ++e) f[e] = rms_scale(f[e], inv, g[e]);
           *reinterpret_cast<uint4*>(o + i * 8) = pack8(f);
         }
       } else {
-        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(rms_scale(bf(xr[i]), inv, bf(w[i]), 0.f));
+        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(rms_scale(bf(xr[i]), inv, bf(w[i])));
       }
     }
   __syncthreads();
@@ -506,7 +506,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
       const u16* nw = h < heads ? qn : kn;
       if (nw) {
         const float inv = inv_rms_warp(hbuf, hd, a.eps);
-        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i]), 0.f));
+        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i])));
         __syncwarp();
       }
       rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, pos[row]);

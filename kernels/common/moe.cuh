@@ -12,15 +12,7 @@
 
 namespace met_interp {
 
-// The bodies run out of line on NVIDIA: inlined into the interpreter's dispatch (run_body), their
-// registers made it save registers to local memory around every body. On AMD each body is its own
-// kernel (MET_ENTRY), where a call would need a stack.
-#if defined(__HIP_PLATFORM_AMD__)
-#define MET_MOE_OUTLINE __device__ __forceinline__
-#else
-#define MET_MOE_OUTLINE __device__ __noinline__
-#endif
-
+// The bodies run out of line on NVIDIA (MET_OUTLINE, prims.cuh).
 // Shared memory of the expert ops (common/interp/smem.h MET_MOE_EXPERT_SMEM).
 struct MoeSmem {
   int* sorted;    // [MET_MOE_CHUNK] keys expert * MET_MOE_CHUNK + local slot, ascending
@@ -134,7 +126,7 @@ __device__ __forceinline__ void moe_warp_dots(const u16* wa, const u16* wb, cons
 // all experts in fp32 (the sum in expert order), the top-k (largest first, ties to the lower
 // expert: the cpu's stable sort) and the weights (divided by the top-k sum, in k order, when
 // renormalize), each rounded to bf16.
-MET_MOE_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, float* weights, int64_t row0, int64_t row1,
+MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, float* weights, int64_t row0, int64_t row1,
                                      int64_t hidden, int64_t experts, int top_k, bool renormalize, unsigned char* smem) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   float* p = reinterpret_cast<float*>(smem);                // [experts]
@@ -206,7 +198,7 @@ MET_ENTRY(moe_router_topk) {
 // x: [rows, hidden]; w_gate_up: [experts * 2 inter, hidden]; h: [rows, top_k, inter]. The slice's
 // columns j of inter: per expert run and j, one warp reads gate row j and up row inter + j once per
 // MET_MOE_PASS of the run's slots; h = bf16(bf16(silu(bf16(gate))) * bf16(up)).
-MET_MOE_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int* ids, u16* h, SliceRange r, SliceRange c,
+MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int* ids, u16* h, SliceRange r, SliceRange c,
                                       int64_t top_k, int64_t inter, int64_t hidden, int64_t experts, unsigned char* smem) {
   const int64_t width = 2 * inter;
   const int nj = static_cast<int>(c.end - c.begin);
@@ -255,7 +247,7 @@ MET_ENTRY(moe_gate_up_silu) {
 // o of hidden, MET_MOE_OUT_TILE at a time: per expert run and o, one warp reads row o once per
 // MET_MOE_PASS of the run's slots and keeps each slot's copy bf16(weight * bf16(h . row)); then each
 // (row, o) sums its copies in fp32 in (expert, slot) order and stores once.
-MET_MOE_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids, const float* weights, u16* y, SliceRange r,
+MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids, const float* weights, u16* y, SliceRange r,
                                    SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts,
                                    unsigned char* smem) {
   if (c.end <= c.begin || top_k <= 0) return;

@@ -15,6 +15,16 @@
 
 namespace met_interp {
 
+// A helper that several bodies call, out of line on NVIDIA: inlined into the interpreter's dispatch
+// (run_body), its registers made run_body save registers to local memory around every body (the
+// MoE bodies; the gated activations and scales once Gemma-4's gelu_mul_split and scale_tensor came).
+// On AMD each body is its own kernel (MET_ENTRY), where a call would need a stack (scratch).
+#if defined(__HIP_PLATFORM_AMD__)
+#define MET_OUTLINE __device__ __forceinline__
+#else
+#define MET_OUTLINE __device__ __noinline__
+#endif
+
 __device__ __forceinline__ float bf(u16 v) { return __uint_as_float(static_cast<unsigned>(v) << 16); }
 __device__ __forceinline__ u16 to_bf(float f) {
   const __nv_bfloat16 b = __float2bfloat16_rn(f);
@@ -191,12 +201,12 @@ __device__ __forceinline__ float gelu_f(float g) {
 // then the product rounded on store.
 __device__ __forceinline__ float gated_act(float g, float u, bool gelu) { return bf_round(gelu ? gelu_f(g) : silu_f(g)) * u; }
 
-// One normalised element x * inv_rms * (offset + w), before its store's rounding. offset 0 (Llama,
-// Qwen): the normalised value is rounded to bf16 first, then multiplied by the weight (transformers'
-// LlamaRMSNorm casts to the input dtype before the weight); Gemma's offset 1 rounds once.
-__device__ __forceinline__ float rms_scale(float x, float inv, float w, float offset) {
-  return offset == 0.f ? bf_round(x * inv) * w : x * inv * (offset + w);
-}
+// One normalised element before its store's rounding, as the cpu's rmsnorm_row computes it.
+// rms_scale (Llama, Qwen): x * inv_rms rounded to bf16 first, then times the weight (transformers'
+// LlamaRMSNorm casts to the input dtype before the weight). rms_scale_once (Gemma: offset 1 + w on
+// Gemma-3, w on Gemma-4): x * inv_rms * (offset + w) in fp32, rounded once on store.
+__device__ __forceinline__ float rms_scale(float x, float inv, float w) { return bf_round(x * inv) * w; }
+__device__ __forceinline__ float rms_scale_once(float x, float inv, float w, float offset) { return x * inv * (offset + w); }
 
 // Index of the largest value of a bf16 row: ties to the lowest index, NaN never wins, 0 when
 // nothing beats -inf (the cpu's argmax_row).
