@@ -15,7 +15,7 @@
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
 #   tiny      TINY (comma list of tests/oracle/configs names; default tiny-llama3, tiny-qwen3, tiny-gemma3,
-#             tiny-qwen3-moe): optest on cuda, cuda vs the transformers
+#             tiny-qwen3-moe, tiny-gemma4): optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
 #   fp8       the block-scaled fp8 fixtures (tiny-llama3, tiny-qwen3 -fp8-e4m3) as tiny does (W8A16:
@@ -102,7 +102,7 @@ tiny_fixture() {
 }
 
 if has tiny; then
-  tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe}"
+  tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe,tiny-gemma4}"
   for m in ${tiny//,/ }; do tiny_fixture "$m" bf16 "$m-bf16"; done
 fi
 
