@@ -802,14 +802,23 @@ Value to_float(const Value& v, const Value& def) {
   return def;
 }
 
+// The widest indent tojson takes as a count of spaces: each nesting level repeats it, so a width
+// from the template is bounded before it is allocated (jinja2 would run out of memory instead).
+constexpr std::int64_t kMaxIndent = std::int64_t{1} << 12;
+
 JsonOptions json_options(Bound& b) {
   JsonOptions o;
   Value indent = b.get(1, "indent", None{});
   if (!indent.is_none()) {
     o.has_indent = true;
     o.item_separator = ",";
-    if (indent.is_string()) o.indent = indent.as_string();
-    else o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, indent.as_int())), ' ');
+    if (indent.is_string()) {
+      o.indent = indent.as_string();
+    } else {
+      const std::int64_t n = indent.as_int();
+      if (n > kMaxIndent) raise("tojson: an indent of " + std::to_string(n) + " is too large");
+      o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, n)), ' ');
+    }
   }
   Value seps = b.get(2, "separators", None{});
   if (!seps.is_none()) {
