@@ -802,9 +802,15 @@ Value to_float(const Value& v, const Value& def) {
   return def;
 }
 
-// The widest indent tojson takes as a count of spaces: each nesting level repeats it, so a width
-// from the template is bounded before it is allocated (jinja2 would run out of memory instead).
+// The widest indent tojson and the indent filter take as a count of spaces: each nesting level or
+// line repeats it, so a width from the template is bounded before it is allocated (jinja2 would
+// run out of memory instead).
 constexpr std::int64_t kMaxIndent = std::int64_t{1} << 12;
+
+std::string indent_spaces(std::int64_t n, const char* what) {
+  if (n > kMaxIndent) raise(std::string(what) + ": an indent of " + std::to_string(n) + " is too large");
+  return std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, n)), ' ');
+}
 
 JsonOptions json_options(Bound& b) {
   JsonOptions o;
@@ -815,9 +821,7 @@ JsonOptions json_options(Bound& b) {
     if (indent.is_string()) {
       o.indent = indent.as_string();
     } else {
-      const std::int64_t n = indent.as_int();
-      if (n > kMaxIndent) raise("tojson: an indent of " + std::to_string(n) + " is too large");
-      o.indent = std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, n)), ' ');
+      o.indent = indent_spaces(indent.as_int(), "tojson");
     }
   }
   Value seps = b.get(2, "separators", None{});
@@ -958,7 +962,7 @@ const std::map<std::string, FilterFn>& filters() {
          Value width = b.get(0, "width", Value(4));
          bool first = b.get(1, "first", Value(false)).truthy();
          bool blank = b.get(2, "blank", Value(false)).truthy();
-         std::string ind = width.is_string() ? width.as_string() : std::string(static_cast<std::size_t>(std::max<std::int64_t>(0, width.as_int())), ' ');
+         std::string ind = width.is_string() ? width.as_string() : indent_spaces(width.as_int(), "indent");
          auto lines = py_splitlines(v.str() + "\n");
          std::string rv;
          if (blank) {

@@ -233,6 +233,7 @@ TEST_CASE("64-bit integer arithmetic that would overflow is an error, never a wr
   CHECK(render("{{ range(9223372036854775806, 9223372036854775807, 1000) | list }}") == "[9223372036854775806]");
   CHECK(error_of("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
   CHECK(error_of("{{ {'a': 1} | tojson(indent=244540000000000) }}").find("too large") != std::string::npos);
+  CHECK(error_of("{{ 'a\nb' | indent(244540000000000) }}").find("too large") != std::string::npos);
 }
 
 TEST_CASE("a template nested past the bound is a located parse error, not a stack overflow (found by jinja_fuzz)") {
