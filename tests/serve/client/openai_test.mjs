@@ -31,8 +31,21 @@ async function answered(r) {  // {status, json (null unless the body is JSON), t
   try { json = JSON.parse(text); } catch {}
   return { status: r.status, json, text };
 }
+// A pooled connection that the server closed at its keep-alive (5 s) while this side was busy
+// (a loaded machine, the cpu oracle's run) fails as "fetch failed" with a socket cause before the
+// server reads anything; such a request goes again once, on a new connection, as an HTTP client
+// does with a stale connection. Any other failure, and a second one, stays a failure.
+const staleConnection = (e) => e instanceof TypeError && ["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"].includes(e.cause?.code);
 async function post(path, body, headers = auth) {
-  return answered(await fetch(`${base}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) }));
+  const send = () => fetch(`${base}${path}`, { method: "POST", headers, body: typeof body === "string" ? body : JSON.stringify(body) });
+  let r;
+  try {
+    r = await send();
+  } catch (e) {
+    if (!staleConnection(e)) throw e;
+    r = await send();
+  }
+  return answered(r);
 }
 async function tokenCount(body) {
   const r = await post("/tokenize", { model, ...body });
