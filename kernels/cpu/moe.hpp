@@ -110,9 +110,10 @@ extern "C" void met_moe_gate_up_swiglu(const std::uint16_t* x, const MetHostWeig
 }
 
 // gpt-oss's experts' down projection: h [rows, top_k, inter]; per routed slot out = bf16(bf16(h
-// W_e) + bias[e]) and its weighted copy bf16(weight * out); y [rows, hidden] starts at 0 and adds
-// the copies one expert at a time in expert order, rounding each sum to bf16 (transformers'
-// index_add_ into a bf16 buffer). Only columns [col0, col1) of y are computed and written.
+// W_e) + bias[e]) and its weighted copy bf16(weight * out); the row's copies summed in fp32 (in
+// expert order) with one rounding at the store, as transformers' grouped and batched experts sum
+// them (a bf16 sum over the top-k dimension). Only columns [col0, col1) of y are computed and
+// written.
 extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::int32_t inter, std::int32_t experts, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
   const std::int64_t n = col1 - col0;
   if (n <= 0) return;
@@ -126,8 +127,7 @@ extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w
       met::cpu::fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
       for (std::int64_t o = col0; o < col1; ++o) {
         const float v = round_bf16(round_bf16(out[static_cast<std::size_t>(o - col0)]) + met::cpu::bf16_to_f32(bias[ee * hidden + o]));
-        float& a = acc[static_cast<std::size_t>((t / top_k) * n + o - col0)];
-        a = round_bf16(a + round_bf16(weights[t] * v));
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += round_bf16(weights[t] * v);
       }
     }
   }

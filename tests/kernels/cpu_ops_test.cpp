@@ -1397,7 +1397,7 @@ TEST_CASE("moe_gate_up_swiglu and moe_down_bias read an MXFP4 expert weight (row
   CHECK(amax > 0.01);  // the experts really contributed
 }
 
-TEST_CASE("moe_down_bias by hand: hidden = inter = 1, identity experts; the copies add into a bf16 sum in expert order, rounding each time: 1, then 2^-8 twice stays 1 (catches an fp32 sum or slot order), and the bias joins before the weight") {
+TEST_CASE("moe_down_bias by hand: hidden = inter = 1, identity experts; the weighted copies sum in fp32 and round once: 1 + 2^-8 + 2^-8 is 1 + 2^-7, where a bf16 sum rounding after each add stays 1 (catches a per-add rounding), and the bias joins before the weight") {
   const auto w = bf16_weight({1, 1, 1}, 3, 1);  // [experts, inter, hidden] = [3, 1, 1]
   const Bf16 zero(3, 0);
   // slots in the order experts 2, 0, 1; expert 0 carries 1, the others 2^-8.
@@ -1406,7 +1406,7 @@ TEST_CASE("moe_down_bias by hand: hidden = inter = 1, identity experts; the copi
   const Bf16 h = {tobf(kHalfUlpAtOne), tobf(1), tobf(kHalfUlpAtOne)};
   Bf16 y(1);
   met_moe_down_bias(h.data(), &w.w, zero.data(), ids, wts, 1, 3, 1, 1, 3, y.data(), 0, 1);
-  CHECK(bf(y[0]) == 1.0f);
+  CHECK(bf(y[0]) == 1.0f + 2 * kHalfUlpAtOne);
   // One expert with bias 0.5 and weight 0.5: 0.5 * (2 + 0.5).
   const Bf16 bias = {tobf(0.5f), 0, 0}, h2 = {tobf(2)};
   const std::int32_t id0[1] = {0};

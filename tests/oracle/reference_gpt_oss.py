@@ -22,8 +22,8 @@ What it computes, with a bf16 rounding wherever transformers' bf16 tensors round
 - Experts (ascending expert order): gate_up = bf16(bf16(x W) + b) with gate the even columns and
   up the odd ones; gate = min(gate, limit), up = clamp(up, -limit, limit); glu = bf16(gate *
   bf16(sigmoid(bf16(gate * 1.702)))); h = bf16(bf16(up + 1) * glu); out = bf16(bf16(h W_down) + b);
-  the layer's output starts at 0 and adds bf16(weight * out) per expert, rounding each sum (an
-  index_add_ into a bf16 buffer). MXFP4 experts are dequantised as transformers does: e2m1 codes,
+  the layer's output is the sum of bf16(weight * out) over the routed experts, rounded once (a
+  bf16 sum over the top-k dimension, as transformers' grouped and batched experts compute it). MXFP4 experts are dequantised as transformers does: e2m1 codes,
   the low nibble first, times 2^(scale - 127), blocks [experts, out, in / 32, 16] read as [experts,
   in, out].
 Greedy decoding."""
@@ -218,8 +218,8 @@ class Model:
                 sig = round_bf16(1.0 / (1.0 + math.exp(-round_bf16(gate * f32(ALPHA)))))
                 h.append(round_bf16(round_bf16(up + 1.0) * round_bf16(gate * sig)))
             out = [round_bf16(round_bf16(v) + b) for v, b in zip(self.project(dn_w[e], h, range(self.hidden)), dn_b[e])]
-            y = [round_bf16(a + round_bf16(weight[e] * b)) for a, b in zip(y, out)]
-        return y
+            y = [a + round_bf16(weight[e] * b) for a, b in zip(y, out)]
+        return [round_bf16(v) for v in y]
 
     def step(self, token, pos):
         hd, group = self.head_dim, self.heads // self.kv_heads
