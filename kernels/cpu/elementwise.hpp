@@ -23,6 +23,8 @@ struct MetRopeShape {
   std::int32_t kv_fp8 = 0;  // the fused qkv bodies' caches: as MetAttnShape's (attention.hpp)
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  // YaRN's attention factor: cos and sin are multiplied by it before they round to bf16 (1: none).
+  float attn_scale = 1.0f;
 };
 
 namespace met::cpu {
@@ -54,17 +56,17 @@ inline void rmsnorm_row(const std::uint16_t* x, const std::uint16_t* w, std::uin
 }
 
 // Rotates n_heads heads of head_dim in place at position pos; inv_freq_table null: theta-based.
-// cos and sin are rounded to bf16, and each product and the sum are rounded to bf16 (a bf16
-// reference's x * cos + rotate_half(x) * sin).
+// cos and sin (times attn_scale, YaRN's attention factor) are rounded to bf16, and each product and
+// the sum are rounded to bf16 (a bf16 reference's x * cos + rotate_half(x) * sin).
 inline void rope_heads(std::uint16_t* x, std::int32_t n_heads, std::int32_t head_dim, std::int32_t rotary_dim,
-                       float theta, const float* inv_freq_table, std::int32_t pos) {
+                       float theta, const float* inv_freq_table, std::int32_t pos, float attn_scale = 1.0f) {
   const std::int32_t half = rotary_dim / 2;
   for (std::int32_t i = 0; i < half; ++i) {
     const double inv_freq = inv_freq_table ? static_cast<double>(inv_freq_table[i])
                                            : std::pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
     const double angle = static_cast<double>(pos) * inv_freq;
-    const float c = round_bf16(static_cast<float>(std::cos(angle)));
-    const float s = round_bf16(static_cast<float>(std::sin(angle)));
+    const float c = round_bf16(static_cast<float>(std::cos(angle)) * attn_scale);
+    const float s = round_bf16(static_cast<float>(std::sin(angle)) * attn_scale);
     for (std::int32_t h = 0; h < n_heads; ++h) {
       std::uint16_t* xh = x + static_cast<std::int64_t>(h) * head_dim;
       const float x1 = bf16_to_f32(xh[i]);
@@ -152,8 +154,10 @@ extern "C" void met_rmsnorm_offset(const std::uint16_t* x, const std::uint16_t* 
 // inv_freq: fp32 [rotary_dim/2] or null (theta-based).
 extern "C" void met_rope(std::uint16_t* q, std::int64_t q_stride, std::uint16_t* k, std::int64_t k_stride, const std::int32_t* positions, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq) {
   for (std::int64_t r = 0; r < rows; ++r) {
-    met::cpu::rope_heads(q + r * q_stride, shape->heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r]);
-    met::cpu::rope_heads(k + r * k_stride, shape->kv_heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r]);
+    met::cpu::rope_heads(q + r * q_stride, shape->heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r],
+                         shape->attn_scale);
+    met::cpu::rope_heads(k + r * k_stride, shape->kv_heads, shape->head_dim, shape->rotary_dim, shape->theta, inv_freq, positions[r],
+                         shape->attn_scale);
   }
 }
 

@@ -46,6 +46,22 @@ extern "C" void met_gemm_f32(const std::uint16_t* x, const MetHostWeight* w, flo
   }
 }
 
+// As met_gemm with a bias b [w->rows] added to each fp32 sum before its one rounding (gpt-oss's
+// q/k/v and o; met_gemv_bias's values).
+extern "C" void met_gemm_bias(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, std::uint16_t* y, std::int64_t rows,
+                              std::int64_t out0, std::int64_t out1) {
+  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += met::cpu::kGemmRowBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + met::cpu::kGemmRowBlock);
+    for (std::int64_t o = out0; o < out1; ++o) {
+      met::cpu::weight_row(*w, o, wrow.data());
+      const float bo = met::cpu::bf16_to_f32(b[o]);
+      for (std::int64_t r = r0; r < r1; ++r)
+        y[r * w->rows + o] = met::cpu::f32_to_bf16(met::cpu::dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols) + bo);
+    }
+  }
+}
+
 // The GEMMs with their epilogue fused: each product rounds to bf16 as met_gemm's does, then the
 // epilogue op's own span function applies, so the values equal the unfused pair's (gemm, then
 // silu_mul / gelu_mul / residual_add).

@@ -101,6 +101,15 @@ extern "C" void met_gemv_f32(const std::uint16_t* x, const MetHostWeight* w, flo
     for (std::int64_t o = out0; o < out1; ++o) y[r * w->rows + o] = dot(x + r * w->cols, o);
 }
 
+// As met_gemv with a bias b [w->rows] added to the fp32 sum before its one rounding.
+extern "C" void met_gemv_bias(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, std::uint16_t* y, std::int64_t rows,
+                              std::int64_t out0, std::int64_t out1) {
+  met::cpu::RowDot dot(*w);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = out0; o < out1; ++o)
+      y[r * w->rows + o] = met::cpu::f32_to_bf16(dot(x + r * w->cols, o) + met::cpu::bf16_to_f32(b[o]));
+}
+
 // x: [rows, hidden]; w_qkv: [(heads + 2*kv_heads)*head_dim, hidden] (q, k, v stacked);
 // q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append);
 // inv_freq: fp32 [rotary_dim/2] or null (theta-based rope). Only head units [unit0, unit1) (q heads,

@@ -1,6 +1,8 @@
 // cpu reference bodies of mixture-of-experts: router (softmax, top-k, optional renormalisation),
 // routed gate/up + silu, and down projection with the routing-weighted sum. Expert weights stack
-// along rows of one MetHostWeight (expert e, row j = e * rows_per_expert + j). The expert bodies
+// along rows of one MetHostWeight (expert e, row j = e * rows_per_expert + j). gpt-oss's experts
+// (the *_bias and swiglu bodies) read one weight over every expert as its checkpoint stores it:
+// bf16 [experts, in, out] (the input dimension first), or MXFP4 rows [experts * out, in]. The expert bodies
 // walk experts, not rows: each expert a slice's rows picked is read once for all of them, and an
 // expert none picked is never read (the cost the planner charges). Include from one TU.
 #pragma once
@@ -26,7 +28,112 @@ inline std::vector<std::vector<std::int64_t>> routed_slots(const std::int32_t* i
   return by_expert;
 }
 
+// One routed expert's projection of an input row for outputs [o0, o1) of `outs`, in fp32, each
+// output summed over the inputs in order, into y[0, o1 - o0). A bf16 weight is [experts, ins, outs]
+// (gpt-oss's bf16 layout), any other format rows [experts * outs, ins] (MXFP4 blocks).
+inline void fused_expert_proj(const MetHostWeight& w, std::int64_t e, std::int64_t ins, std::int64_t outs, const std::uint16_t* x,
+                              std::int64_t o0, std::int64_t o1, float* y, std::vector<float>& row) {
+  if (w.format == MET_WEIGHT_BF16) {
+    const auto* d = static_cast<const std::uint16_t*>(w.data) + e * ins * outs;
+    for (std::int64_t o = o0; o < o1; ++o) y[o - o0] = 0.0f;
+    for (std::int64_t i = 0; i < ins; ++i) {
+      const float xi = bf16_to_f32(x[i]);
+      const std::uint16_t* wi = d + i * outs;
+      for (std::int64_t o = o0; o < o1; ++o) y[o - o0] += xi * bf16_to_f32(wi[o]);
+    }
+    return;
+  }
+  row.resize(static_cast<std::size_t>(ins));
+  for (std::int64_t o = o0; o < o1; ++o) {
+    weight_row(w, e * outs + o, row.data());
+    y[o - o0] = dot_act(w, x, row.data(), ins);
+  }
+}
+
 }  // namespace met::cpu
+
+// gpt-oss's router: x [rows, hidden], w_router [experts, hidden], bias [experts]. The logits are
+// bf16(x w + bias) (one rounding, as a bf16 Linear with a bias), the top k of them best first (ties
+// to the lower expert), and the weights a softmax over those k in fp32, each rounded to bf16.
+extern "C" void met_moe_router_topk_bias(const std::uint16_t* x, const MetHostWeight* w_router, const std::uint16_t* bias, std::int64_t rows, std::int32_t top_k, std::int32_t* ids, float* weights) {
+  const std::int64_t experts = w_router->rows;
+  met::cpu::RowDot dot(*w_router);
+  std::vector<float> logit(static_cast<std::size_t>(experts));
+  std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t e = 0; e < experts; ++e)
+      logit[static_cast<std::size_t>(e)] =
+          met::cpu::round_bf16(dot(x + r * w_router->cols, e) + met::cpu::bf16_to_f32(bias[e]));
+    for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return logit[static_cast<std::size_t>(a)] > logit[static_cast<std::size_t>(b)];
+    });
+    const float m = logit[static_cast<std::size_t>(order[0])];
+    float sum = 0.0f;
+    for (std::int32_t k = 0; k < top_k; ++k) sum += std::exp(logit[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])] - m);
+    for (std::int32_t k = 0; k < top_k; ++k) {
+      const std::int32_t e = order[static_cast<std::size_t>(k)];
+      ids[r * top_k + k] = e;
+      weights[r * top_k + k] = met::cpu::round_bf16(std::exp(logit[static_cast<std::size_t>(e)] - m) / sum);
+    }
+  }
+}
+
+// gpt-oss's experts' gate/up: x [rows, hidden]; per routed slot, gate_up = bf16(bf16(x W_e) +
+// bias[e]) (a bf16 product, then the bias added in bf16), gate = column 2j, up = 2j + 1; then
+// gate = min(gate, limit), up = clamp(up, -limit, limit) and h = bf16(bf16(up + 1) * glu), glu =
+// bf16(gate * bf16(sigmoid(bf16(gate * alpha)))), every step a bf16 tensor in transformers.
+// Only columns [col0, col1) of inter are computed and written into h [rows, top_k, inter].
+extern "C" void met_moe_gate_up_swiglu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::uint16_t* bias, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::int32_t hidden, std::int32_t experts, float limit, float alpha, std::uint16_t* h, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t width = 2 * static_cast<std::int64_t>(inter), n = col1 - col0;
+  if (n <= 0) return;
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, experts);
+  std::vector<float> gu(static_cast<std::size_t>(2 * n));
+  std::vector<float> row;
+  using met::cpu::round_bf16;
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    const auto ee = static_cast<std::int64_t>(e);
+    for (const std::int64_t t : by_expert[e]) {
+      met::cpu::fused_expert_proj(*w_gate_up, ee, hidden, width, x + (t / top_k) * hidden, 2 * col0, 2 * col1, gu.data(), row);
+      for (std::int64_t j = col0; j < col1; ++j) {
+        const std::uint16_t* b = bias + ee * width + 2 * j;
+        float gate = round_bf16(round_bf16(gu[static_cast<std::size_t>(2 * (j - col0))]) + met::cpu::bf16_to_f32(b[0]));
+        float up = round_bf16(round_bf16(gu[static_cast<std::size_t>(2 * (j - col0) + 1)]) + met::cpu::bf16_to_f32(b[1]));
+        gate = std::min(gate, limit);
+        up = std::clamp(up, -limit, limit);
+        const float sig = round_bf16(1.0f / (1.0f + std::exp(-round_bf16(gate * alpha))));
+        const float glu = round_bf16(gate * sig);
+        h[t * inter + j] = met::cpu::f32_to_bf16(round_bf16(up + 1.0f) * glu);
+      }
+    }
+  }
+}
+
+// gpt-oss's experts' down projection: h [rows, top_k, inter]; per routed slot out = bf16(bf16(h
+// W_e) + bias[e]) and its weighted copy bf16(weight * out); the row's copies summed in fp32 (in
+// expert order) with one rounding at the store, as transformers' grouped and batched experts sum
+// them (a bf16 sum over the top-k dimension). Only columns [col0, col1) of y are computed and
+// written.
+extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::int32_t inter, std::int32_t experts, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t n = col1 - col0;
+  if (n <= 0) return;
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, experts);
+  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f), out(static_cast<std::size_t>(n));
+  std::vector<float> row;
+  using met::cpu::round_bf16;
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    const auto ee = static_cast<std::int64_t>(e);
+    for (const std::int64_t t : by_expert[e]) {
+      met::cpu::fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
+      for (std::int64_t o = col0; o < col1; ++o) {
+        const float v = round_bf16(round_bf16(out[static_cast<std::size_t>(o - col0)]) + met::cpu::bf16_to_f32(bias[ee * hidden + o]));
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += round_bf16(weights[t] * v);
+      }
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
+}
 
 // x: [rows, hidden]; w_router: [experts, hidden]. ids/weights: [rows, top_k], best first; ties go
 // to the lower expert. The logits are rounded to bf16 (a bf16 projection's output, as transformers'

@@ -44,6 +44,10 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"moe_router_topk", bind_moe_router},
     {"moe_gate_up_silu", bind_moe_gate_up},
     {"moe_down", bind_moe_down},
+    {"gemv_bias", bind_linear},
+    {"moe_router_topk_bias", bind_moe_router_bias},
+    {"moe_gate_up_swiglu", bind_moe_gate_up_swiglu},
+    {"moe_down_bias", bind_moe_down_bias},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {

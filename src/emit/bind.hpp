@@ -76,6 +76,9 @@ Expected<float> softcap_of(const KernelSite& site);
 Expected<void> bind_moe_router(const KernelSite& site);
 Expected<void> bind_moe_gate_up(const KernelSite& site);
 Expected<void> bind_moe_down(const KernelSite& site);
+Expected<void> bind_moe_router_bias(const KernelSite& site);
+Expected<void> bind_moe_gate_up_swiglu(const KernelSite& site);
+Expected<void> bind_moe_down_bias(const KernelSite& site);
 
 // Every kernel of the group's rule, in rule order; refuses a kernel without an opcode or a binder.
 Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph& graph);

@@ -92,6 +92,16 @@ Expected<void> bind_linear(const KernelSite& site) {
   }
   std::vector<std::int64_t> ints{R, 0};
   if (int_index(site.op, "col_slices") >= 0) ints.push_back(/*col_slices=*/1);
+  if (site.k == "gemv_bias" || site.k == "gemm_bias") {  // gpt-oss: the bias node of the linear's role
+    const auto* bn = site.node("bias", role);
+    if (!bn) return site.where("expects bias:" + role + " after linear:" + role);
+    if (param(*bn, "dim") != out_w)
+      return site.where("bias:" + role + " over " + std::to_string(param(*bn, "dim")) + " columns, the projection has " +
+                        std::to_string(out_w));
+    MET_TRY(auto bias, site.weight(bn));
+    MET_CHECK(site.add({src, w, bias, dst}, ints, {}));
+    return {};
+  }
   MET_CHECK(site.add({src, w, dst}, ints, {}));
   if (role == "lm_head" && b.sh->tp > 1) return gather_logits(site, dst, out_w, /*tokens=*/false);
   return {};

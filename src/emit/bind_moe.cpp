@@ -56,4 +56,48 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   return {};
 }
 
+// gpt-oss: the router with its bias, and the experts of one tensor over every expert with their
+// biases (the bias nodes the rule's pattern names), the clamped SwiGLU's limit and alpha.
+Expected<void> bind_moe_router_bias(const KernelSite& site) {
+  const auto* n = site.node("moe_router");
+  const auto* bn = site.node("bias", "router");
+  if (!n || !bn) return site.where("expects moe_router and bias:router");
+  MET_TRY(auto w, site.weight(n));
+  MET_TRY(auto bias, site.weight(bn));
+  const std::int64_t top_k = param(*n, "top_k"), experts = param(*n, "experts");
+  if (top_k < 1 || top_k > experts)
+    return site.where("top_k " + std::to_string(top_k) + " is not between 1 and the " + std::to_string(experts) + " experts");
+  const Routing r = routing(site, top_k);
+  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, bias, r.ids, r.weights}, {site.R, top_k}, {}));
+  return {};
+}
+
+Expected<void> bind_moe_gate_up_swiglu(const KernelSite& site) {
+  const auto* n = site.node("moe_gate_up");
+  const auto* bn = site.node("bias", "gate_up");
+  const auto* act = site.node("swiglu_clamp");
+  if (!n || !bn || !act) return site.where("expects moe_gate_up, bias:gate_up and swiglu_clamp");
+  MET_TRY(auto w, site.weight(n));
+  MET_TRY(auto bias, site.weight(bn));
+  const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter"), hidden = param(*n, "hidden");
+  const Routing r = routing(site, top_k);
+  MET_CHECK(site.add({site.b.act("xn", site.R, hidden), w, bias, r.ids, site.b.act(kH, site.R, top_k * inter)},
+                     {site.R, top_k, inter, /*col_slices=*/1, hidden, param(*n, "experts")},
+                     {static_cast<float>(param_f(*act, "limit")), static_cast<float>(param_f(*act, "alpha"))}));
+  return {};
+}
+
+Expected<void> bind_moe_down_bias(const KernelSite& site) {
+  const auto* n = site.node("moe_down");
+  const auto* bn = site.node("bias", "down");
+  if (!n || !bn) return site.where("expects moe_down and bias:down");
+  MET_TRY(auto w, site.weight(n));
+  MET_TRY(auto bias, site.weight(bn));
+  const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
+  const Routing r = routing(site, top_k);
+  MET_CHECK(site.add({site.b.act(kH, site.R, top_k * inter), w, bias, r.ids, r.weights, site.b.act("y", site.R, site.hidden)},
+                     {site.R, top_k, site.hidden, /*col_slices=*/1, inter, param(*n, "experts")}, {}));
+  return {};
+}
+
 }  // namespace met::emit::detail

@@ -45,6 +45,14 @@ std::string write_build_json(const BuildRecord& r) {
   j["rope"] = {{"theta", cfg.rope.theta}, {"type", cfg.rope.type}};
   if (cfg.rope.type != "default") j["rope"]["factor"] = cfg.rope.factor;
   if (cfg.rope.type == "proportional") j["rope"]["partial_rotary_factor"] = cfg.rope.partial_rotary_factor;
+  if (cfg.rope.type == "yarn") {  // the final factor and attention factor, so no re-derivation is needed
+    j["rope"]["beta_fast"] = cfg.rope.beta_fast;
+    j["rope"]["beta_slow"] = cfg.rope.beta_slow;
+    j["rope"]["truncate"] = cfg.rope.truncate;
+    j["rope"]["attention_factor"] = cfg.rope.attention_factor;
+    if (cfg.rope.original_max_position_embeddings > 0)
+      j["rope"]["original_max_position_embeddings"] = cfg.rope.original_max_position_embeddings;
+  }
   if (cfg.rope.type == "llama3") {
     j["rope"]["low_freq_factor"] = cfg.rope.low_freq_factor;
     j["rope"]["high_freq_factor"] = cfg.rope.high_freq_factor;

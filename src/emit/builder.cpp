@@ -82,6 +82,8 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
     t.dtype = MET_DTYPE_F32;
   else if (e.dtype == "fp8-e4m3")
     t.dtype = MET_DTYPE_FP8_E4M3;
+  else if (e.dtype == "mxfp4")
+    t.dtype = MET_DTYPE_U8;  // the packed codes; weights.json says mxfp4 and holds the scales
   else
     return fail(sh.display + ": tensor '" + entry + "': format '" + e.dtype + "' has no packet dtype");
   t.shape = e.shape;

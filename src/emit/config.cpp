@@ -26,6 +26,8 @@ const ScalingKeys kScalingTypes[] = {
     {"linear", {"factor"}},
     {"llama3", {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}},
     {"proportional", {"partial_rotary_factor"}, {"factor"}},
+    // truncate is a boolean, read apart from the numbers.
+    {"yarn", {"factor"}, {"beta_fast", "beta_slow", "original_max_position_embeddings", "attention_factor", "mscale", "mscale_all_dim", "truncate"}},
 };
 
 // The language model's settings: a multimodal config nests them in text_config.
@@ -41,6 +43,11 @@ namespace detail {
 std::int64_t param(const model::Node& n, const char* key) {
   auto it = n.params.find(key);
   return it == n.params.end() ? 0 : static_cast<std::int64_t>(std::llround(it->second));
+}
+
+double param_f(const model::Node& n, const char* key) {
+  auto it = n.params.find(key);
+  return it == n.params.end() ? 0 : it->second;
 }
 
 std::string for_layer(const std::string& name, int first, int layer) {
@@ -94,7 +101,7 @@ Expected<void> parse_block(const nlohmann::json& block, const std::string& at, R
   for (const auto& k : kScalingTypes)
     if (type == k.type) shape = &k;
   if (!shape)
-    return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear, llama3 and proportional rope)");
+    return fail(at + ": rope type '" + type + "' is not implemented (met runs default, linear, llama3, proportional and yarn rope)");
   auto listed = [](const std::vector<const char*>& keys, const std::string& key) {
     return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return key == k; });
   };
@@ -112,6 +119,11 @@ Expected<void> parse_block(const nlohmann::json& block, const std::string& at, R
         continue;
       }
       const auto& x = block[key];
+      if (std::string_view(key) == "truncate") {
+        if (!x.is_boolean()) return fail(at + ": truncate: not a boolean");
+        r.truncate = x.get<bool>();
+        continue;
+      }
       if (!x.is_number() || !(x.get<double>() > 0)) return fail(at + ": " + key + ": not a positive number");
       v[key] = x.get<double>();
     }
@@ -128,6 +140,17 @@ Expected<void> parse_block(const nlohmann::json& block, const std::string& at, R
     if (r.partial_rotary_factor > 1)
       return fail(at + ": partial_rotary_factor " + std::to_string(r.partial_rotary_factor) + " is above 1");
   }
+  if (type == "yarn") {
+    r.beta_fast = v.count("beta_fast") ? v.at("beta_fast") : r.beta_fast;
+    r.beta_slow = v.count("beta_slow") ? v.at("beta_slow") : r.beta_slow;
+    r.original_max_position_embeddings = v.count("original_max_position_embeddings") ? v.at("original_max_position_embeddings") : 0;
+    // A negative attention factor marks "not named": finish_yarn derives it once the factor is final.
+    r.attention_factor = v.count("attention_factor") ? v.at("attention_factor") : -1;
+    if (v.count("mscale") && v.count("mscale_all_dim")) {
+      r.mscale = v.at("mscale");
+      r.mscale_all_dim = v.at("mscale_all_dim");
+    }
+  }
   if (type == "llama3") {
     r.low_freq_factor = v.at("low_freq_factor");
     r.high_freq_factor = v.at("high_freq_factor");
@@ -139,10 +162,30 @@ Expected<void> parse_block(const nlohmann::json& block, const std::string& at, R
   return {};
 }
 
+// YaRN's final factor and attention factor, as transformers derives them: with
+// original_max_position_embeddings named, the factor is max_position_embeddings / it (when
+// config.json gives max_position_embeddings); the attention factor, unless named, is
+// m(factor, mscale) / m(factor, mscale_all_dim) with both mscales, else m(factor, 1), where
+// m(s, k) = 0.1 k ln(s) + 1 for s > 1 and 1 otherwise.
+Expected<void> finish_yarn(RopeConfig& r, double max_position_embeddings, const std::string& at) {
+  if (r.type != "yarn") return {};
+  if (r.original_max_position_embeddings > 0 && max_position_embeddings > 0)
+    r.factor = max_position_embeddings / r.original_max_position_embeddings;
+  else if (r.original_max_position_embeddings <= 0)
+    r.original_max_position_embeddings = max_position_embeddings;
+  if (!(r.original_max_position_embeddings > 0))
+    return fail(at + ": yarn needs original_max_position_embeddings or a max_position_embeddings");
+  if (r.attention_factor >= 0) return {};
+  auto m = [&](double k) { return r.factor <= 1 ? 1.0 : 0.1 * k * std::log(r.factor) + 1.0; };
+  r.attention_factor = r.mscale > 0 && r.mscale_all_dim > 0 ? m(r.mscale) / m(r.mscale_all_dim) : m(1.0);
+  return {};
+}
+
 bool same_rope(const RopeConfig& a, const RopeConfig& b) {
   return a.theta == b.theta && a.type == b.type && a.factor == b.factor && a.low_freq_factor == b.low_freq_factor &&
          a.high_freq_factor == b.high_freq_factor && a.original_max_position_embeddings == b.original_max_position_embeddings &&
-         a.partial_rotary_factor == b.partial_rotary_factor;
+         a.partial_rotary_factor == b.partial_rotary_factor && a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
+         a.truncate == b.truncate && a.attention_factor == b.attention_factor;
 }
 
 }  // namespace
@@ -158,14 +201,19 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
     if (!theta->is_number() || theta->get<double>() <= 0) return fail(display + ": rope_theta: not a positive number");
     r.theta = theta->get<double>();
   }
+  const double max_pos = j.contains("max_position_embeddings") && j["max_position_embeddings"].is_number()
+                             ? j["max_position_embeddings"].get<double>()
+                             : 0.0;
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     MET_CHECK(parse_block(j["rope_scaling"], display + ": rope_scaling", r));
+    MET_CHECK(finish_yarn(r, max_pos, display + ": rope_scaling"));
     return r;
   }
   if (!j.contains("rope_parameters") || !j["rope_parameters"].is_object()) return r;
   const auto& params = j["rope_parameters"];
   if (params.contains("rope_type")) {
     MET_CHECK(parse_block(params, display + ": rope_parameters", r));
+    MET_CHECK(finish_yarn(r, max_pos, display + ": rope_parameters"));
     return r;
   }
   // Keyed by layer type (Gemma): each layer kind's rope node names its own base and whether it is
@@ -175,6 +223,7 @@ Expected<RopeConfig> parse_rope(const std::string& config_json, const std::strin
   for (const auto& item : params.items()) {
     RopeConfig e;
     MET_CHECK(parse_block(item.value(), display + ": rope_parameters." + item.key(), e));
+    MET_CHECK(finish_yarn(e, max_pos, display + ": rope_parameters." + item.key()));
     if (!e.scaled()) continue;
     // The Gemma circuits run their sliding layers' rope unscaled (scaled = 0), as the models do.
     if (item.key() == "sliding_attention")

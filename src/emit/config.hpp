@@ -26,6 +26,8 @@ RopeConfig node_rope(const Config& cfg, const model::Node& rope);
 
 // A node's integer parameter (0 when it has none).
 std::int64_t param(const model::Node& n, const char* key);
+// A node's parameter as it is (0 when it has none): swiglu_clamp's limit and alpha.
+double param_f(const model::Node& n, const char* key);
 
 // "model.layers.0.mlp" -> "model.layers.7.mlp" (first layer of the kind -> layer L).
 std::string for_layer(const std::string& name, int first, int layer);

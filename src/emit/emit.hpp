@@ -59,7 +59,15 @@ struct RopeConfig {
   double low_freq_factor = 0.0, high_freq_factor = 0.0;
   double original_max_position_embeddings = 0.0;
   double partial_rotary_factor = 1.0;  // proportional: the rotated share of the head
+  // yarn: the ramp between extrapolated and interpolated frequencies over the correction range of
+  // beta_fast..beta_slow rotations (its bounds floored and ceiled when truncate), and the attention
+  // factor cos and sin are multiplied by (0.1 ln(factor) + 1 unless config.json names one).
+  double beta_fast = 32.0, beta_slow = 1.0;
+  bool truncate = true;
+  double attention_factor = 1.0;
+  double mscale = 0.0, mscale_all_dim = 0.0;  // yarn: both named, the attention factor is their ratio
   bool scaled() const { return type != "default"; }
+  float attention_scale() const { return type == "yarn" ? static_cast<float>(attention_factor) : 1.0f; }
 };
 // The rope of a config.json text (display names it in errors); other scaling types are refused. A
 // rope_parameters keyed by layer type (Gemma) gives the one scaled entry among them (each entry's

@@ -31,6 +31,7 @@ std::uint32_t inv_freq_table(Shared& sh, const RopeConfig& rope, std::int64_t ro
 
 std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim) {
   constexpr double kTwoPi = 6.283185307179586;
+  constexpr double kYarnRampGuard = 0.001;  // a zero-width ramp widened, as transformers does
   std::vector<float> out;
   // proportional: the rotated frequencies, floor(partial * rotary_dim / 2) of them (Python's
   // int(partial * head_dim // 2)); the others are 0.
@@ -44,6 +45,24 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, std::int64_t rotary_dim
       f = i < rotated ? f / rope.factor : 0.0;
     } else if (rope.type == "linear") {
       f /= rope.factor;
+    } else if (rope.type == "yarn") {
+      // The ramp runs over the correction range: below `low` the frequency is kept
+      // (extrapolated), above `high` divided by the factor (interpolated), linear between.
+      auto correction_dim = [&](double rotations) {
+        return static_cast<double>(rotary_dim) * std::log(rope.original_max_position_embeddings / (rotations * kTwoPi)) /
+               (2.0 * std::log(rope.theta));
+      };
+      double low = correction_dim(rope.beta_fast), high = correction_dim(rope.beta_slow);
+      if (rope.truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+      }
+      low = std::max(low, 0.0);
+      high = std::min(high, static_cast<double>(rotary_dim - 1));
+      if (low == high) high += kYarnRampGuard;
+      const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+      const double kept = 1.0 - ramp;
+      f = f / rope.factor * (1.0 - kept) + f * kept;
     } else if (rope.type == "llama3") {
       const double wavelen = kTwoPi / f;
       const double long_wavelen = rope.original_max_position_embeddings / rope.low_freq_factor;

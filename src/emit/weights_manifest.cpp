@@ -147,8 +147,26 @@ Expected<std::vector<std::uint64_t>> stacked_shape(const std::vector<WeightPart>
   return shape;
 }
 
+// An MXFP4 entry: one part of U8 blocks [experts, rows, cols / 32, 16] and one scale part of U8
+// e8m0 [experts, rows, cols / 32].
+Expected<void> check_mxfp4(const WeightEntry& e, const std::string& ctx) {
+  if (e.parts.size() != 1 || e.scale_parts.size() != 1 || !e.block.empty() || !e.input_scale_parts.empty())
+    return fail(fmt::format("{}: an mxfp4 weight is one part of blocks and one scale part", ctx));
+  const auto& b = e.parts[0];
+  const auto& sc = e.scale_parts[0];
+  if (b.dtype != "U8" || b.shape.size() != 4 || b.shape[3] != kMxfp4BlockBytes || !b.window.empty())
+    return fail(fmt::format("{}: mxfp4 blocks '{}' are {} {}, expected U8 [experts, rows, cols / 32, {}]", ctx, b.tensor, b.dtype,
+                            shape_text(b.shape), kMxfp4BlockBytes));
+  const std::vector<std::uint64_t> want(b.shape.begin(), b.shape.end() - 1);
+  if (sc.dtype != "U8" || sc.shape != want)
+    return fail(fmt::format("{}: mxfp4 scales '{}' are {} {}, expected U8 {} for blocks '{}' {}", ctx, sc.tensor, sc.dtype,
+                            shape_text(sc.shape), shape_text(want), b.tensor, shape_text(b.shape)));
+  return {};
+}
+
 // Each scale part covers its weight part: F32 [ceil(r/br), ceil(c/bc)].
 Expected<void> check_scales(const WeightEntry& e, const std::string& ctx) {
+  if (e.dtype == "mxfp4") return check_mxfp4(e, ctx);
   if (e.scale_parts.empty()) {
     if (!e.block.empty()) return fail(fmt::format("{}: 'block' without 'scale_parts'", ctx));
     if (e.dtype == "fp8-e4m3") return fail(fmt::format("{}: fp8-e4m3 weights need 'scale_parts'", ctx));
@@ -201,7 +219,7 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
   const std::string ctx = fmt::format("{} '{}'", ctx0, e.name);
   MET_TRY(e.dtype, get_string(j, "dtype", ctx));
   if (format_element_bytes(e.dtype) == 0) {
-    return fail(fmt::format("{}: unknown dtype '{}' (known: bf16, f16, f32, fp8-e4m3)", ctx, e.dtype));
+    return fail(fmt::format("{}: unknown dtype '{}' (known: bf16, f16, f32, fp8-e4m3, mxfp4)", ctx, e.dtype));
   }
   MET_TRY(e.shape, get_dims(j, "shape", ctx));
   for (const std::string key : {"parts", "scale_parts", "input_scale_parts"}) {
@@ -224,7 +242,7 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
   if (shape != e.shape) {
     return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
   }
-  if (format_of_dtype(e.parts[0].dtype) != e.dtype) {
+  if (format_of_dtype(e.parts[0].dtype) != e.dtype && !(e.dtype == "mxfp4" && e.parts[0].dtype == "U8")) {
     return fail(fmt::format("{}: dtype '{}' but part '{}' is {}", ctx, e.dtype, e.parts[0].tensor, e.parts[0].dtype));
   }
   MET_CHECK(check_scales(e, ctx));
@@ -254,7 +272,7 @@ Expected<WeightPart> part_of(const std::string& tensor, const CheckpointLayout& 
 std::uint64_t format_element_bytes(const std::string& dtype) {
   if (dtype == "f32") return 4;
   if (dtype == "bf16" || dtype == "f16") return 2;
-  if (dtype == "fp8-e4m3") return 1;
+  if (dtype == "fp8-e4m3" || dtype == "mxfp4") return 1;  // mxfp4: one byte of two codes
   return 0;
 }
 
@@ -331,6 +349,17 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
   const std::string ctx = fmt::format("{}: weight '{}'", display, name);
   WeightEntry e;
   e.name = name;
+  // A fused expert tensor stored MXFP4 (gpt-oss): `<name>_blocks` and `<name>_scales` instead.
+  if (tensors.size() == 1 && !layout.tensors.count(tensors[0]) && layout.tensors.count(tensors[0] + kBlocksSuffix)) {
+    MET_TRY(auto b, part_of(tensors[0] + kBlocksSuffix, layout, ctx));
+    MET_TRY(auto sc, part_of(tensors[0] + kScalesSuffix, layout, ctx));
+    e.dtype = "mxfp4";
+    e.shape = b.shape;
+    e.parts.push_back(std::move(b));
+    e.scale_parts.push_back(std::move(sc));
+    MET_CHECK(check_mxfp4(e, ctx));
+    return e;
+  }
   for (const auto& t : tensors) {
     MET_TRY(auto p, part_of(t, layout, ctx));
     e.parts.push_back(std::move(p));
@@ -429,6 +458,8 @@ std::string entry_name(const std::vector<std::string>& tensors, const std::strin
       prefix = prefix.substr(0, prefix.rfind('.') + 1);
     }
   }
+  // A fused bias (gpt-oss's q/k/v biases) is named apart from its projection's fused weight.
+  if (op == "bias" && !role.empty()) return prefix + role + "_bias";
   return prefix + (!role.empty() ? role : !op.empty() ? op : "fused");
 }
 

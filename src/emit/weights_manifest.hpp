@@ -22,6 +22,9 @@ inline constexpr const char* kWeightsSchema = "met-weights/1";
 inline constexpr const char* kScaleSuffix = "_scale_inv";   // block-fp8 checkpoints: "<weight>_scale_inv"
 inline constexpr const char* kTensorScaleSuffix = "_scale";  // modelopt: "<module>.weight" + "_scale"
 inline constexpr const char* kInputScale = "input_scale";    // modelopt: "<module>.input_scale"
+inline constexpr const char* kBlocksSuffix = "_blocks";    // MXFP4 (gpt-oss experts): "<tensor>_blocks" U8 codes
+inline constexpr const char* kScalesSuffix = "_scales";    // and "<tensor>_scales" U8 e8m0, one per 32 codes
+inline constexpr std::uint64_t kMxfp4BlockBytes = 16;       // 32 e2m1 codes, two a byte
 inline constexpr std::uint64_t kFp8BlockRows = 128;         // weight_block_size of DeepSeek-V3 / Qwen3-FP8
 inline constexpr std::uint64_t kFp8BlockCols = 128;
 

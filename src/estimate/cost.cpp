@@ -120,6 +120,14 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = 8 * R * dim;
+  } else if (op == "bias") {
+    // A projection's bias (gpt-oss): read once per step, added to the output; a bias per expert is
+    // charged whole (at most experts x dim values, small beside the experts' weights).
+    const double dim = p(n, "dim");
+    c.weight_bytes = dim * std::max(1.0, p(n, "experts")) * wb;
+    c.in_bytes = R * dim * a;
+    c.out_bytes = R * dim * a;
+    c.flops = R * dim;
   } else if (op == "relu2" || op == "scale" || op == "softcap") {
     const double dim = p(n, "dim");
     c.in_bytes = R * dim * a;

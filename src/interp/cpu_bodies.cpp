@@ -273,7 +273,8 @@ void body_rmsnorm_offset(const MetArgs_rmsnorm_offset& a, const InstrDesc& d, st
 
 void body_rope(const MetArgs_rope& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
-  const MetRopeShape sh = rope_shape(a, a.theta);
+  MetRopeShape sh = rope_shape(a, a.theta);
+  sh.attn_scale = a.attn_scale;
   u16* base = a.qkv + r.begin * a.stride;
   met_rope(base, a.stride, base + a.k_col0, a.stride, a.positions + r.begin, r.end - r.begin, &sh, a.inv_freq);
 }
@@ -347,6 +348,34 @@ void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t 
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
   met_moe_down(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
                r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden, c.begin, c.end);
+}
+
+template <class A, class Kernel>
+void biased_linear_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel kernel) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);
+  kernel(a.x + (a.in_row0 + r.begin) * a.w->cols, a.w, a.b, a.y + r.begin * a.w->rows, r.end - r.begin, c.begin, c.end);
+}
+void body_gemv_bias(const MetArgs_gemv_bias& a, const InstrDesc& d, std::uint32_t s) { biased_linear_slice(a, d, s, met_gemv_bias); }
+void body_gemm_bias(const MetArgs_gemm_bias& a, const InstrDesc& d, std::uint32_t s) { biased_linear_slice(a, d, s, met_gemm_bias); }
+
+void body_moe_router_topk_bias(const MetArgs_moe_router_topk_bias& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_moe_router_topk_bias(a.x + r.begin * a.w_router->cols, a.w_router, a.bias, r.end - r.begin, i32(a.top_k),
+                           a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
+}
+
+void body_moe_gate_up_swiglu(const MetArgs_moe_gate_up_swiglu& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.inter);
+  met_moe_gate_up_swiglu(a.x + r.begin * a.hidden, a.w_gate_up, a.bias, a.ids + r.begin * a.top_k, r.end - r.begin, i32(a.top_k),
+                         i32(a.inter), i32(a.hidden), i32(a.experts), a.limit, a.alpha, a.h + r.begin * a.top_k * a.inter, c.begin,
+                         c.end);
+}
+
+void body_moe_down_bias(const MetArgs_moe_down_bias& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
+  met_moe_down_bias(a.h + r.begin * a.top_k * a.inter, a.w_down, a.bias, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
+                    r.end - r.begin, i32(a.top_k), i32(a.hidden), i32(a.inter), i32(a.experts), a.y + r.begin * a.hidden, c.begin,
+                    c.end);
 }
 
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {

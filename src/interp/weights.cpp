@@ -183,7 +183,11 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     }
     // Scales: stacked like the parts. A part that does not end on a block boundary would shift
     // the next part's blocks, so rows are re-blocked at g = gcd(block, rows of every part but the last).
-    if (!e.scale_parts.empty() && e.block.empty()) {
+    if (e.dtype == "mxfp4") {  // e8m0 bytes, one per 32 codes, in the blocks' order: read in place
+      MET_TRY(auto ptr, part_bytes(e.scale_parts.at(0), e.name));
+      s.scales = ptr;
+      s.scale_bytes = e.scale_parts[0].bytes;
+    } else if (!e.scale_parts.empty() && e.block.empty()) {
       // Per-tensor scales (modelopt): one float per row, each part's rows repeating its scale, so the
       // view is a block of 1 x cols and a fused q/k/v keeps each projection's own scale.
       const std::uint64_t cols = e.parts[0].shape.size() == 2 ? e.parts[0].shape[1] : 0;
@@ -253,7 +257,16 @@ Expected<MetHostWeight> LoadedWeights::host_weight(std::size_t e) const {
   MetHostWeight h{};
   if (m.dtype == "bf16") h.format = MET_WEIGHT_BF16;
   else if (m.dtype == "fp8-e4m3") h.format = MET_WEIGHT_FP8_E4M3;
-  else return fail(fmt::format("weight '{}': {} has no cpu weight view (bf16, fp8-e4m3)", m.name, m.dtype));
+  else if (m.dtype == "mxfp4") h.format = MET_WEIGHT_MXFP4;
+  else return fail(fmt::format("weight '{}': {} has no cpu weight view (bf16, fp8-e4m3, mxfp4)", m.name, m.dtype));
+  if (h.format == MET_WEIGHT_MXFP4) {  // blocks [experts, rows, cols / 32, 16]: rows of every expert stacked
+    h.rows = static_cast<std::int64_t>(m.shape.at(0) * m.shape.at(1));
+    h.cols = static_cast<std::int64_t>(m.shape.at(2) * emit::kMxfp4BlockBytes * 2);
+    h.data = slots_[e].data;
+    h.scales = slots_[e].scales;
+    h.tensor_scale = 1.0f;
+    return h;
+  }
   if (m.shape.size() == 1) {
     h.rows = 1;
     h.cols = static_cast<std::int64_t>(m.shape[0]);

@@ -30,4 +30,24 @@ std::vector<std::string> expert_tensors(const std::vector<std::string>& names, i
   return out;
 }
 
+bool fused_experts(const Node& node) {
+  auto it = node.params.find("layout");
+  return expert_count(node) > 0 && it != node.params.end() && it->second == 1 && weight_shape(node).size() == 3;
+}
+
+std::vector<double> fused_bf16_shape(const Node& node) {
+  const auto w = weight_shape(node);
+  return {w[0], w[2], w[1]};
+}
+
+std::vector<double> fused_blocks_shape(const Node& node) {
+  const auto w = weight_shape(node);
+  return {w[0], w[1], w[2] / kMxfp4Group, kMxfp4Group / 2};
+}
+
+std::vector<double> fused_scales_shape(const Node& node) {
+  const auto w = weight_shape(node);
+  return {w[0], w[1], w[2] / kMxfp4Group};
+}
+
 }  // namespace met::model

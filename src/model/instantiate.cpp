@@ -359,6 +359,56 @@ Expected<void> check_shapes(const Context& c, const Node& node, const std::vecto
   return {};
 }
 
+// A fused expert node (gpt-oss): its one tensor bf16 [experts, in, out], or the MXFP4 pair
+// `<name>_blocks` U8 [experts, out, in / 32, 16] and `<name>_scales` U8 [experts, out, in / 32]
+// that a quantization_config of quant_method mxfp4 declares.
+Expected<Format> fused_expert_format(const Context& c, const Node& node, const std::vector<std::string>& tensors,
+                                     const std::string& ctx) {
+  if (tensors.size() != 1) return fail(fmt::format("{}: an expert node of layout 1 names one tensor, not {}", ctx, tensors.size()));
+  const std::string& name = tensors[0];
+  auto shape_of = [](const TensorInfo& t) {
+    std::vector<double> out;
+    for (auto d : t.shape) out.push_back(static_cast<double>(d));
+    return out;
+  };
+  const auto w = weight_shape(node);
+  const std::string geometry = fmt::format("{} experts, {} outputs, {} inputs from config.json", w[0], w[1], w[2]);
+  if (auto it = c.tensors->find(name); it != c.tensors->end()) {
+    const TensorInfo& t = it->second;
+    const std::string where_ = fmt::format("{}: tensor '{}' ({})", ctx, name, c.src.display(t.file));
+    MET_TRY(Format f, header_format(c, t.dtype, where_));
+    if (t.dtype == "U8") return fail(fmt::format("{}: U8, but an MXFP4 expert tensor is stored as '{}{}' and '{}{}'", where_, name, kBlocksSuffix, name, kScalesSuffix));
+    if (shape_of(t) != fused_bf16_shape(node)) {
+      return fail(fmt::format("{}: shape {} disagrees with [experts, in, out] = {} ({})", where_, shape_text(t.shape),
+                              shape_text(fused_bf16_shape(node)), geometry));
+    }
+    return f;
+  }
+  const std::string blocks = name + std::string(kBlocksSuffix), scales = name + std::string(kScalesSuffix);
+  auto b = c.tensors->find(blocks), s = c.tensors->find(scales);
+  if (b == c.tensors->end() || s == c.tensors->end()) {
+    return fail(fmt::format("{}: neither '{}' nor the MXFP4 pair '{}' and '{}' is in the safetensors headers of {}{}", ctx, name,
+                            blocks, scales, c.src.name(),
+                            b != c.tensors->end() || s != c.tensors->end() ? " (only one of the pair is)" : ""));
+  }
+  if (static_cast<int>(w[2]) % kMxfp4Group != 0) {
+    return fail(fmt::format("{}: '{}': MXFP4 blocks of {} need an input size divisible by {} ({})", ctx, blocks, kMxfp4Group,
+                            kMxfp4Group, geometry));
+  }
+  for (const auto& [it, want] : {std::pair{b, fused_blocks_shape(node)}, std::pair{s, fused_scales_shape(node)}}) {
+    const TensorInfo& t = it->second;
+    const std::string where_ = fmt::format("{}: tensor '{}' ({})", ctx, it->first, c.src.display(t.file));
+    if (t.dtype != "U8") return fail(fmt::format("{}: {}, expected U8", where_, t.dtype));
+    if (shape_of(t) != want) {
+      return fail(fmt::format("{}: shape {} disagrees with {} ({})", where_, shape_text(t.shape), shape_text(want), geometry));
+    }
+  }
+  const std::string where_ = fmt::format("{}: tensor '{}' ({})", ctx, blocks, c.src.display(b->second.file));
+  MET_TRY(Format f, header_format(c, "U8", where_));
+  if (f != Format::mxfp4) return fail(fmt::format("{}: blocks and scales of 32 are MXFP4, but {} declares {}", where_, c.quant->source, format_name(f)));
+  return f;
+}
+
 // experts > 0: tensors are every expert's (expert_tensors), checked expert by expert.
 Expected<void> assign_format(Context& c, Node& node, const std::vector<std::string>& tensors, bool tied, int experts,
                              const std::string& ctx) {
@@ -387,7 +437,10 @@ Expected<void> assign_format(Context& c, Node& node, const std::vector<std::stri
     f = c.quant->weight;
     source = c.quant->source;
   }
-  if (c.tensors) {
+  if (c.tensors && fused_experts(node)) {
+    MET_TRY(f, fused_expert_format(c, node, tensors, ctx));
+    source = "safetensors header";
+  } else if (c.tensors) {
     std::vector<const TensorInfo*> infos;
     for (const auto& t : tensors) {
       auto it = c.tensors->find(t);

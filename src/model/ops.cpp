@@ -55,9 +55,18 @@ const std::vector<OpInfo>& table() {
     add({"attention_mla", {"heads", "kv_lora", "rope_dim", "nope_dim", "v_dim"}, {}, {}, false, false, 1, none,
          nullptr, nullptr});
     // gelu_mul_split: gelu(gate) * up with up a buffer of its own (Gemma-4's per-layer input).
-    for (const char* name : {"residual", "silu_mul", "gelu_mul", "gelu_mul_split", "swiglu_clamp", "relu2"}) {
+    for (const char* name : {"residual", "silu_mul", "gelu_mul", "gelu_mul_split", "relu2"}) {
       add({name, {"dim"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     }
+    // gpt-oss's gated activation over interleaved (gate, up) columns: gate clamped above at limit,
+    // up clamped to [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate).
+    add({"swiglu_clamp", {"dim"}, {{"limit", 7, ""}, {"alpha", 1.702, ""}}, {}, false, false, 1, none, nullptr, nullptr});
+    // x + b over the output of the projection (or, for experts, of each routed expert's
+    // projection) just before it: b is [dim], or [experts, dim] for a bias per expert.
+    add({"bias", {"dim"}, {{"experts", 0, ""}},
+         {"qkv", "o", "router", "gate_up", "down"}, true, false, 1,
+         [](const Params& a) { return p(a, "experts") > 0 ? Shape{p(a, "experts"), p(a, "dim")} : Shape{p(a, "dim")}; },
+         nullptr, nullptr});
     // cap * tanh(x / cap) (the final logit softcap).
     add({"softcap", {"dim", "cap"}, {}, {}, false, false, 1, none, nullptr, nullptr});
     // x * factor (Gemma's embedding scale, sqrt(hidden)); 0 = the circuit gives none. weighted 1:
@@ -77,9 +86,15 @@ const std::vector<OpInfo>& table() {
     // scale vectors before the top k).
     add({"moe_router", {"hidden", "experts", "top_k"}, {{"renormalize", 1, ""}, {"scoring", 0, ""}}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
-    add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
+    // layout: how the checkpoint stores the experts. 0: one tensor per expert and projection
+    // (`experts.<e>.`, gate rows then up rows; Qwen3-MoE). 1: one tensor over every expert
+    // (gpt-oss): bf16 [experts, in, out] (the input dimension first) with gate_up's columns
+    // interleaved (gate 2j, up 2j + 1), or MXFP4 `<name>_blocks` U8 [experts, out, in / 32, 16] and
+    // `<name>_scales` U8 [experts, out, in / 32]. The weight shape below is [experts, out, in]
+    // either way (model/experts.hpp: fused_expert_shape gives the stored one).
+    add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {{"layout", 0, "", true}}, {}, true, true, 1,
          [](const Params& a) { return Shape{p(a, "experts"), 2 * p(a, "inter"), p(a, "hidden")}; }, nullptr, nullptr});
-    add({"moe_down", {"hidden", "inter", "experts", "top_k"}, {}, {}, true, true, 1,
+    add({"moe_down", {"hidden", "inter", "experts", "top_k"}, {{"layout", 0, "", true}}, {}, true, true, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden"), p(a, "inter")}; }, nullptr, nullptr});
     add({"conv1d", {"channels", "kernel"}, {}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "channels"), p(a, "kernel")}; }, nullptr,

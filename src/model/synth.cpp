@@ -39,6 +39,8 @@ constexpr double kNormNoise = 0.1;
 constexpr double kOtherRange = 0.1;
 constexpr double kEmbedGain = 2.0;
 constexpr double kActAmax = 8.0;  // calibrated |activation| and |K|, |V| bound behind static scales
+constexpr double kE2m1Max = 6.0;  // largest fp4 e2m1 magnitude
+constexpr double kE8m0Bias = 127; // e8m0 scale code of 2^0
 
 std::uint64_t mix64(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -152,6 +154,17 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Circuit& circuit, const 
     for (std::size_t k = 0; k < s.names.size(); ++k) s.tensors.push_back({s.names[k], {rows[k % parts], shape[2]}, kind});
     return std::optional<WeightNodeSpec>(std::move(s));
   }
+  if (!n.tied && fused_experts(n)) {
+    // One tensor over every expert, stored [experts, in, out] (MXFP4 synth writes it as blocks and
+    // scales with the output dimension first).
+    if (s.names.size() != 1) return fail(fmt::format("{}: an expert node of layout 1 names one tensor, not {}", ctx, s.names.size()));
+    std::vector<std::uint64_t> stored;
+    for (double d : fused_bf16_shape(n)) stored.push_back(static_cast<std::uint64_t>(d));
+    s.quantizable = op->quantizable;
+    s.fused_experts = true;
+    s.tensors.push_back({s.names[0], stored, kind, stored[1]});
+    return std::optional<WeightNodeSpec>(std::move(s));
+  }
   if (shape.size() > 2) {
     return fail(fmt::format("{}: op '{}' has a weight {} whose template names no per-expert tensors ('{}'); "
                             "synth and weights.json write experts one tensor per expert only",
@@ -204,6 +217,11 @@ Affine affine_of(const SynthTensor& t) {
       return {c, kNormNoise * c};
     }
     case TensorKind::other: return {0, kOtherRange};
+    case TensorKind::mxfp4_blocks: return {0, 1};
+    case TensorKind::mxfp4_scales:
+      // e8m0 codes around 2^e with 6 * 2^e (the largest e2m1 value) near 1 / sqrt(in), one step
+      // either way: the dequantised weights get the bf16 synth's range.
+      return {std::round(std::log2(1 / std::sqrt(fan) / kE2m1Max)) + kE8m0Bias, 1};
     case TensorKind::scale: {
       // value = fp8 * scale with fp8 ~ U(-448, 448): scale ~ (1/sqrt(in)) / 448, varied by 25% per block.
       const double base = 1 / std::sqrt(fan) / kFp8Max;
@@ -217,13 +235,26 @@ Affine affine_of(const SynthTensor& t) {
   return {};
 }
 
-enum class Elem { bf16, fp8, f32 };
+enum class Elem { bf16, fp8, f32, fp4_pair, e8m0 };
 
-Elem elem_of(const std::string& dtype) { return dtype == "F8_E4M3" ? Elem::fp8 : dtype == "F32" ? Elem::f32 : Elem::bf16; }
+Elem elem_of(const SynthTensor& t) {
+  if (t.kind == TensorKind::mxfp4_blocks) return Elem::fp4_pair;
+  if (t.kind == TensorKind::mxfp4_scales) return Elem::e8m0;
+  return t.dtype == "F8_E4M3" ? Elem::fp8 : t.dtype == "F32" ? Elem::f32 : Elem::bf16;
+}
 
 // One element's bytes (little-endian) into out.
 void element(Elem dtype, const Affine& f, std::uint64_t key, std::uint64_t e, std::array<std::byte, 4>& out) {
   const float u = uniform(key, e);
+  if (dtype == Elem::fp4_pair) {  // two uniform e2m1 codes
+    out[0] = static_cast<std::byte>(static_cast<std::uint8_t>(std::min(255.0f, std::floor((u + 1.0f) * 128.0f))));
+    return;
+  }
+  if (dtype == Elem::e8m0) {  // f.offset, one code up or down a third of the time each
+    const double step = u < -1.0f / 3.0f ? -1 : u >= 1.0f / 3.0f ? 1 : 0;
+    out[0] = static_cast<std::byte>(static_cast<std::uint8_t>(std::clamp(f.offset + step, 1.0, 254.0)));
+    return;
+  }
   if (dtype == Elem::fp8) {
     out[0] = static_cast<std::byte>(f32_to_fp8_e4m3(u * kFp8Max));
     return;
@@ -240,7 +271,7 @@ void element(Elem dtype, const Affine& f, std::uint64_t key, std::uint64_t e, st
 }
 
 std::size_t element_size(const std::string& dtype) {
-  if (dtype == "F8_E4M3") return 1;
+  if (dtype == "F8_E4M3" || dtype == "U8") return 1;
   if (dtype == "F32") return 4;
   return 2;
 }
@@ -319,13 +350,14 @@ std::optional<SynthDtype> parse_synth_dtype(const std::string& name) {
   if (name == "bf16") return SynthDtype{Format::bf16, Fp8Layout::block128};
   if (name == "fp8-block128" || name == "fp8-e4m3") return SynthDtype{Format::fp8_e4m3, Fp8Layout::block128};
   if (name == "fp8-modelopt") return SynthDtype{Format::fp8_e4m3, Fp8Layout::modelopt};
+  if (name == "mxfp4") return SynthDtype{Format::mxfp4, Fp8Layout::block128};
   return std::nullopt;
 }
 
 Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, const std::string& config_text,
                                const std::string& display, const SynthOptions& options) {
-  if (options.dtype != Format::bf16 && options.dtype != Format::fp8_e4m3) {
-    return fail(fmt::format("synth: dtype '{}' is not written (known: bf16, fp8-e4m3)", format_name(options.dtype)));
+  if (options.dtype != Format::bf16 && options.dtype != Format::fp8_e4m3 && options.dtype != Format::mxfp4) {
+    return fail(fmt::format("synth: dtype '{}' is not written (known: bf16, fp8-e4m3, mxfp4)", format_name(options.dtype)));
   }
   nlohmann::ordered_json config;  // keeps the input's key order in the written config.json
   try {
@@ -350,6 +382,12 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
                                      {"fmt", "e4m3"},
                                      {"activation_scheme", "dynamic"},
                                      {"weight_block_size", {kSynthBlock, kSynthBlock}}};
+  }
+  if (options.dtype == Format::mxfp4) {
+    // gpt-oss's released form: the experts MXFP4, everything these modules hold bf16.
+    config["quantization_config"] = {
+        {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}},
+        {"quant_method", "mxfp4"}};
   }
   SynthPlan plan;
   plan.circuit = circuit->id;
@@ -379,7 +417,26 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
       t.name = w.name;
       t.shape = w.shape;
       t.kind = w.kind;
-      t.fan_in = w.shape.empty() ? 1 : w.shape.back();
+      t.fan_in = w.fan_in != 0 ? w.fan_in : w.shape.empty() ? 1 : w.shape.back();
+      if (options.dtype == Format::mxfp4 && n.fused_experts) {
+        // [experts, in, out] -> blocks [experts, out, in / 32, 16] and scales [experts, out, in / 32].
+        const auto group = static_cast<std::uint64_t>(kMxfp4Group);
+        if (w.shape.size() != 3 || w.shape[1] % group != 0) {
+          return fail(fmt::format("{}: layer {}: tensor '{}' {}: MXFP4 needs an input size divisible by {}", n.where, n.layer,
+                                  w.name, shape_text(w.shape), group));
+        }
+        for (const bool blocks : {true, false}) {
+          SynthTensor q = t;
+          q.name = w.name + std::string(blocks ? kBlocksSuffix : kScalesSuffix);
+          q.dtype = "U8";
+          q.shape = {w.shape[0], w.shape[2], w.shape[1] / group};
+          if (blocks) q.shape.push_back(group / 2);
+          q.kind = blocks ? TensorKind::mxfp4_blocks : TensorKind::mxfp4_scales;
+          q.bytes = bytes_of(q.dtype, q.shape);
+          plan.tensors.push_back(q);
+        }
+        continue;
+      }
       const bool fp8 = options.dtype == Format::fp8_e4m3 && n.quantizable;
       if (fp8 && modelopt && !std::string_view(w.name).ends_with(".weight")) {
         return fail(fmt::format("{}: layer {}: fp8-modelopt names scales after '<module>.weight'; tensor '{}' is not one",
@@ -412,6 +469,11 @@ Expected<SynthPlan> plan_synth(const std::map<std::string, Circuit>& circuits, c
       if (std::string_view(module).ends_with(".self_attn.v_proj")) add_f32(module + ".v_scale", {}, TensorKind::kv_scale);
     }
   }
+  if (options.dtype == Format::mxfp4 &&
+      std::none_of(nodes.begin(), nodes.end(), [](const WeightNodeSpec& n) { return n.fused_experts; })) {
+    return fail(fmt::format("{}: synth writes MXFP4 for fused expert tensors (gpt-oss) only; circuit '{}' has none", display,
+                            circuit->id));
+  }
   for (const auto& t : plan.tensors) plan.total_bytes += t.bytes;
   return plan;
 }
@@ -421,7 +483,7 @@ void synth_bytes(const SynthPlan& plan, std::size_t t, std::uint64_t begin, std:
   const std::uint64_t key = tensor_key(plan.options.seed, tensor.name);
   const std::size_t esz = element_size(tensor.dtype);
   const Affine f = affine_of(tensor);
-  const Elem kind = elem_of(tensor.dtype);
+  const Elem kind = elem_of(tensor);
   std::array<std::byte, 4> buf{};
   std::uint64_t pos = begin;
   const std::uint64_t end = begin + out.size();

@@ -25,12 +25,14 @@ namespace met::model {
 // kv_scale: a per-tensor fp8 KV-cache scale (modelopt's k_proj.k_scale, v_proj.v_scale).
 // qk_norm: a q or k norm of a layer whose scores are not scaled (Gemma-4: scale 1), drawn near
 // dim^(-1/4) so that q.k keeps the spread a 1/sqrt(head_dim) scale would give it.
-enum class TensorKind { embedding, norm, offset_norm, qk_norm, linear, lm_head, scale, input_scale, kv_scale, other };
+enum class TensorKind { embedding, norm, offset_norm, qk_norm, linear, lm_head, scale, input_scale, kv_scale, other,
+                        mxfp4_blocks, mxfp4_scales };
 
 struct WeightTensorSpec {
   std::string name;                    // checkpoint tensor name
   std::vector<std::uint64_t> shape;
   TensorKind kind = TensorKind::other;
+  std::uint64_t fan_in = 0;            // inputs per output; 0: the last dim (a fused expert tensor stores them first)
 };
 
 // One weight-carrying node of one layer, with its tensors expanded for that layer.
@@ -41,6 +43,7 @@ struct WeightNodeSpec {
   std::vector<WeightTensorSpec> tensors;  // tensors holding the bytes (tied: the embedding)
   bool tied = false;
   bool quantizable = false;            // a Linear weight fp8 may store (never embeddings, norms, lm_head)
+  bool fused_experts = false;          // one tensor over every expert (model/experts.hpp): MXFP4 stores it
 };
 
 // Every weight node of the graph in execution order (pre, layer 0..n-1, post). Fused nodes split
@@ -61,7 +64,7 @@ enum class Fp8Layout { block128, modelopt };
 
 struct SynthOptions {
   std::uint64_t seed = 0;
-  Format dtype = Format::bf16;         // bf16 | fp8_e4m3 (Linear weights; the rest stays bf16)
+  Format dtype = Format::bf16;         // bf16 | fp8_e4m3 (Linear weights) | mxfp4 (fused expert tensors); the rest stays bf16
   Fp8Layout layout = Fp8Layout::block128;  // read when dtype is fp8_e4m3
 };
 
@@ -73,7 +76,7 @@ struct SynthDtype {
 };
 std::optional<SynthDtype> parse_synth_dtype(const std::string& name);
 inline const std::vector<std::string>& synth_dtype_names() {
-  static const std::vector<std::string> names = {"bf16", "fp8-block128", "fp8-modelopt", "fp8-e4m3"};
+  static const std::vector<std::string> names = {"bf16", "fp8-block128", "fp8-modelopt", "fp8-e4m3", "mxfp4"};
   return names;
 }
 

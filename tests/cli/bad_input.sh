@@ -306,10 +306,16 @@ for hw in host-cpu h200-sxm; do
   fi
   report "llama32_llama3_rope_emits_for_$hw" "${why[@]}"
 done
+ck=$(new_checkpoint dynamic_rope)
+edit "$ck/config.json" '"rope_type": "llama3"' '"rope_type": "dynamic"'
+write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
+expect_error rope_type_dynamic_refused "ckpt-dynamic_rope/config\.json: rope_scaling: rope type 'dynamic' is not implemented" -- \
+  "$met" circuit emit --hardware host-cpu --checkpoint "$ck" --out "$work/assets-dynamic"
+# A yarn block carrying llama3's keys: each unknown key is refused by name, never ignored.
 ck=$(new_checkpoint yarn_rope)
 edit "$ck/config.json" '"rope_type": "llama3"' '"rope_type": "yarn"'
 write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
-expect_error rope_type_yarn_refused "ckpt-yarn_rope/config\.json: rope_scaling: rope type 'yarn' is not implemented" -- \
+expect_error rope_yarn_unknown_key "ckpt-yarn_rope/config\.json: rope_scaling: unknown key '[a-z_]*' for rope type 'yarn'" -- \
   "$met" circuit emit --hardware host-cpu --checkpoint "$ck" --out "$work/assets-yarn"
 
 # --- run: teacher forcing, campaigns, the cuda backend and the opcode harness --------------------

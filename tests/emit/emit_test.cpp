@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -286,12 +287,12 @@ TEST_CASE("a plain rope (no rope_scaling, or null) emits no generated table, so 
   CHECK(generated_tensors(b->packet) == 0);
 }
 
-TEST_CASE("rope types yarn, dynamic and longrope are refused naming the type; a llama3 block missing a key or with an unknown key is refused naming the key") {
-  for (const char* type : {"yarn", "dynamic", "longrope"}) {
+TEST_CASE("rope types dynamic and longrope are refused naming the type; a llama3 block missing a key or with an unknown key is refused naming the key") {
+  for (const char* type : {"dynamic", "longrope"}) {
     const auto r = emit::parse_rope(config_with_rope(std::string(R"({"rope_type": ")") + type + R"(", "factor": 4.0})"), "config.json");
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message == std::string("config.json: rope_scaling: rope type '") + type +
-                                   "' is not implemented (met runs default, linear, llama3 and proportional rope)");
+                                   "' is not implemented (met runs default, linear, llama3, proportional and yarn rope)");
   }
   const auto missing = emit::parse_rope(config_with_rope(R"({"rope_type": "llama3", "factor": 8.0})"), "config.json");
   REQUIRE_FALSE(missing.ok());
@@ -299,10 +300,41 @@ TEST_CASE("rope types yarn, dynamic and longrope are refused naming the type; a 
   const auto unknown = emit::parse_rope(config_with_rope(R"({"rope_type": "linear", "factor": 2.0, "beta_fast": 32})"), "config.json");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message == "config.json: rope_scaling: unknown key 'beta_fast' for rope type 'linear'");
-  const auto dir = testing::tiny_checkpoint("yarn-rope", config_with_rope(R"({"rope_type": "yarn", "factor": 4.0})"));
+  const auto dir = testing::tiny_checkpoint("dynamic-rope", config_with_rope(R"({"rope_type": "dynamic", "factor": 4.0})"));
   auto a = testing::emit_checkpoint(dir, {});
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message.find("rope type 'yarn' is not implemented") != std::string::npos);
+  CHECK(a.error().message.find("rope type 'dynamic' is not implemented") != std::string::npos);
+}
+
+TEST_CASE("yarn as gpt-oss states it: the factor is max_position_embeddings / original_max_position_embeddings, the attention factor 0.1 ln(factor) + 1, and the table ramps from theta's frequencies (below the beta_fast correction dim) to them over the factor (above beta_slow's), untruncated (catches the stated factor kept, a missing attention factor, or a truncated ramp)") {
+  // gpt-oss-20b's block with the factor stated as 8: transformers takes 131072 / 4096 = 32.
+  std::string cfg = config_with_rope(
+      R"({"beta_fast": 32.0, "beta_slow": 1.0, "factor": 8.0, "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": false})");
+  cfg.replace(cfg.find("\"rope_theta\": 500000.0"), 22, "\"rope_theta\": 150000");
+  cfg.replace(cfg.find("\"max_position_embeddings\": 2048"), 31, "\"max_position_embeddings\": 131072");
+  const auto r = emit::parse_rope(cfg, "config.json");
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  CHECK(r->factor == 32.0);
+  CHECK(r->attention_scale() == doctest::Approx(0.1 * std::log(32.0) + 1).epsilon(1e-7));
+  const auto f = emit::rope_inv_freq(*r, 64);
+  REQUIRE(f.size() == 32);
+  const double pi = std::acos(-1.0);
+  auto corr = [&](double rot) { return 64 * std::log(4096 / (rot * 2 * pi)) / (2 * std::log(150000.0)); };
+  const double low = corr(32), high = corr(1);  // about 8.09 and 17.4: not whole numbers
+  for (int i : {0, 8, 9, 12, 17, 18, 31}) {
+    CAPTURE(i);
+    const double base = std::pow(150000.0, -2.0 * i / 64), ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    CHECK(f[static_cast<std::size_t>(i)] == doctest::Approx(base / 32 * ramp + base * (1 - ramp)).epsilon(1e-6).scale(0));
+  }
+  CHECK(f[0] == 1.0f);
+  CHECK(f[31] == doctest::Approx(std::pow(150000.0, -62.0 / 64) / 32).epsilon(1e-6).scale(0));
+  // truncate (transformers' default) floors and ceils the range to [8, 18]: i = 17 ramps 0.9 of the way.
+  cfg.replace(cfg.find("\"truncate\": false"), 17, "\"truncate\": true");
+  const auto t = emit::parse_rope(cfg, "config.json");
+  REQUIRE(t.ok());
+  const double b17 = std::pow(150000.0, -34.0 / 64), truncated = b17 / 32 * 0.9 + b17 * 0.1;
+  CHECK(emit::rope_inv_freq(*t, 64)[17] == doctest::Approx(truncated).epsilon(1e-6).scale(0));
+  CHECK(std::abs(f[17] - truncated) > 0.1 * truncated);  // untruncated: 0.957 of the way
 }
 
 TEST_CASE("rope_inv_freq: linear divides every frequency by factor; llama3 keeps short wavelengths and divides long ones by factor") {
@@ -539,7 +571,7 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
       } else if (op == "rope") {
         // Local layers: a plain rope of base rope_local_base_freq; global: rope_theta, scaled by
         // the generated table of the linear rope.
-        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f});
+        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f, /*attn_scale=*/1.0f});
         CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);
         if (!sliding) CHECK(tensors[d.tensors[2]].source == MET_SOURCE_GENERATED);
       } else if (op == "attn_prefill" || op == "attn_decode_split" || op == "attn_decode_merge") {
@@ -772,7 +804,7 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
         CHECK(d.imms == std::vector<float>{1e-6f, 0.0f});
         if (d.tensors[1] == MET_NO_TENSOR) ++weightless;
       } else if (op == "rope") {
-        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f});
+        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f, /*attn_scale=*/1.0f});
         CHECK(d.ints[4] == (sliding ? 64 : 128));  // head_dim
         CHECK(d.ints[5] == (sliding ? 64 : 128));  // rotary_dim: the whole head
         CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);

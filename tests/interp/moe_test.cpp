@@ -101,3 +101,79 @@ TEST_CASE("tiny Qwen3-MoE: each decode step's logits equal a prefill of the same
     CHECK(pre.tokens[0][0] == dec.tokens[0][i + 1]);
   }
 }
+
+// ---- gpt-oss (tests/oracle/configs/tiny-gpt-oss.json) ----
+
+namespace {
+
+struct GptOssFixture {
+  std::filesystem::path bf16, mxfp4, bf16_4, bf16_1, mx_4, mx_1;
+  GptOssFixture() {
+    const std::string cfg = testing::oracle_config("tiny-gpt-oss.json");
+    bf16 = testing::tiny_checkpoint("goss-bf16", cfg, /*seed=*/1);
+    mxfp4 = testing::tiny_checkpoint("goss-mxfp4", cfg, /*seed=*/1, Format::mxfp4);
+    std::tie(bf16_4, bf16_1) = testing::assets_4_and_1_threads(bf16, "goss-bf16-assets");
+    std::tie(mx_4, mx_1) = testing::assets_4_and_1_threads(mxfp4, "goss-mxfp4-assets");
+  }
+};
+
+GptOssFixture& goss() {
+  static GptOssFixture f;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("tiny gpt-oss emits for host-cpu binding every step from config.json: q/k/v and o with their biases, the biased router, the layout-1 experts with limit 7 and alpha 1.702, the MXFP4 experts as u8 blocks, rope with YaRN's attention factor; h200-sxm refuses the plan naming the gaps (catches a bias or clamp bound from a default, or a GPU emit that runs what it has no body for)") {
+  const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
+  for (const bool mx : {false, true}) {
+    CAPTURE(mx);
+    testing::EmitSpec s;
+    s.threads = 4;
+    auto a = testing::emit_checkpoint(mx ? goss().mxfp4 : goss().bf16, s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    std::map<std::uint32_t, int> count;
+    for (const auto& p : a->packet.programs)
+      for (const auto& d : p.instrs) {
+        ++count[d.opcode];
+        if (d.opcode == number("moe_gate_up_swiglu")) {
+          CHECK(d.imms[0] == 7.0f);
+          CHECK(d.imms[1] == 1.702f);
+          const auto& w = a->packet.tensors[d.tensors[1]];
+          CHECK(w.shape == (mx ? std::vector<std::uint64_t>{8, 128, 4, 16} : std::vector<std::uint64_t>{8, 128, 128}));
+          CHECK(a->packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{8, 128});  // the per-expert bias
+        }
+        if (d.opcode == number("rope")) CHECK(d.imms[1] == doctest::Approx(0.1 * std::log(32.0) + 1).epsilon(1e-6));
+        if (d.opcode == number("gemv_bias") || d.opcode == number("gemm_bias")) {
+          const auto& b = a->packet.tensors[d.tensors[2]];
+          CHECK(b.name.ends_with("bias"));  // qkv_bias, or o_proj.bias
+          CHECK(b.name != a->packet.tensors[d.tensors[1]].name);
+        }
+      }
+    for (const char* op : {"gemv_bias", "gemm_bias", "moe_router_topk_bias", "moe_gate_up_swiglu", "moe_down_bias"}) {
+      CAPTURE(op);
+      CHECK(count[number(op)] > 0);
+    }
+    CHECK(count[number("moe_router_topk")] == 0);
+    testing::EmitSpec h;
+    h.device = "h200-sxm";
+    auto gpu = testing::emit_checkpoint(mx ? goss().mxfp4 : goss().bf16, h);
+    REQUIRE_FALSE(gpu.ok());
+    CHECK(gpu.error().message.find("bias:qkv") != std::string::npos);
+  }
+}
+
+TEST_CASE("tiny gpt-oss on the cpu backend, bf16 and MXFP4: 1 and 4 threads give the same tokens and logits (the expert, router and biased bodies sliced by rows and by columns); two sequences batched keep each one's tokens") {
+  for (const bool mx : {false, true}) {
+    CAPTURE(mx);
+    const auto& a1 = mx ? goss().mx_1 : goss().bf16_1;
+    const auto& a4 = mx ? goss().mx_4 : goss().bf16_4;
+    const auto one = must_run(a1, {kPrompt, {5, 6, 7}}, 6, 1);
+    const auto four = must_run(a4, {kPrompt, {5, 6, 7}}, 6, 4);
+    CHECK(four.tokens == one.tokens);
+    CHECK(four.logits == one.logits);
+    const auto alone = must_run(a4, {{5, 6, 7}}, 6);
+    CHECK(four.tokens[1] == alone.tokens[0]);
+  }
+}

@@ -1292,3 +1292,125 @@ TEST_CASE("gelu_mul_split rows=3 dim=16 with up at column 32 of rows of 64 match
     }
   check_close(out, ref, /*rel=*/1.0 / 128);
 }
+
+// ---------------------------------------------------------------- gpt-oss
+
+namespace {
+float bf(std::uint16_t v) { return met::cpu::bf16_to_f32(v); }
+std::uint16_t tobf(float v) { return met::cpu::f32_to_bf16(v); }
+constexpr float kHalfUlpAtOne = 1.0f / 256.0f;  // 2^-8: 1 + it is a bf16 tie, rounded to 1
+}  // namespace
+
+TEST_CASE("rope attn_scale=1.5 at position 0 multiplies every rotated element by bf16(1.5) (YaRN's attention factor; a body that drops it leaves x unchanged)") {
+  MetRopeShape s{1, 1, 4, 4, 10000.0f};
+  s.attn_scale = 1.5f;
+  Bf16 q = {tobf(1), tobf(2), tobf(-3), tobf(4)}, k = {tobf(0.5f), tobf(-1), tobf(2), tobf(8)};
+  const std::int32_t pos[1] = {0};
+  met_rope(q.data(), 4, k.data(), 4, pos, 1, &s, nullptr);
+  const float wq[4] = {1.5f, 3, -4.5f, 6}, wk[4] = {0.75f, -1.5f, 3, 12};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(bf(q[sz(i)]) == wq[i]);
+    CHECK(bf(k[sz(i)]) == wk[i]);
+  }
+}
+
+TEST_CASE("gemv_bias and gemm_bias round x W^T + b once: 1 + 2^-8 + 2^-8 is 1 + 2^-7, where rounding the product first gives 1 (catches a bias added after the projection's rounding)") {
+  const auto w = bf16_weight({1, kHalfUlpAtOne, 1, 0}, 2, 2);
+  const Bf16 x = {tobf(1), tobf(1), tobf(1), tobf(1)};
+  const Bf16 b = {tobf(kHalfUlpAtOne), tobf(0.5f)};
+  for (int gemm : {0, 1}) {
+    CAPTURE(gemm);
+    Bf16 y(4);
+    (gemm ? met_gemm_bias : met_gemv_bias)(x.data(), &w.w, b.data(), y.data(), 2, 0, 2);
+    for (int r = 0; r < 2; ++r) {
+      CHECK(bf(y[sz(r * 2)]) == 1.0f + 2 * kHalfUlpAtOne);
+      CHECK(bf(y[sz(r * 2 + 1)]) == 1.5f);
+    }
+  }
+}
+
+TEST_CASE("moe_router_topk_bias by hand: experts=4, logits {1, 2, 2, 0} + bias {0, 0, 0.5, 3}: the top 2 are experts 3 and 2 (the bias decides), weights a softmax over those two only; with no bias a tie goes to the lower expert") {
+  const auto w = bf16_weight({1, 0, 2, 0, 2, 0, 0, 0}, 4, 2);
+  const Bf16 x = {tobf(1), 0};
+  const Bf16 bias = {0, 0, tobf(0.5f), tobf(3)}, zero(4, 0);
+  std::int32_t ids[2];
+  float wts[2];
+  met_moe_router_topk_bias(x.data(), &w.w, bias.data(), 1, 2, ids, wts);
+  CHECK(ids[0] == 3);
+  CHECK(ids[1] == 2);
+  const double p3 = 1 / (1 + std::exp(-0.5));  // softmax of {3, 2.5}
+  CHECK(wts[0] == doctest::Approx(p3).epsilon(1.0 / 256));
+  CHECK(wts[1] == doctest::Approx(1 - p3).epsilon(1.0 / 256));
+  for (int k = 0; k < 2; ++k) CHECK(met::cpu::round_bf16(wts[k]) == wts[k]);
+  met_moe_router_topk_bias(x.data(), &w.w, zero.data(), 1, 1, ids, wts);
+  CHECK(ids[0] == 1);
+  CHECK(wts[0] == 1.0f);  // a softmax over one logit
+}
+
+TEST_CASE("moe_gate_up_swiglu by hand: bf16 [experts, hidden, 2 * inter] with gate and up interleaved, a bias per expert, gate clamped above and up both ways at limit 7, (up + 1) * gate * sigmoid(1.702 gate); an expert no row picked is never read") {
+  const float nan = std::nanf("");
+  // experts=2, hidden=2, inter=2: expert 0 NaN (never routed); expert 1's input row 0 is
+  // [gate0, up0, gate1, up1] = [1, 0.5, 8, -9], row 1 unused (x = [1, 0]).
+  const auto w = bf16_weight({nan, nan, nan, nan, nan, nan, nan, nan, 1, 0.5f, 8, -9, 100, 100, 100, 100}, 4, 4);
+  const Bf16 bias = {tobf(nan), tobf(nan), tobf(nan), tobf(nan), tobf(0.5f), 0, 0, 0};
+  const Bf16 x = {tobf(1), 0};
+  const std::int32_t ids[1] = {1};
+  Bf16 h(2);
+  met_moe_gate_up_swiglu(x.data(), &w.w, bias.data(), ids, 1, 1, /*inter=*/2, /*hidden=*/2, /*experts=*/2, /*limit=*/7.0f,
+                         /*alpha=*/1.702f, h.data(), 0, 2);
+  auto r = [](double v) { return static_cast<double>(met::cpu::round_bf16(static_cast<float>(v))); };
+  auto act = [&](double gate, double up) {
+    const double sig = r(1 / (1 + std::exp(-r(gate * static_cast<double>(1.702f)))));
+    return r(r(up + 1) * r(gate * sig));
+  };
+  CHECK(bf(h[0]) == doctest::Approx(act(1.5, 0.5)).epsilon(1e-6));  // gate 1 + bias 0.5
+  CHECK(bf(h[1]) == doctest::Approx(act(7, -7)).epsilon(1e-6));     // both clamped: (1 - 7) * 7 sigmoid(11.9)
+  CHECK(bf(h[1]) < -40.0f);
+}
+
+TEST_CASE("moe_gate_up_swiglu and moe_down_bias read an MXFP4 expert weight (rows [experts * out, in], low nibble first, 2^(scale - 127)) as the bf16 [experts, in, out] of the same values: equal bytes (catches a transposed or nibble-swapped read)") {
+  std::mt19937 g(909);
+  const std::int64_t experts = 3, hidden = 64, inter = 32;
+  auto gu = make_weight(g, MET_WEIGHT_MXFP4, experts * 2 * inter, hidden);
+  auto dn = make_weight(g, MET_WEIGHT_MXFP4, experts * hidden, inter);
+  auto transposed = [](const TestWeight& t, std::int64_t e_count, std::int64_t outs, std::int64_t ins) {
+    std::vector<float> v(sz(e_count * ins * outs));
+    for (std::int64_t e = 0; e < e_count; ++e)
+      for (std::int64_t o = 0; o < outs; ++o)
+        for (std::int64_t i = 0; i < ins; ++i) v[sz((e * ins + i) * outs + o)] = static_cast<float>(t.at(e * outs + o, i));
+    return bf16_weight(v, e_count * ins, outs);
+  };
+  const auto gu16 = transposed(gu, experts, 2 * inter, hidden), dn16 = transposed(dn, experts, hidden, inter);
+  const auto x = random_bf16(g, 2 * hidden), gbias = random_bf16(g, experts * 2 * inter, -0.1f, 0.1f),
+             dbias = random_bf16(g, experts * hidden, -0.1f, 0.1f);
+  const std::int32_t ids[4] = {2, 0, 1, 2};
+  const float wts[4] = {0.625f, 0.375f, 0.5f, 0.5f};
+  Bf16 h4(4 * inter), h16(4 * inter), y4(2 * hidden), y16(2 * hidden);
+  met_moe_gate_up_swiglu(x.data(), &gu.w, gbias.data(), ids, 2, 2, inter, hidden, experts, 7.0f, 1.702f, h4.data(), 0, inter);
+  met_moe_gate_up_swiglu(x.data(), &gu16.w, gbias.data(), ids, 2, 2, inter, hidden, experts, 7.0f, 1.702f, h16.data(), 0, inter);
+  CHECK(h4 == h16);
+  met_moe_down_bias(h4.data(), &dn.w, dbias.data(), ids, wts, 2, 2, hidden, inter, experts, y4.data(), 0, hidden);
+  met_moe_down_bias(h4.data(), &dn16.w, dbias.data(), ids, wts, 2, 2, hidden, inter, experts, y16.data(), 0, hidden);
+  CHECK(y4 == y16);
+  double amax = 0;
+  for (auto v : y4) amax = std::max(amax, static_cast<double>(std::abs(bf(v))));
+  CHECK(amax > 0.01);  // the experts really contributed
+}
+
+TEST_CASE("moe_down_bias by hand: hidden = inter = 1, identity experts; the weighted copies sum in fp32 and round once: 1 + 2^-8 + 2^-8 is 1 + 2^-7, where a bf16 sum rounding after each add stays 1 (catches a per-add rounding), and the bias joins before the weight") {
+  const auto w = bf16_weight({1, 1, 1}, 3, 1);  // [experts, inter, hidden] = [3, 1, 1]
+  const Bf16 zero(3, 0);
+  // slots in the order experts 2, 0, 1; expert 0 carries 1, the others 2^-8.
+  const std::int32_t ids[3] = {2, 0, 1};
+  const float wts[3] = {1, 1, 1};
+  const Bf16 h = {tobf(kHalfUlpAtOne), tobf(1), tobf(kHalfUlpAtOne)};
+  Bf16 y(1);
+  met_moe_down_bias(h.data(), &w.w, zero.data(), ids, wts, 1, 3, 1, 1, 3, y.data(), 0, 1);
+  CHECK(bf(y[0]) == 1.0f + 2 * kHalfUlpAtOne);
+  // One expert with bias 0.5 and weight 0.5: 0.5 * (2 + 0.5).
+  const Bf16 bias = {tobf(0.5f), 0, 0}, h2 = {tobf(2)};
+  const std::int32_t id0[1] = {0};
+  const float w05[1] = {0.5f};
+  met_moe_down_bias(h2.data(), &w.w, bias.data(), id0, w05, 1, 1, 1, 1, 3, y.data(), 0, 1);
+  CHECK(bf(y[0]) == 1.25f);
+}

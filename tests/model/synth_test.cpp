@@ -338,8 +338,8 @@ std::map<std::string, std::string> with_config(std::map<std::string, std::string
   return fs;
 }
 
-std::string instantiate_error(const std::map<std::string, std::string>& fs) {
-  MemCheckpoint src("tiny-qwen3-moe", fs);
+std::string instantiate_error(const std::map<std::string, std::string>& fs, const std::string& name = "tiny-qwen3-moe") {
+  MemCheckpoint src(name, fs);
   auto g = instantiate_checkpoint(tree(), circuits(), src);
   REQUIRE_FALSE(g.ok());
   return g.error().message;
@@ -574,4 +574,114 @@ TEST_CASE("tiny Gemma-4 is written with Hugging Face's tensor names and shapes: 
     }
     CHECK(shapes.size() == 2 + 4 * 14 + 2 * 13);  // embed and norm; 14 a sliding layer, 13 a full one (no v_proj)
   }
+}
+
+namespace {
+
+SynthPlan gpt_oss_plan(Format dtype) {
+  auto p = plan_synth(circuits(), oracle_config("tiny-gpt-oss"), "tiny-gpt-oss.json", SynthOptions{1, dtype});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(p).value();
+}
+
+// The files with tensor `name`'s shape replaced (its bytes resized to match).
+std::map<std::string, std::string> with_shape(SynthPlan p, const std::string& name, std::vector<std::uint64_t> shape) {
+  for (auto& t : p.tensors)
+    if (t.name == name) {
+      std::uint64_t n = 1;
+      for (auto d : shape) n *= d;
+      t.bytes = t.bytes / [&] { std::uint64_t m = 1; for (auto d : t.shape) m *= d; return m; }() * n;
+      t.shape = std::move(shape);
+    }
+  return files(p);
+}
+
+std::string gpt_oss_error(const std::map<std::string, std::string>& fs) { return instantiate_error(fs, "tiny-gpt-oss"); }
+
+}  // namespace
+
+TEST_CASE("tiny gpt-oss bf16: transformers' GptOss tensors (fused experts [experts, in, out], their biases, router weight and bias, q/k/v/o biases, sinks), no quantization_config, and it instantiates as declared bf16 (catches per-expert or [out, in] expert tensors)") {
+  const SynthPlan p = gpt_oss_plan(Format::bf16);
+  std::map<std::string, std::vector<std::uint64_t>> have;
+  for (const auto& t : p.tensors) have[t.name] = t.shape;
+  using Shape = std::vector<std::uint64_t>;
+  const std::string l = "model.layers.1.";
+  CHECK(have.at(l + "mlp.experts.gate_up_proj") == Shape{8, 128, 128});
+  CHECK(have.at(l + "mlp.experts.gate_up_proj_bias") == Shape{8, 128});
+  CHECK(have.at(l + "mlp.experts.down_proj") == Shape{8, 64, 128});
+  CHECK(have.at(l + "mlp.experts.down_proj_bias") == Shape{8, 128});
+  CHECK(have.at(l + "mlp.router.weight") == Shape{8, 128});
+  CHECK(have.at(l + "mlp.router.bias") == Shape{8});
+  CHECK(have.at(l + "self_attn.sinks") == Shape{4});
+  CHECK(have.at(l + "self_attn.q_proj.bias") == Shape{128});
+  CHECK(have.at(l + "self_attn.k_proj.bias") == Shape{64});
+  CHECK(have.at(l + "self_attn.v_proj.bias") == Shape{64});
+  CHECK(have.at(l + "self_attn.o_proj.bias") == Shape{128});
+  CHECK_FALSE(have.count(l + "mlp.experts.0.gate_proj.weight"));
+  CHECK(nlohmann::json::parse(p.config_json).count("quantization_config") == 0);
+  const auto g = instantiate_files("tiny-gpt-oss", files(p));
+  for (const auto* n : weight_nodes_of(g)) CHECK(*n->weight_format == Format::bf16);
+}
+
+TEST_CASE("tiny gpt-oss mxfp4: the experts as U8 *_blocks [experts, out, in / 32, 16] and *_scales [experts, out, in / 32], gpt-oss's quantization_config, the rest bf16; it instantiates with mxfp4 experts only (catches blocks in [in, out] order or quantised attention)") {
+  const SynthPlan p = gpt_oss_plan(Format::mxfp4);
+  std::map<std::string, const SynthTensor*> have;
+  for (const auto& t : p.tensors) have[t.name] = &t;
+  using Shape = std::vector<std::uint64_t>;
+  const std::string e = "model.layers.0.mlp.experts.";
+  CHECK(have.at(e + "gate_up_proj_blocks")->shape == Shape{8, 128, 4, 16});
+  CHECK(have.at(e + "gate_up_proj_scales")->shape == Shape{8, 128, 4});
+  CHECK(have.at(e + "down_proj_blocks")->shape == Shape{8, 128, 2, 16});
+  CHECK(have.at(e + "down_proj_scales")->shape == Shape{8, 128, 2});
+  CHECK(have.at(e + "down_proj_blocks")->dtype == "U8");
+  CHECK_FALSE(have.count(e + "gate_up_proj"));
+  CHECK(have.at(e + "gate_up_proj_bias")->dtype == "BF16");
+  CHECK(have.at("model.layers.0.self_attn.q_proj.weight")->dtype == "BF16");
+  const auto q = nlohmann::json::parse(p.config_json).at("quantization_config");
+  CHECK(q.at("quant_method") == "mxfp4");
+  CHECK(q.at("modules_to_not_convert").size() == 4);
+  // Scales near 2^e with 6 * 2^e ~ 1 / sqrt(in): in = 128 gives e = -6, codes 120..122.
+  const auto scales = tensor_bytes(p, static_cast<std::size_t>(have.at(e + "gate_up_proj_scales") - p.tensors.data()));
+  for (auto b : scales) CHECK((static_cast<int>(b) >= 120 && static_cast<int>(b) <= 122));
+  const auto g = instantiate_files("tiny-gpt-oss", files(p));
+  int mx = 0;
+  for (const auto* n : weight_nodes_of(g)) {
+    const bool expert = n->op == "moe_gate_up" || n->op == "moe_down";
+    CHECK(*n->weight_format == (expert ? Format::mxfp4 : Format::bf16));
+    mx += expert;
+  }
+  CHECK(mx > 0);
+  // A circuit without fused experts has nothing MXFP4 synth can write.
+  auto llama = plan_synth(circuits(), fixture("tiny-llama"), "tiny-llama/config.json", SynthOptions{1, Format::mxfp4});
+  REQUIRE_FALSE(llama.ok());
+  CHECK(llama.error().message.find("synth writes MXFP4 for fused expert tensors (gpt-oss) only") != std::string::npos);
+}
+
+TEST_CASE("a gpt-oss checkpoint whose fused expert tensors disagree with config.json is refused naming the tensor, its shape, the file and config.json's geometry (catches an expert layout read unchecked)") {
+  const std::string e = "model.layers.0.mlp.experts.";
+  // bf16 stored [experts, out, in] (the transpose of transformers' parameter).
+  const std::string t = gpt_oss_error(with_shape(gpt_oss_plan(Format::bf16), e + "down_proj", {8, 128, 64}));
+  CHECK(t.find("tensor '" + e + "down_proj' (") != std::string::npos);
+  CHECK(t.find("model.safetensors): shape [8, 128, 64] disagrees with [experts, in, out] = [8, 64, 128]") != std::string::npos);
+  CHECK(t.find("8 experts, 128 outputs, 64 inputs from config.json") != std::string::npos);
+  // MXFP4 blocks of the wrong group count and scales of the wrong shape.
+  const std::string b = gpt_oss_error(with_shape(gpt_oss_plan(Format::mxfp4), e + "gate_up_proj_blocks", {8, 128, 2, 32}));
+  CHECK(b.find("tensor '" + e + "gate_up_proj_blocks' (") != std::string::npos);
+  CHECK(b.find("model.safetensors): shape [8, 128, 2, 32] disagrees with [8, 128, 4, 16]") != std::string::npos);
+  const std::string s = gpt_oss_error(with_shape(gpt_oss_plan(Format::mxfp4), e + "down_proj_scales", {8, 2, 128}));
+  CHECK(s.find("tensor '" + e + "down_proj_scales' (") != std::string::npos);
+  CHECK(s.find("model.safetensors): shape [8, 2, 128] disagrees with [8, 128, 2]") != std::string::npos);
+  // MXFP4 blocks under a config that declares no quantization.
+  auto fs = files(gpt_oss_plan(Format::mxfp4));
+  auto j = nlohmann::ordered_json::parse(fs.at("config.json"));
+  j.erase("quantization_config");
+  fs["config.json"] = j.dump(2);
+  const std::string u = gpt_oss_error(fs);
+  CHECK(u.find("dtype U8 holds packed 4-bit weights, but no quantization config names a 4-bit format") != std::string::npos);
+  // Neither form present.
+  SynthPlan none = gpt_oss_plan(Format::bf16);
+  std::erase_if(none.tensors, [&](const SynthTensor& x) { return x.name == e + "gate_up_proj"; });
+  const std::string n = gpt_oss_error(files(none));
+  CHECK(n.find("neither '" + e + "gate_up_proj' nor the MXFP4 pair '" + e + "gate_up_proj_blocks' and '" + e +
+               "gate_up_proj_scales' is in the safetensors headers") != std::string::npos);
 }

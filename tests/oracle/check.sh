@@ -11,7 +11,7 @@ shift 3
 emit_flags=("$@")
 here="$(cd "$(dirname "$0")" && pwd)"
 name="$(basename "$fixture" .json)"           # tiny-llama3-bf16, tiny-qwen3-fp8-e4m3
-model="${name%-bf16}"; model="${model%-fp8-e4m3}"
+model="${name%-bf16}"; model="${model%-fp8-e4m3}"; model="${model%-mxfp4}"
 dtype="${name#"$model"-}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -14,35 +14,16 @@ per head; rotate-half RoPE; causal GQA attention; per layer either the dense SiL
 fp32, top-k, divided by the top-k sum when norm_topk_prob, then rounded to bf16) and the routed
 experts' outputs, each times its weight rounded to bf16, summed and rounded once. Greedy
 decoding."""
-import argparse
 import json
 import math
 import os
 import struct
 
-
-def bf16_to_f32(u):
-    return struct.unpack("<f", struct.pack("<I", u << 16))[0]
+from reference_common import SafetensorsFile, bf16_to_f32, main, round_bf16
 
 
-def round_bf16(v):
-    u = struct.unpack("<I", struct.pack("<f", v))[0]
-    return bf16_to_f32((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
-
-
-class Checkpoint:
+class Checkpoint(SafetensorsFile):
     """model.safetensors of BF16 tensors, decoded on first use (a matrix is a list of rows)."""
-
-    def __init__(self, path):
-        with open(os.path.join(path, "model.safetensors"), "rb") as f:
-            self.raw = f.read()
-        n = struct.unpack("<Q", self.raw[:8])[0]
-        self.header = json.loads(self.raw[8:8 + n])
-        self.base = 8 + n
-        self.cache = {}
-
-    def __contains__(self, name):
-        return name in self.header
 
     def __getitem__(self, name):
         if name not in self.cache:
@@ -143,40 +124,6 @@ class Model:
             x = [round_bf16(a + b) for a, b in zip(x, y)]
         return self.linear(self.w[self.lm_head], self.rms(x, self.w["model.norm.weight"]))
 
-    def greedy(self, prompt, steps):
-        self.reset()
-        for i, t in enumerate(prompt[:-1]):
-            self.step(t, i)
-        tokens, logits, cur = [], [], prompt[-1]
-        for s in range(steps):
-            row = self.step(cur, len(prompt) - 1 + s)
-            cur = max(range(len(row)), key=lambda i: (row[i], -i))
-            tokens.append(cur)
-            logits.append([round(v, 5) for v in row])
-        return tokens, logits
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--prompt-ids", action="append", required=True, help="comma-separated token ids; repeat for several")
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    model = Model(args.checkpoint)
-    cases = []
-    for text in args.prompt_ids:
-        prompt = [int(t) for t in text.split(",")]
-        tokens, logits = model.greedy(prompt, args.steps)
-        margin = min(sorted(r, reverse=True)[0] - sorted(r, reverse=True)[1] for r in logits)
-        cases.append({"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5), "logits": logits})
-    fixture = {"schema": "met-oracle/1", "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
-               "generated_by": "tests/oracle/reference_qwen3_moe.py", "dtype": "bfloat16", "steps": args.steps,
-               "cases": cases}
-    with open(args.out, "w") as f:
-        json.dump(fixture, f, separators=(",", ":"))
-        f.write("\n")
-
 
 if __name__ == "__main__":
-    main()
+    main(Model, "tests/oracle/reference_qwen3_moe.py")

@@ -9,6 +9,9 @@ fp8 checkpoints are run weight-only: the e4m3 weights are dequantised exactly wi
 128x128 block scales into a bf16 model, which is what met's CPU backend computes (transformers'
 own fp8 path would also quantise the activations). Mixture-of-experts checkpoints (Qwen3-MoE) are
 written one tensor per expert, Hugging Face's layout, which transformers stacks when it loads them.
+gpt-oss checkpoints are written in its own layout (one tensor over every expert); an MXFP4 one
+(quant_method mxfp4) is loaded by transformers itself with Mxfp4Config(dequantize=True), which
+turns the blocks and scales into the bf16 expert weights of the bf16 model.
 """
 import argparse
 import json
@@ -54,7 +57,13 @@ def load(checkpoint, device, attn_implementation, dtype=torch.bfloat16):
     extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
     with tempfile.TemporaryDirectory() as tmp:
         source = checkpoint
-        if getattr(config, "quantization_config", None) is not None:
+        quant = getattr(config, "quantization_config", None)
+        method = (quant.get("quant_method") if isinstance(quant, dict) else getattr(quant, "quant_method", None)) if quant else None
+        if method == "mxfp4":
+            from transformers import Mxfp4Config
+
+            extra["quantization_config"] = Mxfp4Config(dequantize=True)
+        elif quant is not None:
             with open(os.path.join(checkpoint, "config.json")) as f:
                 plain = json.load(f)
             plain.pop("quantization_config")
@@ -85,14 +94,15 @@ class RouterWatch:
     input and weight): 0 is an exact tie, 1 adjacent bf16 values. `gap`: the same count, smallest
     over every token of every forward since the last take() (the prompt's tokens too: a near tie
     there changes that token's keys and values in the later layers, which every later step reads).
-    Hooks every `mlp.gate` module; a model without one has no margin."""
+    Hooks every `mlp.gate` module (`mlp.router` for gpt-oss, whose logits carry a bias); a model
+    without one has no margin."""
 
     def __init__(self, model):
         self.k = getattr(model.config, "num_experts_per_tok", 0)
         self.margin = None
         self.step_gap = None
         self.gap = None
-        gates = [m for n, m in model.named_modules() if n.endswith(".mlp.gate")] if self.k else []
+        gates = [m for n, m in model.named_modules() if n.endswith((".mlp.gate", ".mlp.router"))] if self.k else []
         for m in gates:
             m.register_forward_hook(self.hook)
         self.active = bool(gates)
@@ -111,7 +121,7 @@ class RouterWatch:
         m = float(gap.min())
         self.margin = m if self.margin is None else min(self.margin, m)
         h = inputs[0]
-        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1]), module.weight)
+        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1]), module.weight, getattr(module, "bias", None))
         top = torch.topk(logits.float(), self.k + 1, dim=-1).values
         steps = self.ordered(top[:, self.k - 1]) - self.ordered(top[:, self.k])  # per token
         last, least = int(steps[-1]), int(steps.min())
