@@ -3,6 +3,8 @@
 // field, and instructions checked against their opcode row.
 #include "emit/builder.hpp"
 
+#include <algorithm>
+
 #include "emit/opcodes.hpp"
 #include "emit/tensor_parallel.hpp"
 
@@ -28,8 +30,32 @@ const char* io_field_name(IoField f) {
       return "sample_params";
     case IoField::sampled_tokens:
       return "sampled_tokens";
+    case IoField::head_rows:
+      return "head_rows";
   }
   return "?";
+}
+
+bool io_input(IoField f) {
+  switch (f) {
+    case IoField::tokens:
+    case IoField::positions:
+    case IoField::slots:
+    case IoField::seq_base:
+    case IoField::seq_len:
+    case IoField::sample_params:
+    case IoField::head_rows:
+      return true;
+    case IoField::out_tokens:
+    case IoField::logits:
+    case IoField::sampled_tokens:
+      return false;
+  }
+  return false;
+}
+
+std::int64_t prefill_head_rows(std::int64_t bucket_rows, std::int64_t max_seqs) {
+  return std::max<std::int64_t>(1, std::min(bucket_rows, max_seqs));
 }
 
 namespace detail {
