@@ -61,7 +61,7 @@ struct Scope {
   std::string name;                  // "pre", "layers:full", "post"
   std::string kind;                  // layer kind, or "" for pre/post
   int count = 1;                     // layers of this kind (1 for pre/post)
-  Mode mode = Mode::decode;          // prefill plans the head (post) as one decode row
+  Mode mode = Mode::decode;          // prefill plans the head (post) at its head rows (one: a decode row)
   std::int64_t rows = 1;
   std::vector<model::Node> nodes;
   std::vector<Group> groups;
@@ -110,6 +110,9 @@ struct PlanInput {
   const model::ModelGraph* model = nullptr;
   Mode mode = Mode::decode;
   std::int64_t rows = 1;
+  // Prefill: the rows the head runs, one per packed prompt the launch finishes (emit's
+  // prefill_head_rows); 1 plans it as one decode row, what the report shows for one prompt.
+  std::int64_t head_rows = 1;
 };
 
 // Fuses every scope, marks gaps, builds the port list and the tensor-core audit, and digests.

@@ -25,7 +25,8 @@ const std::filesystem::path& ckpt() {
   return p;
 }
 
-planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, planner::Mode mode, std::int64_t rows) {
+planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, planner::Mode mode, std::int64_t rows,
+                       std::int64_t head_rows = 1) {
   auto& tl = testing::tree_lib();
   planner::PlanInput in;
   in.tree = &tl.tree;
@@ -37,6 +38,7 @@ planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, pla
   in.model = &g;
   in.mode = mode;
   in.rows = rows;
+  in.head_rows = head_rows;
   return planner::build_plan(in);
 }
 
@@ -55,7 +57,9 @@ void check_groups_match_plan(const std::string& device, const testing::EmitSpec&
     INFO(device << " " << p.name);
     const bool prefill = p.kind == MET_PROGRAM_PREFILL;
     const auto mode = prefill ? planner::Mode::prefill : p.rows == 1 ? planner::Mode::decode : planner::Mode::batch;
-    const auto plan = plan_for(*target, graph, mode, p.rows);
+    // a prefill head runs one row per prompt a launch can finish
+    const std::int64_t head_rows = prefill ? emit::prefill_head_rows(p.rows, build["max_seqs"].get<std::int64_t>()) : 1;
+    const auto plan = plan_for(*target, graph, mode, p.rows, head_rows);
     const auto want = emit::plan_group_rules(plan, graph);
     CHECK(a->programs[i].groups == want);
     CHECK(build["programs"][i]["groups"].get<std::vector<std::string>>() == want);
@@ -892,5 +896,50 @@ TEST_CASE("Gemma-4 with per-layer inputs (tests/oracle/configs/tiny-gemma4-e.jso
     // sqrt(320) and sqrt(32) rounded to bf16: 17.875 and 5.65625.
     CHECK(pre_scales == std::vector<float>{17.875f, 5.65625f, static_cast<float>(1 / std::sqrt(320.0)),
                                            static_cast<float>(std::sqrt(0.5))});
+  }
+}
+
+TEST_CASE("a prefill program's head reads prefill_head_rows rows gathered by head_rows, and a decode program has no gather") {
+  for (const std::string device : {"host-cpu", "h200-sxm"}) {
+    INFO(device);
+    testing::EmitSpec s;
+    s.device = device;
+    s.rungs = {1, 2, 8};
+    s.buckets = device == "host-cpu" ? std::vector<std::int64_t>{4, 32} : std::vector<std::int64_t>{128, 512};
+    s.max_ctx = 1024;
+    auto a = testing::emit_checkpoint(ckpt(), s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    for (const auto& p : a->packet.programs) {
+      INFO(p.name);
+      const bool prefill = p.kind == MET_PROGRAM_PREFILL;
+      const std::int64_t heads = prefill ? emit::prefill_head_rows(p.rows, /*max_seqs=*/8) : p.rows;
+      std::size_t gathers = 0, gather_at = 0, first_head = 0;
+      for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+        const auto& d = p.instrs[i];
+        const auto* op = emit::find_opcode(d.opcode);
+        if (op->name == "gather_rows") {
+          ++gathers;
+          gather_at = i;
+          const auto& x = a->packet.tensors[d.tensors[0]];
+          const auto& index = a->packet.tensors[d.tensors[1]];
+          const auto& out = a->packet.tensors[d.tensors[2]];
+          CHECK(x.name == p.name + ".x");
+          CHECK(x.shape[0] == p.rows);
+          CHECK(index.source == MET_SOURCE_IO);
+          CHECK(index.ref == static_cast<std::uint64_t>(emit::IoField::head_rows));
+          CHECK(index.shape[0] == static_cast<std::uint64_t>(heads));
+          CHECK(out.shape[0] == static_cast<std::uint64_t>(heads));
+          CHECK(d.ints[0] == heads);
+          CHECK(d.ints[1] == p.rows);
+        }
+        if (first_head == 0 && d.scope == "post" && op->name != "gather_rows") first_head = i;
+      }
+      // the logits (what the head writes and sample reads) have one row per head row
+      for (const auto& t : a->packet.tensors)
+        if (t.name == p.name + ".io.logits") CHECK(t.shape[0] == static_cast<std::uint64_t>(heads));
+      CHECK(gathers == (prefill ? 1u : 0u));
+      if (prefill) CHECK(gather_at + 1 == first_head);
+    }
   }
 }
