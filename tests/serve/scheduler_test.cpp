@@ -33,34 +33,22 @@ std::string tiny_tokenizer_json() {
 
 struct Fixture {
   std::filesystem::path assets;
-  Fixture() {
+  Fixture(std::vector<std::int64_t> rungs, const std::string& dir) {
     const auto ckpt = testing::tiny_checkpoint("scheduler", testing::tiny_llama_config());
     testing::EmitSpec spec;
-    spec.rungs = {1, 2};
+    spec.rungs = std::move(rungs);
     spec.buckets = {8, 32};
     spec.max_ctx = kMaxCtx;
-    assets = testing::write_assets(ckpt, spec, "scheduler-assets");
+    assets = testing::write_assets(ckpt, spec, dir);
   }
 };
 Fixture& fx() {
-  static Fixture f;
+  static Fixture f({1, 2}, "scheduler-assets");
   return f;
 }
-
 // Four slots and head rows: enough for a burst of prompts to share one prefill launch.
-struct PackedFixture {
-  std::filesystem::path assets;
-  PackedFixture() {
-    const auto ckpt = testing::tiny_checkpoint("scheduler", testing::tiny_llama_config());
-    testing::EmitSpec spec;
-    spec.rungs = {1, 4};
-    spec.buckets = {8, 32};
-    spec.max_ctx = kMaxCtx;
-    assets = testing::write_assets(ckpt, spec, "scheduler-packed-assets");
-  }
-};
-PackedFixture& packed_fx() {
-  static PackedFixture f;
+Fixture& packed_fx() {
+  static Fixture f({1, 4}, "scheduler-packed-assets");
   return f;
 }
 
