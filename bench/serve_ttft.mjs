@@ -5,6 +5,8 @@
 // burst's prompts share prefill launches instead of waiting for each other's. Node's fetch only.
 // Usage: node bench/serve_ttft.mjs URL [CLIENTS] [TOKENS] [ROUNDS]
 //   e.g. node bench/serve_ttft.mjs http://127.0.0.1:8080 32 64 3   (MET_API_KEY for --api-key)
+import { sseEvents } from "./sse.mjs";
+
 const [base, clientsArg, tokensArg, roundsArg] = process.argv.slice(2);
 if (!/^https?:\/\/[^/]+$/.test(base ?? "")) {
   console.error("usage: node bench/serve_ttft.mjs URL [CLIENTS] [TOKENS] [ROUNDS]   (URL: http://host:port)");
@@ -38,28 +40,15 @@ async function chat(round, i) {
                              stream: true, stream_options: { include_usage: true } }),
     });
     if (r.status !== 200) throw new Error(`status ${r.status}: ${(await r.text()).slice(0, 200)}`);
-    const dec = new TextDecoder();
-    let buf = "", last = NaN, done = false, usage = null;
-    for await (const part of r.body) {
-      buf += dec.decode(part, { stream: true });
-      let at;
-      while ((at = buf.indexOf("\n\n")) >= 0) {
-        const ev = buf.slice(0, at);
-        buf = buf.slice(at + 2);
-        if (!ev.startsWith("data: ")) continue;
-        const data = ev.slice(6);
-        if (data === "[DONE]") { done = true; continue; }
-        const j = JSON.parse(data);
-        if (j.error) throw new Error(JSON.stringify(j.error));
-        if (j.usage) usage = j.usage;
-        if (!j.choices.length || !j.choices[0].delta.content) continue;
-        const now = performance.now();
-        if (Number.isNaN(last)) out.ttft = (now - t0) / 1000;
-        else out.gaps.push((now - last) / 1000);
-        last = now;
-      }
+    let last = NaN, usage = null;
+    for await (const j of sseEvents(r.body)) {
+      if (j.usage) usage = j.usage;
+      if (!j.choices.length || !j.choices[0].delta.content) continue;
+      const now = performance.now();
+      if (Number.isNaN(last)) out.ttft = (now - t0) / 1000;
+      else out.gaps.push((now - last) / 1000);
+      last = now;
     }
-    if (!done) throw new Error("stream ended without [DONE]");
     if (!usage || usage.completion_tokens !== tokens) throw new Error(`usage ${JSON.stringify(usage)}`);
     out.tokens = usage.completion_tokens;
     out.e2e = (performance.now() - t0) / 1000;

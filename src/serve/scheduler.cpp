@@ -1,5 +1,5 @@
 // The engine loop: wait for work, admit waiting requests into free slots (their prompts begin),
-// drop cancelled ones, run one packed prefill launch (first tokens of the prompts it finishes), run
+// drop cancelled ones, run packed prefill launches (first tokens of the prompts they finish), run
 // one decode step over the active slots, hand each token to its request (EOS, stop strings,
 // max_tokens), publish the gauges. Only the engine thread touches the Session.
 #include "serve/scheduler.hpp"
@@ -245,21 +245,26 @@ void Engine::admit(Waiting w) {
 }
 
 void Engine::prefill_turn() {
-  bool logprobs = false;
-  for (std::size_t s = 0; s < active_.size(); ++s)
-    if (active_[s] && session_.is_prefilling(static_cast<std::int64_t>(s)) && active_[s]->params.logprobs >= 0) logprobs = true;
-  session_.fetch_logits(logprobs);
-  auto done = session_.prefill();
-  if (!done) {
-    fail_all(done.error().message);
-    return;
+  for (;;) {
+    bool logprobs = false;
+    for (std::size_t s = 0; s < active_.size(); ++s)
+      if (active_[s] && session_.is_prefilling(static_cast<std::int64_t>(s)) && active_[s]->params.logprobs >= 0) logprobs = true;
+    session_.fetch_logits(logprobs);
+    auto done = session_.prefill();
+    if (!done) {
+      fail_all(done.error().message);
+      return;
+    }
+    prefill_launches_.fetch_add(1, std::memory_order_acq_rel);
+    for (const auto& t : *done) {
+      auto& a = active_[static_cast<std::size_t>(t.slot)];
+      if (a && on_token(*a, t.slot, t.token)) release(t.slot, a->reason);
+    }
+    publish_gauges();
+    // Launches that give prompts their first tokens run back to back (the begun prompts bound
+    // them); one that only carried a long prompt's chunk yields to a decode step.
+    if (done->empty() || session_.prefilling() == 0) return;
   }
-  prefill_launches_.fetch_add(1, std::memory_order_acq_rel);
-  for (const auto& t : *done) {
-    auto& a = active_[static_cast<std::size_t>(t.slot)];
-    if (a && on_token(*a, t.slot, t.token)) release(t.slot, a->reason);
-  }
-  publish_gauges();
 }
 
 bool Engine::on_token(Active& a, std::int64_t slot, std::int32_t token) {

@@ -1,9 +1,11 @@
 // Continuous batching for one model: a bounded waiting queue and one engine thread that owns the
 // interpreter Session. Each turn of the engine admits waiting requests into free slots (their
-// prompts begin prefilling), runs one packed prefill launch over the prompts still prefilling
-// (several prompts share it; a long prompt runs a chunk per turn), then one decode step for every
-// active slot, so a long prompt never stalls the running streams; a request leaves its slot when
-// it finishes (EOS, a stop string, max_tokens) or is cancelled (its client went away). Detokenisation and
+// prompts begin prefilling), runs packed prefill launches over the prompts still prefilling
+// (several prompts share one; back to back while each gives prompts their first tokens, and a
+// launch that only carries a chunk of a long prompt ends them), then one decode step for every
+// active slot, so a long prompt never stalls the running streams for more than a chunk; a request
+// leaves its slot when it finishes (EOS, a stop string, max_tokens) or is cancelled (its client
+// went away). Detokenisation and
 // stop strings run on the engine thread so a request stops at exactly the token that ends it.
 #pragma once
 
@@ -109,7 +111,8 @@ class Engine {
   Engine(ServedModel& model, Metrics& metrics, std::size_t queue, interp::Session session);
   void loop();
   void admit(Waiting w);
-  // Runs one packed prefill launch and hands each finished prompt its first token.
+  // Runs packed prefill launches and hands each finished prompt its first token: back to back while
+  // each launch finishes a prompt, until one carries only a long prompt's chunk or none is left.
   void prefill_turn();
   std::int64_t busy() const { return session_.active() + session_.prefilling(); }
   // Applies the token generated in `slot`; returns true when the request finished (its slot is to be
