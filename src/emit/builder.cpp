@@ -3,8 +3,6 @@
 // field, and instructions checked against their opcode row.
 #include "emit/builder.hpp"
 
-#include <algorithm>
-
 #include "emit/opcodes.hpp"
 #include "emit/tensor_parallel.hpp"
 
@@ -52,10 +50,6 @@ bool io_input(IoField f) {
       return false;
   }
   return false;
-}
-
-std::int64_t prefill_head_rows(std::int64_t bucket_rows, std::int64_t max_seqs) {
-  return std::max<std::int64_t>(1, std::min(bucket_rows, max_seqs));
 }
 
 namespace detail {

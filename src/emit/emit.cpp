@@ -179,8 +179,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     in.mode = want.mode;
     in.rows = want.rows;
     const bool prefill = want.mode == planner::Mode::prefill;
-    const std::int64_t head_rows = prefill ? prefill_head_rows(want.rows, a.max_seqs) : want.rows;
-    in.head_rows = head_rows;
+    const std::int64_t head_rows = prefill ? planner::prefill_head_rows(want.rows) : want.rows;
     const planner::Plan plan = planner::build_plan(in);
     if (plan.gap_groups > 0) {
       std::string gaps;

@@ -7,10 +7,10 @@
 //  - KV cache of a layer: [max_seqs * max_ctx + pad_slots, kv_heads, head_dim] (k and v tensors);
 //    sequence s owns slots [s*max_ctx, (s+1)*max_ctx); the last pad_slots slots take the writes of
 //    prefill padding rows. In a decode program row r IS sequence r (padding row r writes slot
-//    r*max_ctx of its own unused region).
+//    the last slot of its own region: a prompt never fills it, and its own decode writes it first).
 //  - prefill: the rows hold one or more prompts (packed: each row carries its own position, slot
 //    and seq_base), then padding rows with position 0, seq_base and slot in the pad region. The
-//    head runs over prefill_head_rows() rows: head row h reads row head_rows[h] of the program (a
+//    head runs over planner::prefill_head_rows(rows) rows: head row h reads row head_rows[h] (a
 //    gather_rows instruction before the head), the last row of a prompt the launch finishes; unused
 //    head rows read any row and are ignored.
 //  - IO tensors (source io, ref = IoField) per program; the host fills tokens, positions, slots,
@@ -52,9 +52,6 @@ const char* io_field_name(IoField f);
 // Whether the host writes the field before a launch (else the program writes it).
 bool io_input(IoField f);
 
-// The head rows of a prefill program of `bucket_rows` rows: one per prompt a launch can finish,
-// so at most one per sequence slot (`max_seqs`) and one per row.
-std::int64_t prefill_head_rows(std::int64_t bucket_rows, std::int64_t max_seqs);
 
 // The rotary embedding of config.json: rope_theta plus rope_scaling (or a flat rope_parameters).
 // default: inv_freq_i = theta^(-2i/rotary_dim); linear: inv_freq / factor (positions / factor);

@@ -60,8 +60,14 @@ void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, 
 
 std::vector<ProgramRows> programs_by_rows(const emit::PacketFile& packet, std::uint32_t kind) {
   std::vector<ProgramRows> out;
-  for (std::size_t i = 0; i < packet.programs.size(); ++i)
-    if (packet.programs[i].kind == kind) out.push_back({i, packet.programs[i].rows});
+  for (std::size_t i = 0; i < packet.programs.size(); ++i) {
+    if (packet.programs[i].kind != kind) continue;
+    const std::string head = packet.programs[i].name + ".io." + emit::io_field_name(IoField::head_rows);
+    std::int64_t heads = 0;
+    for (const auto& t : packet.tensors)
+      if (t.source == MET_SOURCE_IO && t.name == head && !t.shape.empty()) heads = static_cast<std::int64_t>(t.shape[0]);
+    out.push_back({i, packet.programs[i].rows, heads});
+  }
   std::sort(out.begin(), out.end(),
             [](const ProgramRows& a, const ProgramRows& b) { return a.rows < b.rows || (a.rows == b.rows && a.index < b.index); });
   return out;
@@ -100,8 +106,10 @@ Expected<Session> Session::create(Backend& backend, const emit::PacketFile& pack
   if (s.prefill_.empty() || s.decode_.empty() || s.vocab_ == 0)
     return fail("session: model.pkt needs prefill and decode programs with logits");
   if (build.max_ctx < 2 || build.max_seqs < 1) return fail("session: build.json max_ctx and max_seqs must be positive");
+  for (const auto& p : s.prefill_)
+    if (p.heads < 1 || !backend.io(p.index, IoField::head_rows))
+      return fail("session: model.pkt's " + packet.programs[p.index].name + " has no head_rows to gather its head from; re-emit it");
   s.max_ctx_ = build.max_ctx;
-  s.max_seqs_ = build.max_seqs;
   s.pad_base_ = build.max_seqs * build.max_ctx;
   s.slots_.resize(static_cast<std::size_t>(std::min(build.max_seqs, s.decode_.back().rows)));
   for (const auto& t : packet.tensors)
@@ -168,8 +176,7 @@ Expected<std::vector<SlotToken>> Session::prefill() {
   if (pending_.empty()) return out;
   // What the launch takes: whole prompts oldest first while they fit the largest bucket, then the
   // next one's first part, one head row per prompt it finishes.
-  const std::int64_t largest = prefill_.back().rows;
-  const std::int64_t max_heads = emit::prefill_head_rows(largest, max_seqs_);
+  const std::int64_t largest = prefill_.back().rows, max_heads = prefill_.back().heads;
   struct Part {
     std::size_t pending = 0;
     std::int64_t row0 = 0, n = 0;
@@ -187,14 +194,12 @@ Expected<std::vector<SlotToken>> Session::prefill() {
     heads += finishes ? 1 : 0;
   }
   const ProgramRows& p = bucket_for(prefill_, used);
-  if (heads > emit::prefill_head_rows(p.rows, max_seqs_))
-    return fail("session: prefill_" + std::to_string(p.rows) + " has too few head rows for " + std::to_string(heads) + " prompts");
+  if (heads > p.heads)
+    return fail("session: prefill_" + std::to_string(p.rows) + " has " + std::to_string(p.heads) + " head rows, fewer than " +
+                std::to_string(heads) + " prompts");
   const StepIo io = StepIo::of(*backend_, p.index);
   auto* head_rows = static_cast<std::int32_t*>(backend_->io(p.index, emit::IoField::head_rows));
-  const std::int64_t head_count = emit::prefill_head_rows(p.rows, max_seqs_);
-  if (!head_rows && (heads > 1 || p.rows > 1))
-    return fail("session: model.pkt's prefill programs read no head_rows (emitted by an older met?); re-emit them");
-  for (std::int64_t h = 0; head_rows && h < head_count; ++h) {
+  for (std::int64_t h = 0; h < p.heads; ++h) {
     head_rows[h] = 0;  // an unused head row reads row 0 and its result is ignored
     std::uint64_t none = 0;
     set_sample_params(*backend_, p.index, h, Sampling{}, none);
@@ -209,7 +214,7 @@ Expected<std::vector<SlotToken>> Session::prefill() {
       io.set(part.row0 + k, q.prompt[static_cast<std::size_t>(at)], at, base + at, base);
     }
     if (!part.finishes) continue;
-    if (head_rows) head_rows[head] = static_cast<std::int32_t>(part.row0 + part.n - 1);
+    head_rows[head] = static_cast<std::int32_t>(part.row0 + part.n - 1);
     set_sample_params(*backend_, p.index, head, s.sampling, s.draws);
     ++head;
   }

@@ -72,6 +72,7 @@ struct SlotToken {
 struct ProgramRows {
   std::size_t index = 0;
   std::int64_t rows = 0;
+  std::int64_t heads = 0;  // rows of its head_rows IO field (prefill: the prompts a launch can finish)
 };
 // The packet's programs of one kind (MET_PROGRAM_PREFILL or MET_PROGRAM_DECODE), by rows ascending.
 std::vector<ProgramRows> programs_by_rows(const emit::PacketFile& packet, std::uint32_t kind);
@@ -171,7 +172,7 @@ class Session {
   std::vector<Prog> prefill_, decode_;
   std::vector<Slot> slots_;
   std::vector<Pending> pending_;  // oldest first
-  std::int64_t max_seqs_ = 0, prefill_launches_ = 0;
+  std::int64_t prefill_launches_ = 0;
   std::int64_t max_ctx_ = 0, vocab_ = 0, pad_base_ = 0;
   bool sampling_op_ = false;  // the programs carry a sample op (non-greedy requests need it)
 };

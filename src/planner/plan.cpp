@@ -118,11 +118,11 @@ Plan build_plan(const PlanInput& in) {
     if (seen_kinds[k.kind] > 1 && !k.layers.empty()) name += "@" + std::to_string(k.layers.front());
     add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, body_mode, in.rows);
   }
-  // Prefill runs the head on the last row of each prompt it finishes (head_rows of them): the same
-  // program as the head of a decode step of that many rows.
+  // Prefill runs the head on the last row of each prompt a packed launch finishes
+  // (prefill_head_rows of them): the same program as the head of a decode step of that many rows.
   if (!m.post.empty()) {
     const bool prefill = in.mode == Mode::prefill;
-    const std::int64_t head_rows = prefill ? std::max<std::int64_t>(1, in.head_rows) : in.rows;
+    const std::int64_t head_rows = prefill ? prefill_head_rows(in.rows) : in.rows;
     const Mode head_mode = !prefill && !verify ? in.mode : head_rows == 1 ? Mode::decode : Mode::batch;
     add_scope("post", "", 1, m.post, head_mode, head_rows);
   }

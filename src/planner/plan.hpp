@@ -4,6 +4,8 @@
 // a SHA-256 digest of the canonical plan text (device-independent: same class, same digest).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -110,10 +112,13 @@ struct PlanInput {
   const model::ModelGraph* model = nullptr;
   Mode mode = Mode::decode;
   std::int64_t rows = 1;
-  // Prefill: the rows the head runs, one per packed prompt the launch finishes (emit's
-  // prefill_head_rows); 1 plans it as one decode row, what the report shows for one prompt.
-  std::int64_t head_rows = 1;
 };
+
+// The rows the head of a prefill chunk of `rows` rows runs: one per prompt a packed launch can
+// finish, at most kPrefillHeadRows (the rows a GPU gemv slice holds, so the head still reads its
+// weight once) and at most one per row.
+inline constexpr std::int64_t kPrefillHeadRows = 16;
+inline std::int64_t prefill_head_rows(std::int64_t rows) { return std::clamp<std::int64_t>(rows, 1, kPrefillHeadRows); }
 
 // Fuses every scope, marks gaps, builds the port list and the tensor-core audit, and digests.
 Plan build_plan(const PlanInput& in);

@@ -25,8 +25,7 @@ const std::filesystem::path& ckpt() {
   return p;
 }
 
-planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, planner::Mode mode, std::int64_t rows,
-                       std::int64_t head_rows = 1) {
+planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, planner::Mode mode, std::int64_t rows) {
   auto& tl = testing::tree_lib();
   planner::PlanInput in;
   in.tree = &tl.tree;
@@ -38,7 +37,6 @@ planner::Plan plan_for(const planner::Target& t, const model::ModelGraph& g, pla
   in.model = &g;
   in.mode = mode;
   in.rows = rows;
-  in.head_rows = head_rows;
   return planner::build_plan(in);
 }
 
@@ -57,9 +55,7 @@ void check_groups_match_plan(const std::string& device, const testing::EmitSpec&
     INFO(device << " " << p.name);
     const bool prefill = p.kind == MET_PROGRAM_PREFILL;
     const auto mode = prefill ? planner::Mode::prefill : p.rows == 1 ? planner::Mode::decode : planner::Mode::batch;
-    // a prefill head runs one row per prompt a launch can finish
-    const std::int64_t head_rows = prefill ? emit::prefill_head_rows(p.rows, build["max_seqs"].get<std::int64_t>()) : 1;
-    const auto plan = plan_for(*target, graph, mode, p.rows, head_rows);
+    const auto plan = plan_for(*target, graph, mode, p.rows);
     const auto want = emit::plan_group_rules(plan, graph);
     CHECK(a->programs[i].groups == want);
     CHECK(build["programs"][i]["groups"].get<std::vector<std::string>>() == want);
@@ -913,7 +909,7 @@ TEST_CASE("a prefill program's head reads prefill_head_rows rows gathered by hea
     for (const auto& p : a->packet.programs) {
       INFO(p.name);
       const bool prefill = p.kind == MET_PROGRAM_PREFILL;
-      const std::int64_t heads = prefill ? emit::prefill_head_rows(p.rows, /*max_seqs=*/8) : p.rows;
+      const std::int64_t heads = prefill ? planner::prefill_head_rows(p.rows) : p.rows;
       std::size_t gathers = 0, gather_at = 0, first_head = 0;
       for (std::size_t i = 0; i < p.instrs.size(); ++i) {
         const auto& d = p.instrs[i];
