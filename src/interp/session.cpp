@@ -243,6 +243,8 @@ Expected<std::vector<Session::Added>> Session::add_many(const std::vector<std::v
                                                         const std::vector<Sampling>& sampling) {
   if (sampling.size() != prompts.size())
     return fail("session: " + std::to_string(sampling.size()) + " samplings for " + std::to_string(prompts.size()) + " prompts");
+  if (!pending_.empty())
+    return fail("session: " + std::to_string(pending_.size()) + " begun prompt(s) still prefilling; run prefill() to their end first");
   const auto free = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active && !s.prefilling; });
   if (static_cast<std::int64_t>(prompts.size()) > free)
     return fail(free == 0 ? "session: all " + std::to_string(slots_.size()) + " slots are busy"

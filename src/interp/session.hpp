@@ -116,7 +116,8 @@ class Session {
   std::int64_t prefill_launches() const { return prefill_launches_; }
 
   // Prefills `prompt` into the lowest free slot and samples its first token (begin, then prefill
-  // until it is done): refused as begin() refuses, with no prompt begun before it pending.
+  // until it is done). Refused as begin() refuses, and while prompts begun by begin() are still
+  // prefilling (their first tokens would come out of these launches and be lost).
   struct Added {
     std::int64_t slot = 0;
     std::int32_t token = 0;

@@ -385,6 +385,11 @@ TEST_CASE("add_many packs its prompts into shared launches and hands back each p
   CHECK_FALSE(s.add_many({kA, kB}, {{}, {}}).ok());  // one slot left
   CHECK_FALSE(s.add_many({kA}, {}).ok());            // a sampling per prompt
   CHECK(s.active() == 3);
+  s.remove(2);
+  REQUIRE(s.begin(kC, {}).ok());  // a begun prompt would finish in add's launch, its token lost: refused
+  const auto pending = s.add(kA, {});
+  REQUIRE_FALSE(pending.ok());
+  CHECK(pending.error().message.find("still prefilling") != std::string::npos);
 }
 
 TEST_CASE("decode steps run between the chunks of a long prompt, and neither the running sequence nor the prompt notices") {
