@@ -5,6 +5,8 @@
 // stay flat after it). Bounded: CLIENTS * ROUNDS requests and a wall-clock limit.
 import { readFileSync } from "node:fs";
 
+import { sseEvents } from "./sse.mjs";
+
 const base = process.env.MET_BASE_URL;
 if (!/^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$/.test(base ?? "")) {
   console.error(`serve_load: MET_BASE_URL must be a loopback URL, got ${base}`);
@@ -46,29 +48,16 @@ async function one(i) {
                              stream: true, stream_options: { include_usage: true } }),
     });
     if (r.status !== 200) throw new Error(`status ${r.status}: ${await r.text()}`);
-    const dec = new TextDecoder();
-    let buf = "", last = NaN, done = false;
-    for await (const part of r.body) {
-      buf += dec.decode(part, { stream: true });
-      let at;
-      while ((at = buf.indexOf("\n\n")) >= 0) {
-        const ev = buf.slice(0, at);
-        buf = buf.slice(at + 2);
-        if (!ev.startsWith("data: ")) continue;
-        const data = ev.slice(6);
-        if (data === "[DONE]") { done = true; continue; }
-        const j = JSON.parse(data);
-        if (j.error) throw new Error(JSON.stringify(j.error));
-        if (j.usage) out.usage = j.usage;
-        if (!j.choices.length || !j.choices[0].text) continue;
-        const now = performance.now();
-        if (Number.isNaN(last)) out.ttft = (now - t0) / 1000;
-        else out.gaps.push((now - last) / 1000);
-        last = now;
-        out.chunks++;
-      }
+    let last = NaN;
+    for await (const j of sseEvents(r.body)) {
+      if (j.usage) out.usage = j.usage;
+      if (!j.choices.length || !j.choices[0].text) continue;
+      const now = performance.now();
+      if (Number.isNaN(last)) out.ttft = (now - t0) / 1000;
+      else out.gaps.push((now - last) / 1000);
+      last = now;
+      out.chunks++;
     }
-    if (!done) throw new Error("stream ended without [DONE]");
     if (!out.usage || out.usage.completion_tokens !== tokens) throw new Error(`usage ${JSON.stringify(out.usage)}`);
   } catch (e) {
     out.error = String(e);

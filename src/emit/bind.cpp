@@ -89,14 +89,14 @@ Expected<void> KernelSite::add(std::vector<std::uint32_t> tensors, std::vector<s
 
 Expected<void> emit_group(Builder& b, const ScopeCtx& c, const model::ModelGraph& graph) {
   const std::int64_t hidden = static_cast<std::int64_t>(graph.params.at("hidden"));
-  const std::uint32_t x = b.act("x", b.rows, hidden);
+  const std::uint32_t x = c.x != MET_NO_TENSOR ? c.x : b.act("x", b.rows, hidden);
   for (const auto& kname : c.group->kernels) {
     const std::string k = kname.rfind("met_", 0) == 0 ? kname.substr(4) : kname;
     const OpcodeInfo* op = find_opcode(k);
     if (!op) return refuse(c, "kernel '" + kname + "' is not in the opcode table");
     const Binder bind = binder_of(*op);
     if (!bind) return refuse(c, "kernel '" + kname + "' has no emitter yet");
-    MET_CHECK(bind(KernelSite{b, c, graph, kname, k, *op, c.rows, hidden, c.x_row0, x, c.head ? "head." : ""}));
+    MET_CHECK(bind(KernelSite{b, c, graph, kname, k, *op, c.rows, hidden, x, c.head ? "head." : ""}));
   }
   return {};
 }

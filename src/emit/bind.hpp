@@ -25,8 +25,7 @@ struct KernelSite {
   const OpcodeInfo& op;
   std::int64_t R = 0;       // rows of the scope
   std::int64_t hidden = 0;  // the model's hidden width
-  std::int64_t x_row0 = 0;  // row of x the scope's first read starts at
-  std::uint32_t x = 0;      // the residual stream
+  std::uint32_t x = 0;      // the residual stream (the prefill head: its gathered rows)
   std::string pre;          // buffer prefix: "head." in the head scope
 
   // The group's node of op `op` (and role `role`), null when absent.

@@ -41,7 +41,7 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
                      inv_freq_table(*b.sh, rc, rotary)});
   const std::pair<float, float> ks = b.sh->kv_scale.at(c.layer);
-  MET_CHECK(site.add(t, {R, site.x_row0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
+  MET_CHECK(site.add(t, {R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
                       /*unit_rows=*/hd, b.sh->kv_fp8},
                      {b.cfg.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
   b.q_src = q;

@@ -148,7 +148,7 @@ Expected<void> bind_gemm_residual(const KernelSite& site) {
 Expected<void> bind_gate_up(const KernelSite& site) {
   MET_TRY(const auto nl, norm_linear(site, "gate_up"));
   MET_CHECK(site.add({site.x, nl.norm_w, nl.w, site.b.act("h", site.R, param(*nl.lin, "out") / 2)},
-                     {site.R, site.x_row0, /*col_slices=*/1}, {site.b.cfg.eps}));
+                     {site.R, /*in_row0=*/0, /*col_slices=*/1}, {site.b.cfg.eps}));
   return {};
 }
 
@@ -165,11 +165,11 @@ Expected<void> bind_lm_head(const KernelSite& site) {
   }
   if (b.sh->tp > 1) {  // this rank's vocabulary slice, then the gather and the argmax over all of it
     const auto local = b.act(site.pre + "logits.rank", R, vocab);
-    MET_CHECK(site.add({site.x, nl.norm_w, nl.w, local, MET_NO_TENSOR}, {R, site.x_row0, /*col_slices=*/1}, imms));
+    MET_CHECK(site.add({site.x, nl.norm_w, nl.w, local, MET_NO_TENSOR}, {R, /*in_row0=*/0, /*col_slices=*/1}, imms));
     return gather_logits(site, local, vocab, /*tokens=*/true);
   }
   MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
-                     {R, site.x_row0, /*col_slices=*/1}, imms));
+                     {R, /*in_row0=*/0, /*col_slices=*/1}, imms));
   return {};
 }
 

@@ -84,7 +84,7 @@ Expected<void> bind_rmsnorm(const KernelSite& site) {
     MET_CHECK(site.add({y, w, y}, {R, 0, count, dim, site.hidden, 0, site.hidden, 0}, imms));
   } else {
     const auto y = b.act(site.pre + "xn", R, dim * count);
-    MET_CHECK(site.add({site.x, w, y}, {R, site.x_row0, count, dim, site.hidden, 0, dim * count, 0}, imms));
+    MET_CHECK(site.add({site.x, w, y}, {R, /*in_row0=*/0, count, dim, site.hidden, 0, dim * count, 0}, imms));
   }
   return {};
 }

@@ -28,8 +28,28 @@ const char* io_field_name(IoField f) {
       return "sample_params";
     case IoField::sampled_tokens:
       return "sampled_tokens";
+    case IoField::head_rows:
+      return "head_rows";
   }
   return "?";
+}
+
+bool io_input(IoField f) {
+  switch (f) {
+    case IoField::tokens:
+    case IoField::positions:
+    case IoField::slots:
+    case IoField::seq_base:
+    case IoField::seq_len:
+    case IoField::sample_params:
+    case IoField::head_rows:
+      return true;
+    case IoField::out_tokens:
+    case IoField::logits:
+    case IoField::sampled_tokens:
+      return false;
+  }
+  return false;
 }
 
 namespace detail {

@@ -71,7 +71,7 @@ struct Builder {
                      std::vector<std::int64_t> ints, std::vector<float> imms);
 };
 
-// Where the current scope's rows live: layers run `rows` rows; the head may read one row.
+// Where the current scope's rows live: layers run `rows` rows; a prefill head reads its gathered rows.
 struct ScopeCtx {
   const planner::Scope* scope = nullptr;
   const planner::Group* group = nullptr;
@@ -80,8 +80,10 @@ struct ScopeCtx {
   int first_layer = 0;  // of the kind (weight names are the first layer's)
   int layer = 0;
   std::int64_t rows = 1;    // rows of this scope
-  std::int64_t x_row0 = 0;  // row of x the scope's first read starts at (prefill head: rows-1)
   bool head = false;
+  // The rows the scope reads instead of the residual stream: the prefill head's gathered rows
+  // (MET_NO_TENSOR: the residual stream "x").
+  std::uint32_t x = MET_NO_TENSOR;
 };
 
 // The group's first node of op `op` (and role `role` when given); null when there is none.

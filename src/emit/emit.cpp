@@ -178,6 +178,8 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     in.model = &graph;
     in.mode = want.mode;
     in.rows = want.rows;
+    const bool prefill = want.mode == planner::Mode::prefill;
+    const std::int64_t head_rows = prefill ? planner::prefill_head_rows(want.rows) : want.rows;
     const planner::Plan plan = planner::build_plan(in);
     if (plan.gap_groups > 0) {
       std::string gaps;
@@ -224,6 +226,17 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     info.digest = plan.digest;
     auto run_scope = [&](std::size_t si, int layer, int first_layer, const std::string& label) -> Expected<void> {
       const auto& s = plan.scopes[si];
+      const bool head = s.name == "post";
+      // A prefill head reads the last row of each prompt the launch finishes: gathered by the
+      // host's head_rows into a buffer of its own, in the head's first group.
+      std::uint32_t head_x = MET_NO_TENSOR;
+      if (head && prefill && !s.groups.empty()) {
+        const auto hidden = static_cast<std::int64_t>(graph.params.at("hidden"));
+        head_x = b.act("head.x", head_rows, hidden);
+        MET_CHECK(b.add("gather_rows", scope_base[si], label,
+                        {b.act("x", want.rows, hidden), b.io(IoField::head_rows, head_rows), head_x},
+                        {head_rows, /*src_rows=*/want.rows, /*width=*/hidden}, {}));
+      }
       for (std::size_t gi = 0; gi < s.groups.size(); ++gi) {
         ScopeCtx c;
         c.scope = &s;
@@ -233,8 +246,8 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
         c.layer = layer;
         c.first_layer = first_layer;
         c.rows = s.rows;
-        c.head = s.name == "post";
-        c.x_row0 = c.head && s.rows < want.rows ? want.rows - s.rows : 0;
+        c.head = head;
+        c.x = head_x;
         MET_CHECK(emit_group(b, c, graph));
         info.groups.push_back(s.groups[gi].rule);
       }
@@ -253,11 +266,11 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     // the logits with the host's per-step parameters; greedy rows skip it and read the argmax.
     if (auto it = b.bufs.find("io.logits"); it != b.bufs.end() && !b.prog.instrs.empty()) {
       const auto& lt = sh.file->tensors[it->second];
-      const auto head_rows = static_cast<std::int64_t>(lt.shape[0]), vocab = static_cast<std::int64_t>(lt.shape[1]);
+      const auto logit_rows = static_cast<std::int64_t>(lt.shape[0]), vocab = static_cast<std::int64_t>(lt.shape[1]);
       const auto& last = b.prog.instrs.back();
       MET_CHECK(b.add("sample", last.group, last.scope,
-                      {it->second, b.io(IoField::sample_params, head_rows, 4), b.io(IoField::sampled_tokens, head_rows)},
-                      {head_rows, /*in_row0=*/0, vocab}, {}));
+                      {it->second, b.io(IoField::sample_params, logit_rows, 4), b.io(IoField::sampled_tokens, logit_rows)},
+                      {logit_rows, /*in_row0=*/0, vocab}, {}));
     }
     slice_program(b.prog, a.packet, sm, gpu);
     schedule(b.prog, sm);

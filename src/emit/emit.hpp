@@ -7,11 +7,15 @@
 //  - KV cache of a layer: [max_seqs * max_ctx + pad_slots, kv_heads, head_dim] (k and v tensors);
 //    sequence s owns slots [s*max_ctx, (s+1)*max_ctx); the last pad_slots slots take the writes of
 //    prefill padding rows. In a decode program row r IS sequence r (padding row r writes slot
-//    r*max_ctx of its own unused region).
-//  - prefill: one sequence; the real tokens are the LAST rows of the bucket (the head reads row
-//    rows-1); padding rows sit first with position 0, seq_base and slot in the pad region.
+//    the last slot of its own region: a prompt never fills it, and its own decode writes it first).
+//  - prefill: the rows hold one or more prompts (packed: each row carries its own position, slot
+//    and seq_base), then padding rows with position 0, seq_base and slot in the pad region. The
+//    head runs over planner::prefill_head_rows(rows) rows: head row h reads row head_rows[h] (a
+//    gather_rows instruction before the head), the last row of a prompt the launch finishes; unused
+//    head rows read any row and are ignored.
 //  - IO tensors (source io, ref = IoField) per program; the host fills tokens, positions, slots,
-//    seq_base, seq_len before a run and reads out_tokens and logits after it.
+//    seq_base, seq_len, head_rows and sample_params before a run and reads out_tokens,
+//    sampled_tokens and logits after it.
 //  - generated tensors (source generated, ref = GeneratedTable) hold no bytes in the assets: the
 //    loader computes them with generated_table() from build.json (today: the scaled rope's
 //    inv_freq; a plain rope passes no table and the op bodies use theta).
@@ -41,9 +45,13 @@ enum class IoField : std::uint32_t {
   logits = 6,      // bf16 [head rows, vocab]
   sample_params = 7,   // f32 [head rows, 4]: temperature (<= 0: greedy, the row is skipped), top_p, top_k, u
   sampled_tokens = 8,  // i32 [head rows]: the sampled token of each non-greedy row
+  head_rows = 9,       // i32 [head rows]: prefill: the row of the program each head row reads
 };
-inline constexpr std::uint32_t kIoFields = 9;
+inline constexpr std::uint32_t kIoFields = 10;
 const char* io_field_name(IoField f);
+// Whether the host writes the field before a launch (else the program writes it).
+bool io_input(IoField f);
+
 
 // The rotary embedding of config.json: rope_theta plus rope_scaling (or a flat rope_parameters).
 // default: inv_freq_i = theta^(-2i/rotary_dim); linear: inv_freq / factor (positions / factor);

@@ -143,12 +143,15 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
         if (decode) {  // row r is sequence r at position ctx - 1
           const std::int64_t b = r * max_ctx, p = c.ctx - 1;
           io.set(r, token(rng), p, b + p, b);
-        } else {  // one sequence at positions 0..T-1, padding rows (a short last chunk) in the padding slots
-          const bool real = r >= l.pad;
-          const std::int64_t p = real ? l.start + r - l.pad : 0;
+        } else {  // one sequence at positions 0..T-1, padding rows (a short last chunk) after it in the padding slots
+          const bool real = r < l.n;
+          const std::int64_t p = real ? l.start + r : 0;
           io.set(r, token(rng), p, real ? p : pad_base + r, real ? 0 : pad_base);
         }
       }
+      // The head reads the chunk's last row (a launch that finishes one prompt).
+      if (auto* head = static_cast<std::int32_t*>(backend.io(l.program, emit::IoField::head_rows)); head && !decode)
+        head[0] = static_cast<std::int32_t>(l.n - 1);
     };
     backend.set_timestamps(false);
     std::vector<double> ms;

@@ -183,12 +183,11 @@ void* rank_io(const Rank& rk, std::size_t program, emit::IoField field) {
   return nullptr;
 }
 
-// The IO fields the host fills before a step.
-constexpr emit::IoField kInputs[] = {emit::IoField::tokens,   emit::IoField::positions, emit::IoField::slots,
-                                     emit::IoField::seq_base, emit::IoField::seq_len,   emit::IoField::sample_params};
-
+// The IO fields the host fills before a step (emit::io_input) go from rank 0 to the others.
 Expected<void> copy_inputs(const Rank& from, Rank& to, std::size_t program) {
-  for (const auto f : kInputs) {
+  for (std::uint32_t field = 0; field < emit::kIoFields; ++field) {
+    const auto f = static_cast<emit::IoField>(field);
+    if (!emit::io_input(f)) continue;
     void* src = rank_io(from, program, f);
     void* dst = rank_io(to, program, f);
     if (!src && !dst) continue;

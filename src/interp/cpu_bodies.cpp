@@ -118,6 +118,11 @@ void body_embed(const MetArgs_embed& a, const InstrDesc& d, std::uint32_t s) {
   met_embed(a.tokens + a.in_row0 + r.begin, a.table, r.end - r.begin, a.out + r.begin * a.table->cols);
 }
 
+void body_gather_rows(const MetArgs_gather_rows& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_gather_rows(a.x, a.index + r.begin, r.end - r.begin, a.src_rows, a.width, a.out + r.begin * a.width);
+}
+
 void body_gemv_rmsnorm_qkv_rope(const MetArgs_gemv_rmsnorm_qkv_rope& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   const MetRopeShape sh = rope_shape(a, a.theta);

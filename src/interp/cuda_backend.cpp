@@ -65,11 +65,6 @@ Expected<cu::TensorMap> gemm_b_tmap(const cu::Api& api, cu::DevicePtr base, std:
                           {64, gated ? 2u : 1u, gated ? 64u : 128u});
 }
 
-bool input_field(emit::IoField f) {
-  return f == emit::IoField::tokens || f == emit::IoField::positions || f == emit::IoField::slots ||
-         f == emit::IoField::seq_base || f == emit::IoField::seq_len || f == emit::IoField::sample_params;
-}
-
 // The int named `name` of an instruction (the registry's names; 0 when its opcode has none).
 std::int64_t named(const emit::OpcodeInfo& op, const emit::InstrDesc& d, std::string_view name) {
   const int k = emit::int_index(op, name);
@@ -548,7 +543,7 @@ Expected<void> CudaBackend::run(std::size_t program) {
   MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
   auto& p = m.progs[program];
   for (auto& [field, io] : p.io)
-    if (input_field(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));
+    if (emit::io_input(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));
   MET_CU(api, MemsetD32Async(p.counters, 0, std::max<std::uint32_t>(1, p.n_instrs), m.stream));
   MetInterpParams params{};
   params.instrs = reinterpret_cast<const MetDevInstr*>(p.instrs);

@@ -59,10 +59,15 @@ Expected<GenerateResult> generate(Backend& backend, const emit::PacketFile& pack
   };
 
   const auto t0 = Clock::now();
+  // The prompts share prefill launches; each prompt's logits are read after the launch that finished it.
+  std::vector<std::size_t> seq_of(static_cast<std::size_t>(session.max_slots()));
   for (std::size_t s = 0; s < req.prompts.size(); ++s) {
-    MET_TRY(const Session::Added added, session.add(req.prompts[s], req.sampling));
-    slot[s] = added.slot;
-    record(s, added.token);
+    MET_TRY(slot[s], session.begin(req.prompts[s], req.sampling));
+    seq_of[static_cast<std::size_t>(slot[s])] = s;
+  }
+  while (session.prefilling() > 0) {
+    MET_TRY(const auto done, session.prefill());
+    for (const auto& t : done) record(seq_of[static_cast<std::size_t>(t.slot)], t.token);
   }
   out.prefill_seconds = seconds_since(t0);
 

@@ -116,7 +116,7 @@ double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i
 
 
 // The IO a program reads, consistent across rows: decode row r is sequence r at a random position
-// of its own region; prefill rows are one sequence at positions 0..rows-1.
+// of its own region; prefill rows are one sequence at positions 0..rows-1, its head rows random rows.
 void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64_t max_ctx, std::int64_t vocab,
              std::uint64_t seed, std::vector<std::pair<std::size_t, std::string>>& io) {
   const auto& p = f.programs[prog];
@@ -142,6 +142,12 @@ void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64
       case emit::IoField::slots: put(slots.data(), slots.size() * 8); break;
       case emit::IoField::seq_base: put(base.data(), base.size() * 8); break;
       case emit::IoField::seq_len: put(lens.data(), lens.size() * 4); break;
+      case emit::IoField::head_rows: {  // each head row reads a random row of the program
+        std::vector<std::int32_t> rows(t.bytes / 4);
+        for (auto& r : rows) r = static_cast<std::int32_t>(g() % p.rows);
+        put(rows.data(), rows.size() * 4);
+        break;
+      }
       case emit::IoField::sample_params: {  // every row samples: temperature, top_p, top_k, u
         std::vector<float> params;
         for (std::uint64_t r = 0; r < t.bytes / 16; ++r) {

@@ -1,8 +1,8 @@
-// Session: the per-slot bookkeeping, the program choice and the IO fill of prefill chunks and
-// decode steps, following the runtime contract in emit.hpp (real prefill tokens in the last rows,
-// padding rows into the pad slots; decode row r is sequence r, an idle row writes position 0 of its
-// own free region). Programs are ordered by rows, then by packet index: a total order, so two
-// programs of one size always resolve the same way.
+// Session: the per-slot bookkeeping, the program choice and the IO fill of packed prefill launches
+// and decode steps, following the runtime contract in emit.hpp (prompts from row 0, padding rows
+// last into the pad slots, the head reading each finished prompt's last row; decode row r is
+// sequence r, an idle row writes the last slot of its own region). Programs are ordered by rows,
+// then by packet index: a total order, so two programs of one size always resolve the same way.
 #include "interp/session.hpp"
 
 #include <algorithm>
@@ -60,19 +60,34 @@ void set_sample_params(Backend& backend, std::size_t program, std::int64_t row, 
 
 std::vector<ProgramRows> programs_by_rows(const emit::PacketFile& packet, std::uint32_t kind) {
   std::vector<ProgramRows> out;
-  for (std::size_t i = 0; i < packet.programs.size(); ++i)
-    if (packet.programs[i].kind == kind) out.push_back({i, packet.programs[i].rows});
+  for (std::size_t i = 0; i < packet.programs.size(); ++i) {
+    if (packet.programs[i].kind != kind) continue;
+    const std::string head = packet.programs[i].name + ".io." + emit::io_field_name(IoField::head_rows);
+    std::int64_t heads = 0;
+    for (const auto& t : packet.tensors)
+      if (t.source == MET_SOURCE_IO && t.name == head && !t.shape.empty()) heads = static_cast<std::int64_t>(t.shape[0]);
+    out.push_back({i, packet.programs[i].rows, heads});
+  }
   std::sort(out.begin(), out.end(),
             [](const ProgramRows& a, const ProgramRows& b) { return a.rows < b.rows || (a.rows == b.rows && a.index < b.index); });
   return out;
 }
 
+namespace {
+
+// The smallest bucket that holds `rows`, else the largest (`buckets` ascending, not empty).
+const ProgramRows& bucket_for(const std::vector<ProgramRows>& buckets, std::int64_t rows) {
+  auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ProgramRows& p) { return p.rows >= rows; });
+  return it == buckets.end() ? buckets.back() : *it;
+}
+
+}  // namespace
+
 std::vector<PrefillChunk> prefill_chunks(const std::vector<ProgramRows>& buckets, std::int64_t len) {
   std::vector<PrefillChunk> out;
   for (std::int64_t start = 0; start < len;) {
     const std::int64_t rest = len - start;
-    auto it = std::find_if(buckets.begin(), buckets.end(), [&](const ProgramRows& p) { return p.rows >= rest; });
-    const ProgramRows& p = it == buckets.end() ? buckets.back() : *it;
+    const ProgramRows& p = bucket_for(buckets, rest);
     const std::int64_t n = std::min(rest, p.rows);
     out.push_back({p.index, p.rows, start, n, p.rows - n});
     start += n;
@@ -91,6 +106,9 @@ Expected<Session> Session::create(Backend& backend, const emit::PacketFile& pack
   if (s.prefill_.empty() || s.decode_.empty() || s.vocab_ == 0)
     return fail("session: model.pkt needs prefill and decode programs with logits");
   if (build.max_ctx < 2 || build.max_seqs < 1) return fail("session: build.json max_ctx and max_seqs must be positive");
+  for (const auto& p : s.prefill_)
+    if (p.heads < 1 || !backend.io(p.index, IoField::head_rows))
+      return fail("session: model.pkt's " + packet.programs[p.index].name + " has no head_rows to gather its head from; re-emit it");
   s.max_ctx_ = build.max_ctx;
   s.pad_base_ = build.max_seqs * build.max_ctx;
   s.slots_.resize(static_cast<std::size_t>(std::min(build.max_seqs, s.decode_.back().rows)));
@@ -104,7 +122,11 @@ std::int64_t Session::active() const {
 }
 
 bool Session::has_free_slot() const {
-  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active; });
+  return std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active && !s.prefilling; });
+}
+
+bool Session::is_prefilling(std::int64_t slot) const {
+  return slot >= 0 && slot < max_slots() && slots_[static_cast<std::size_t>(slot)].prefilling;
 }
 
 bool Session::is_active(std::int64_t slot) const {
@@ -123,9 +145,7 @@ std::int32_t Session::pick(Slot& s, std::size_t program, std::int64_t row) {
   return io_of<std::int32_t>(*backend_, program, IoField::sampled_tokens)[row];
 }
 
-Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, const Sampling& sampling) {
-  auto free = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active; });
-  if (free == slots_.end()) return fail("session: all " + std::to_string(slots_.size()) + " slots are busy");
+Expected<void> Session::check(const std::vector<std::int32_t>& prompt, const Sampling& sampling) const {
   const auto len = static_cast<std::int64_t>(prompt.size());
   if (len == 0) return fail("session: empty prompt");
   if (sampling.temperature > 0.0f && !sampling_op_)
@@ -136,29 +156,123 @@ Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, c
   for (auto t : prompt)
     if (t < 0 || t >= vocab_)
       return fail("session: token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab_));
+  return {};
+}
+
+Expected<std::int64_t> Session::begin(const std::vector<std::int32_t>& prompt, const Sampling& sampling) {
+  auto free = std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active && !s.prefilling; });
+  if (free == slots_.end()) return fail("session: all " + std::to_string(slots_.size()) + " slots are busy");
+  MET_CHECK(check(prompt, sampling));
   const std::int64_t slot = free - slots_.begin();
-  Slot& s = *free;
-  s = Slot{};
-  s.sampling = sampling;
-  const std::int64_t base = slot * max_ctx_;
-  std::int32_t first = 0;
-  for (const PrefillChunk& c : prefill_chunks(prefill_, len)) {
-    const StepIo io = StepIo::of(*backend_, c.program);
-    for (std::int64_t r = 0; r < c.rows; ++r) {
-      const bool real = r >= c.pad;
-      const std::int64_t at = real ? c.start + r - c.pad : 0;
-      io.set(r, real ? prompt[static_cast<std::size_t>(at)] : 0, at, real ? base + at : pad_base_ + r, real ? base : pad_base_);
-    }
-    // The head reads the last row; only the chunk that ends the prompt draws a token.
-    const bool last = c.start + c.n == len;
-    set_sample_params(*backend_, c.program, 0, last ? s.sampling : Sampling{}, s.draws);
-    MET_CHECK(backend_->run(c.program));
-    if (last) first = pick(s, c.program, /*row=*/0);
+  *free = Slot{};
+  free->prefilling = true;
+  free->sampling = sampling;
+  pending_.push_back({slot, prompt, 0});
+  return slot;
+}
+
+Expected<std::vector<SlotToken>> Session::prefill() {
+  std::vector<SlotToken> out;
+  if (pending_.empty()) return out;
+  // What the launch takes: whole prompts oldest first while they fit the largest bucket, then the
+  // next one's first part, one head row per prompt it finishes.
+  const std::int64_t largest = prefill_.back().rows, max_heads = prefill_.back().heads;
+  struct Part {
+    std::size_t pending = 0;
+    std::int64_t row0 = 0, n = 0;
+    bool finishes = false;
+  };
+  std::vector<Part> parts;
+  std::int64_t used = 0, heads = 0;
+  for (std::size_t i = 0; i < pending_.size() && used < largest; ++i) {
+    const std::int64_t rest = static_cast<std::int64_t>(pending_[i].prompt.size()) - pending_[i].done;
+    const std::int64_t n = std::min(rest, largest - used);
+    const bool finishes = n == rest;
+    if (finishes && heads == max_heads) break;
+    parts.push_back({i, used, n, finishes});
+    used += n;
+    heads += finishes ? 1 : 0;
   }
-  s.active = true;
-  s.next_pos = len;
-  s.last = first;
-  return Added{slot, first};
+  const ProgramRows& p = bucket_for(prefill_, used);
+  if (heads > p.heads)
+    return fail("session: prefill_" + std::to_string(p.rows) + " has " + std::to_string(p.heads) + " head rows, fewer than " +
+                std::to_string(heads) + " prompts");
+  const StepIo io = StepIo::of(*backend_, p.index);
+  auto* head_rows = static_cast<std::int32_t*>(backend_->io(p.index, emit::IoField::head_rows));
+  for (std::int64_t h = 0; h < p.heads; ++h) {
+    head_rows[h] = 0;  // an unused head row reads row 0 and its result is ignored
+    std::uint64_t none = 0;
+    set_sample_params(*backend_, p.index, h, Sampling{}, none);
+  }
+  std::int64_t head = 0;
+  for (const Part& part : parts) {
+    const Pending& q = pending_[part.pending];
+    Slot& s = slots_[static_cast<std::size_t>(q.slot)];
+    const std::int64_t base = q.slot * max_ctx_;
+    for (std::int64_t k = 0; k < part.n; ++k) {
+      const std::int64_t at = q.done + k;
+      io.set(part.row0 + k, q.prompt[static_cast<std::size_t>(at)], at, base + at, base);
+    }
+    if (!part.finishes) continue;
+    head_rows[head] = static_cast<std::int32_t>(part.row0 + part.n - 1);
+    set_sample_params(*backend_, p.index, head, s.sampling, s.draws);
+    ++head;
+  }
+  for (std::int64_t r = used; r < p.rows; ++r) io.set(r, 0, 0, pad_base_ + r, pad_base_);
+  MET_CHECK(backend_->run(p.index));
+  ++prefill_launches_;
+  head = 0;
+  for (const Part& part : parts) {
+    Pending& q = pending_[part.pending];
+    q.done += part.n;
+    if (!part.finishes) continue;
+    Slot& s = slots_[static_cast<std::size_t>(q.slot)];
+    s.last = pick(s, p.index, head++);
+    s.prefilling = false;
+    s.active = true;
+    s.next_pos = q.done;
+    out.push_back({q.slot, s.last});
+  }
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [](const Pending& q) { return q.done == static_cast<std::int64_t>(q.prompt.size()); }),
+                 pending_.end());
+  return out;
+}
+
+Expected<std::vector<Session::Added>> Session::add_many(const std::vector<std::vector<std::int32_t>>& prompts,
+                                                        const std::vector<Sampling>& sampling) {
+  if (sampling.size() != prompts.size())
+    return fail("session: " + std::to_string(sampling.size()) + " samplings for " + std::to_string(prompts.size()) + " prompts");
+  if (!pending_.empty())
+    return fail("session: " + std::to_string(pending_.size()) + " begun prompt(s) still prefilling; run prefill() to their end first");
+  const auto free = std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return !s.active && !s.prefilling; });
+  if (static_cast<std::int64_t>(prompts.size()) > free)
+    return fail(free == 0 ? "session: all " + std::to_string(slots_.size()) + " slots are busy"
+                          : "session: " + std::to_string(prompts.size()) + " prompts for " + std::to_string(free) +
+                                " free slots (the others are busy)");
+  for (std::size_t i = 0; i < prompts.size(); ++i) MET_CHECK(check(prompts[i], sampling[i]));
+  std::vector<std::int64_t> slots;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    MET_TRY(const std::int64_t slot, begin(prompts[i], sampling[i]));
+    slots.push_back(slot);
+  }
+  std::vector<Added> out(prompts.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i) out[i].slot = slots[i];
+  auto mine = [&] {
+    return std::any_of(slots.begin(), slots.end(), [&](std::int64_t slot) { return is_prefilling(slot); });
+  };
+  while (mine()) {
+    MET_TRY(const auto done, prefill());
+    for (const auto& t : done)
+      for (std::size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] == t.slot) out[i].token = t.token;
+  }
+  return out;
+}
+
+Expected<Session::Added> Session::add(const std::vector<std::int32_t>& prompt, const Sampling& sampling) {
+  MET_TRY(auto added, add_many({prompt}, {sampling}));
+  return added.front();
 }
 
 const Session::Prog* Session::rung_for(std::int64_t highest) const {
@@ -190,9 +304,15 @@ Expected<std::vector<SlotToken>> Session::step() {
   const StepIo io = StepIo::of(*backend_, p->index);
   for (std::int64_t r = 0; r < p->rows; ++r) {
     const bool real = r < max_slots() && slots_[static_cast<std::size_t>(r)].active;
-    const std::int64_t at = real ? slots_[static_cast<std::size_t>(r)].next_pos : 0;
-    const std::int64_t base = r * max_ctx_;  // an idle row writes its own free region
-    io.set(r, real ? slots_[static_cast<std::size_t>(r)].last : 0, at, base + at, base);
+    const std::int64_t base = r * max_ctx_;
+    if (real) {
+      const std::int64_t at = slots_[static_cast<std::size_t>(r)].next_pos;
+      io.set(r, slots_[static_cast<std::size_t>(r)].last, at, base + at, base);
+    } else {
+      // An idle row (a free slot, or one whose prompt is still being prefilled) writes the last slot
+      // of its own region, which a prompt never fills and its own decode writes before reading.
+      io.set(r, 0, 0, base + max_ctx_ - 1, base);
+    }
     std::uint64_t none = 0;
     Slot* s = real ? &slots_[static_cast<std::size_t>(r)] : nullptr;
     set_sample_params(*backend_, p->index, r, s ? s->sampling : Sampling{}, s ? s->draws : none);
@@ -209,7 +329,11 @@ Expected<std::vector<SlotToken>> Session::step() {
 }
 
 void Session::remove(std::int64_t slot) {
-  if (slot >= 0 && slot < max_slots()) slots_[static_cast<std::size_t>(slot)].active = false;
+  if (slot < 0 || slot >= max_slots()) return;
+  Slot& s = slots_[static_cast<std::size_t>(slot)];
+  s.active = false;
+  s.prefilling = false;
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(), [&](const Pending& q) { return q.slot == slot; }), pending_.end());
 }
 
 void Session::force(std::int64_t slot, std::int32_t token) {

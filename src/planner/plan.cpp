@@ -118,11 +118,13 @@ Plan build_plan(const PlanInput& in) {
     if (seen_kinds[k.kind] > 1 && !k.layers.empty()) name += "@" + std::to_string(k.layers.front());
     add_scope(name, k.kind, static_cast<int>(k.layers.size()), k.nodes, body_mode, in.rows);
   }
-  // Prefill runs the head on the last row only: the same program as one decode step's head.
+  // Prefill runs the head on the last row of each prompt a packed launch finishes
+  // (prefill_head_rows of them): the same program as the head of a decode step of that many rows.
   if (!m.post.empty()) {
-    const bool last_row = in.mode == Mode::prefill;
-    const Mode head_mode = last_row || (verify && in.rows == 1) ? Mode::decode : verify ? Mode::batch : in.mode;
-    add_scope("post", "", 1, m.post, head_mode, last_row ? 1 : in.rows);
+    const bool prefill = in.mode == Mode::prefill;
+    const std::int64_t head_rows = prefill ? prefill_head_rows(in.rows) : in.rows;
+    const Mode head_mode = !prefill && !verify ? in.mode : head_rows == 1 ? Mode::decode : Mode::batch;
+    add_scope("post", "", 1, m.post, head_mode, head_rows);
   }
 
   const auto& leaf = in.chain->leaf();

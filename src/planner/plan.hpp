@@ -4,6 +4,8 @@
 // a SHA-256 digest of the canonical plan text (device-independent: same class, same digest).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,7 +63,7 @@ struct Scope {
   std::string name;                  // "pre", "layers:full", "post"
   std::string kind;                  // layer kind, or "" for pre/post
   int count = 1;                     // layers of this kind (1 for pre/post)
-  Mode mode = Mode::decode;          // prefill plans the head (post) as one decode row
+  Mode mode = Mode::decode;          // prefill plans the head (post) at its head rows (one: a decode row)
   std::int64_t rows = 1;
   std::vector<model::Node> nodes;
   std::vector<Group> groups;
@@ -111,6 +113,12 @@ struct PlanInput {
   Mode mode = Mode::decode;
   std::int64_t rows = 1;
 };
+
+// The rows the head of a prefill chunk of `rows` rows runs: one per prompt a packed launch can
+// finish, at most kPrefillHeadRows (the rows a GPU gemv slice holds, so the head still reads its
+// weight once) and at most one per row.
+inline constexpr std::int64_t kPrefillHeadRows = 16;
+inline std::int64_t prefill_head_rows(std::int64_t rows) { return std::clamp<std::int64_t>(rows, 1, kPrefillHeadRows); }
 
 // Fuses every scope, marks gaps, builds the port list and the tensor-core audit, and digests.
 Plan build_plan(const PlanInput& in);

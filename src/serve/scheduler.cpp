@@ -1,6 +1,7 @@
-// The engine loop: wait for work, admit waiting requests into free slots (prefill, first token),
-// drop cancelled ones, run one decode step over the active slots, hand each token to its request
-// (EOS, stop strings, max_tokens), publish the gauges. Only the engine thread touches the Session.
+// The engine loop: wait for work, admit waiting requests into free slots (their prompts begin),
+// drop cancelled ones, run packed prefill launches (first tokens of the prompts they finish), run
+// one decode step over the active slots, hand each token to its request (EOS, stop strings,
+// max_tokens), publish the gauges. Only the engine thread touches the Session.
 #include "serve/scheduler.hpp"
 
 #include <algorithm>
@@ -130,13 +131,20 @@ std::string Engine::fault() const {
 }
 
 Engine::Submit Engine::submit(std::shared_ptr<RequestState> state, GenParams params) {
+  std::vector<std::pair<std::shared_ptr<RequestState>, GenParams>> one;
+  one.emplace_back(std::move(state), std::move(params));
+  return submit_many(std::move(one));
+}
+
+Engine::Submit Engine::submit_many(std::vector<std::pair<std::shared_ptr<RequestState>, GenParams>> requests) {
   {
     std::lock_guard lock(mu_);
     if (!fault_.empty()) return Submit::faulted;
     const auto busy = static_cast<std::size_t>(running_.load(std::memory_order_acquire));
     const std::size_t free = static_cast<std::size_t>(slots_) > busy ? static_cast<std::size_t>(slots_) - busy : 0;
-    if (waiting_.size() >= queue_cap_ + free) return Submit::queue_full;
-    waiting_.push_back({std::move(state), std::move(params), Clock::now()});
+    if (waiting_.size() + requests.size() > queue_cap_ + free) return Submit::queue_full;
+    const auto now = Clock::now();
+    for (auto& [state, params] : requests) waiting_.push_back({std::move(state), std::move(params), now});
     metrics_.update(model_.id, [&](ModelMetrics& m) { m.waiting = static_cast<std::int64_t>(waiting_.size()); });
   }
   cv_.notify_all();
@@ -149,7 +157,7 @@ void Engine::publish_gauges() {
     std::lock_guard lock(mu_);
     waiting = static_cast<std::int64_t>(waiting_.size());
   }
-  const std::int64_t running = session_.active();
+  const std::int64_t running = busy();
   running_.store(running, std::memory_order_release);
   metrics_.update(model_.id, [&](ModelMetrics& m) {
     m.running = running;
@@ -162,9 +170,9 @@ void Engine::loop() {
     std::vector<Waiting> admit_now;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || session_.active() > 0; });
+      cv_.wait(lock, [&] { return stop_ || !waiting_.empty() || busy() > 0; });
       if (stop_) break;
-      std::int64_t free = slots_ - session_.active();
+      std::int64_t free = slots_ - busy();
       while (free > 0 && !waiting_.empty()) {
         admit_now.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
@@ -179,6 +187,7 @@ void Engine::loop() {
         release(static_cast<std::int64_t>(s), "abort");
       }
     publish_gauges();
+    if (session_.prefilling() > 0) prefill_turn();
     if (session_.active() == 0) continue;
     session_.fetch_logits(std::any_of(active_.begin(), active_.end(), [](const auto& a) { return a && a->params.logprobs >= 0; }));
     auto step = session_.step();
@@ -223,20 +232,39 @@ void Engine::admit(Waiting w) {
     metrics_.update(model_.id, [](ModelMetrics& m) { ++m.finished["error"]; });
     return;
   }
-  session_.fetch_logits(w.params.logprobs >= 0);
-  auto added = session_.add(w.params.prompt, w.params.sampling);
-  if (!added) {
-    w.state->fail(503, added.error().message);
-    fail_all(added.error().message);
+  auto slot = session_.begin(w.params.prompt, w.params.sampling);
+  if (!slot) {
+    w.state->fail(503, slot.error().message);
+    fail_all(slot.error().message);
     return;
   }
   metrics_.update(model_.id, [&](ModelMetrics& m) { m.prompt_tokens += prompt_tokens; });
-  auto a = std::make_unique<Active>(Active{std::move(w.state), std::move(w.params),
-                                           text::IncrementalDecoder(*model_.tokenizer, /*skip_special_tokens=*/true), {}, 0,
-                                           w.arrival, w.arrival, {}});
-  const bool done = on_token(*a, added->slot, added->token);
-  active_[static_cast<std::size_t>(added->slot)] = std::move(a);
-  if (done) release(added->slot, active_[static_cast<std::size_t>(added->slot)]->reason);
+  active_[static_cast<std::size_t>(*slot)] = std::make_unique<Active>(
+      Active{std::move(w.state), std::move(w.params), text::IncrementalDecoder(*model_.tokenizer, /*skip_special_tokens=*/true),
+             {}, 0, w.arrival, w.arrival, {}});
+}
+
+void Engine::prefill_turn() {
+  for (;;) {
+    bool logprobs = false;
+    for (std::size_t s = 0; s < active_.size(); ++s)
+      if (active_[s] && session_.is_prefilling(static_cast<std::int64_t>(s)) && active_[s]->params.logprobs >= 0) logprobs = true;
+    session_.fetch_logits(logprobs);
+    auto done = session_.prefill();
+    if (!done) {
+      fail_all(done.error().message);
+      return;
+    }
+    prefill_launches_.fetch_add(1, std::memory_order_acq_rel);
+    for (const auto& t : *done) {
+      auto& a = active_[static_cast<std::size_t>(t.slot)];
+      if (a && on_token(*a, t.slot, t.token)) release(t.slot, a->reason);
+    }
+    publish_gauges();
+    // Launches that give prompts their first tokens run back to back (the begun prompts bound
+    // them); one that only carried a long prompt's chunk yields to a decode step.
+    if (done->empty() || session_.prefilling() == 0) return;
+  }
 }
 
 bool Engine::on_token(Active& a, std::int64_t slot, std::int32_t token) {
@@ -298,7 +326,7 @@ void Engine::release(std::int64_t slot, const std::string& reason) {
   });
   session_.remove(slot);
   a.reset();
-  const std::int64_t running = session_.active();
+  const std::int64_t running = busy();
   running_.store(running, std::memory_order_release);
   metrics_.update(model_.id, [&](ModelMetrics& m) { m.running = running; });
 }

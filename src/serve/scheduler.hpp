@@ -1,7 +1,11 @@
 // Continuous batching for one model: a bounded waiting queue and one engine thread that owns the
-// interpreter Session. Between decode steps the engine admits waiting requests into free slots
-// (prefill), then runs one step for every active slot; a request leaves its slot when it finishes
-// (EOS, a stop string, max_tokens) or is cancelled (its client went away). Detokenisation and
+// interpreter Session. Each turn of the engine admits waiting requests into free slots (their
+// prompts begin prefilling), runs packed prefill launches over the prompts still prefilling
+// (several prompts share one; back to back while each gives prompts their first tokens, and a
+// launch that only carries a chunk of a long prompt ends them), then one decode step for every
+// active slot, so a long prompt never stalls the running streams for more than a chunk; a request
+// leaves its slot when it finishes (EOS, a stop string, max_tokens) or is cancelled (its client
+// went away). Detokenisation and
 // stop strings run on the engine thread so a request stops at exactly the token that ends it.
 #pragma once
 
@@ -88,6 +92,11 @@ class Engine {
   ~Engine();
 
   Submit submit(std::shared_ptr<RequestState> state, GenParams params);
+  // Several requests that arrive together: admitted in one turn of the engine (so their prompts
+  // share prefill launches), all accepted or none.
+  Submit submit_many(std::vector<std::pair<std::shared_ptr<RequestState>, GenParams>> requests);
+  // Prefill launches the engine has run (each may carry several prompts).
+  std::int64_t prefill_launches() const { return prefill_launches_.load(std::memory_order_acquire); }
   // Non-empty once the backend failed: every later request is refused (503).
   std::string fault() const;
   std::int64_t slots() const { return slots_; }
@@ -102,6 +111,10 @@ class Engine {
   Engine(ServedModel& model, Metrics& metrics, std::size_t queue, interp::Session session);
   void loop();
   void admit(Waiting w);
+  // Runs packed prefill launches and hands each finished prompt its first token: back to back while
+  // each launch finishes a prompt, until one carries only a long prompt's chunk or none is left.
+  void prefill_turn();
+  std::int64_t busy() const { return session_.active() + session_.prefilling(); }
   // Applies the token generated in `slot`; returns true when the request finished (its slot is to be
   // freed). A request whose prompt and completion fill the context finishes with "length" (the
   // count the server checks max_tokens against), so no step ever overruns its slot.
@@ -121,7 +134,8 @@ class Engine {
   std::deque<Waiting> waiting_;
   bool stop_ = false;
   std::string fault_;
-  std::atomic<std::int64_t> running_{0};  // active slots, as the engine last published them
+  std::atomic<std::int64_t> running_{0};  // busy slots (decoding or prefilling), as the engine last published them
+  std::atomic<std::int64_t> prefill_launches_{0};
 
   std::vector<std::unique_ptr<Active>> active_;  // per slot; engine thread only
   std::thread thread_;

@@ -926,3 +926,48 @@ TEST_CASE("Gemma-4 with per-layer inputs (tests/oracle/configs/tiny-gemma4-e.jso
                                            static_cast<float>(std::sqrt(0.5))});
   }
 }
+
+TEST_CASE("a prefill program's head reads prefill_head_rows rows gathered by head_rows, and a decode program has no gather") {
+  for (const std::string device : {"host-cpu", "h200-sxm"}) {
+    INFO(device);
+    testing::EmitSpec s;
+    s.device = device;
+    s.rungs = {1, 2, 8};
+    s.buckets = device == "host-cpu" ? std::vector<std::int64_t>{4, 32} : std::vector<std::int64_t>{128, 512};
+    s.max_ctx = 1024;
+    auto a = testing::emit_checkpoint(ckpt(), s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    for (const auto& p : a->packet.programs) {
+      INFO(p.name);
+      const bool prefill = p.kind == MET_PROGRAM_PREFILL;
+      const std::int64_t heads = prefill ? planner::prefill_head_rows(p.rows) : p.rows;
+      std::size_t gathers = 0, gather_at = 0, first_head = 0;
+      for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+        const auto& d = p.instrs[i];
+        const auto* op = emit::find_opcode(d.opcode);
+        if (op->name == "gather_rows") {
+          ++gathers;
+          gather_at = i;
+          const auto& x = a->packet.tensors[d.tensors[0]];
+          const auto& index = a->packet.tensors[d.tensors[1]];
+          const auto& out = a->packet.tensors[d.tensors[2]];
+          CHECK(x.name == p.name + ".x");
+          CHECK(x.shape[0] == p.rows);
+          CHECK(index.source == MET_SOURCE_IO);
+          CHECK(index.ref == static_cast<std::uint64_t>(emit::IoField::head_rows));
+          CHECK(index.shape[0] == static_cast<std::uint64_t>(heads));
+          CHECK(out.shape[0] == static_cast<std::uint64_t>(heads));
+          CHECK(d.ints[0] == heads);
+          CHECK(d.ints[1] == p.rows);
+        }
+        if (first_head == 0 && d.scope == "post" && op->name != "gather_rows") first_head = i;
+      }
+      // the logits (what the head writes and sample reads) have one row per head row
+      for (const auto& t : a->packet.tensors)
+        if (t.name == p.name + ".io.logits") CHECK(t.shape[0] == static_cast<std::uint64_t>(heads));
+      CHECK(gathers == (prefill ? 1u : 0u));
+      if (prefill) CHECK(gather_at + 1 == first_head);
+    }
+  }
+}

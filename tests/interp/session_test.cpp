@@ -6,6 +6,7 @@
 // (the old generate keyed the stream by sequence index) fails here.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <deque>
 #include <map>
 
@@ -277,7 +278,7 @@ TEST_CASE("teacher forcing through the session feeds the forced tokens and recor
   CHECK(f->tokens[0] != free_run);
 }
 
-TEST_CASE("a prompt is prefilled in the smallest bucket that holds its rest, else in the largest, its tokens in each launch's last rows") {
+TEST_CASE("a lone prompt is prefilled in the smallest bucket that holds its rest, else in the largest, its tokens in each launch's first rows") {
   using interp::ProgramRows;
   using interp::prefill_chunks;
   const std::vector<ProgramRows> buckets{{4, 64}, {2, 128}, {7, 512}};
@@ -304,4 +305,143 @@ TEST_CASE("a prompt is prefilled in the smallest bucket that holds its rest, els
     covered += c.n;
   }
   CHECK(covered == 4096);
+}
+
+namespace {
+
+Tokens prompt_of(std::size_t n, std::int32_t salt) {
+  Tokens t(n);
+  for (std::size_t i = 0; i < n; ++i) t[i] = static_cast<std::int32_t>((salt * 37 + static_cast<std::int32_t>(i) * 11) % 256);
+  return t;
+}
+
+// A prompt prefilled alone in a fresh session: its first token, the logits it was chosen from, and
+// `n` greedy tokens in all.
+struct Alone {
+  std::int32_t first = 0;
+  std::vector<float> logits;
+  Tokens tokens;
+};
+Alone alone_session(const Tokens& prompt, const interp::Sampling& sampling, std::int64_t n) {
+  auto l = load();
+  auto s = session_of(*l);
+  auto a = s.add(prompt, sampling);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  Alone out{a->token, s.logits(a->slot), {a->token}};
+  while (static_cast<std::int64_t>(out.tokens.size()) < n) out.tokens.push_back(step_of(s).at(0).token);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("prompts of different lengths packed into shared prefill launches get the first token and logits, bit for bit, they get alone") {
+  // Buckets of 8 and 32 rows, 4 head rows: the first launch packs 3 + 7 + 12 tokens and the first 10
+  // of the 40-token prompt (a prompt longer than the largest bucket), the second its other 30. A
+  // row that read another prompt's keys or position, a head row that read the wrong row, or a draw
+  // taken from the wrong request's generator changes a token or a logit here.
+  const std::vector<Tokens> prompts = {prompt_of(3, 1), prompt_of(7, 2), prompt_of(12, 3), prompt_of(40, 4)};
+  const std::vector<interp::Sampling> sampling = {{}, kSampled, {}, interp::Sampling{0.7f, 1.0f, 0, 99}};
+  auto l = load();
+  auto s = session_of(*l);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    auto slot = s.begin(prompts[i], sampling[i]);
+    REQUIRE_MESSAGE(slot.ok(), (slot.ok() ? "" : slot.error().message));
+    CHECK(*slot == static_cast<std::int64_t>(i));
+  }
+  // The logits of a launch are read before the next one (which may run the same program) overwrites them.
+  std::map<std::int64_t, std::pair<std::int32_t, std::vector<float>>> got;
+  std::vector<std::size_t> per_launch;
+  while (s.prefilling() > 0) {
+    auto done = s.prefill();
+    REQUIRE_MESSAGE(done.ok(), (done.ok() ? "" : done.error().message));
+    per_launch.push_back(done->size());
+    for (const auto& t : *done) got[t.slot] = {t.token, s.logits(t.slot)};
+  }
+  CHECK(s.prefill_launches() == 2);
+  CHECK(per_launch == std::vector<std::size_t>{3, 1});
+  REQUIRE(got.size() == prompts.size());
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    INFO("prompt " << i << " of " << prompts[i].size() << " tokens");
+    const auto& [token, logits] = got.at(static_cast<std::int64_t>(i));
+    const Alone want = alone_session(prompts[i], sampling[i], 1);
+    CHECK(token == want.first);
+    REQUIRE(logits.size() == want.logits.size());
+    CHECK(std::memcmp(logits.data(), want.logits.data(), logits.size() * sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("add_many packs its prompts into shared launches and hands back each prompt's slot and first token in order") {
+  const std::vector<Tokens> prompts = {kA, kB, kC};
+  auto l = load();
+  auto s = session_of(*l);
+  auto added = s.add_many(prompts, {{}, {}, {}});
+  REQUIRE_MESSAGE(added.ok(), (added.ok() ? "" : added.error().message));
+  CHECK(s.prefill_launches() == 1);  // 5 + 10 + 3 rows in the bucket of 32
+  REQUIRE(added->size() == 3);
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    CHECK((*added)[i].slot == static_cast<std::int64_t>(i));
+    CHECK((*added)[i].token == alone(prompts[i], 1)[0]);
+  }
+  CHECK_FALSE(s.add_many({kA, kB}, {{}, {}}).ok());  // one slot left
+  CHECK_FALSE(s.add_many({kA}, {}).ok());            // a sampling per prompt
+  CHECK(s.active() == 3);
+  s.remove(2);
+  REQUIRE(s.begin(kC, {}).ok());  // a begun prompt would finish in add's launch, its token lost: refused
+  const auto pending = s.add(kA, {});
+  REQUIRE_FALSE(pending.ok());
+  CHECK(pending.error().message.find("still prefilling") != std::string::npos);
+}
+
+TEST_CASE("decode steps run between the chunks of a long prompt, and neither the running sequence nor the prompt notices") {
+  const Tokens running = prompt_of(5, 7), long_prompt = prompt_of(40, 8);
+  constexpr std::int64_t kSteps = 6;
+  const Alone run_alone = alone_session(running, {}, kSteps + 1), long_alone = alone_session(long_prompt, {}, kSteps);
+  auto l = load();
+  auto s = session_of(*l);
+  // The running sequence sits in slot 1, the long prompt in slot 0 below it: the decode steps taken
+  // while it prefills run rung 2, whose idle row 0 must not write into the prompt's KV.
+  REQUIRE(s.add(kC, {}).ok());
+  auto r = s.add(running, {});
+  REQUIRE(r.ok());
+  REQUIRE(r->slot == 1);
+  s.remove(0);
+  auto slot = s.begin(long_prompt, {});
+  REQUIRE(slot.ok());
+  CHECK(*slot == 0);
+  CHECK(s.is_prefilling(0));
+  CHECK(s.active() == 1);
+  Tokens run_tokens = {r->token}, long_tokens;
+  for (int i = 0; i < 2; ++i) {  // a chunk of 32, a step, the last 8 tokens, a step
+    auto done = s.prefill();
+    REQUIRE(done.ok());
+    if (i == 0) CHECK(done->empty());
+    if (i == 1) {
+      REQUIRE(done->size() == 1);
+      long_tokens.push_back(done->front().token);
+    }
+    const auto st = step_of(s);
+    for (const auto& t : st) (t.slot == 1 ? run_tokens : long_tokens).push_back(t.token);
+  }
+  CHECK(s.prefilling() == 0);
+  while (static_cast<std::int64_t>(long_tokens.size()) < kSteps)
+    for (const auto& t : step_of(s)) (t.slot == 1 ? run_tokens : long_tokens).push_back(t.token);
+  run_tokens.resize(std::min(run_tokens.size(), run_alone.tokens.size()));
+  CHECK(run_tokens == Tokens(run_alone.tokens.begin(), run_alone.tokens.begin() + static_cast<std::ptrdiff_t>(run_tokens.size())));
+  CHECK(long_tokens == long_alone.tokens);
+}
+
+TEST_CASE("a prefilling slot can be removed: its prompt leaves the queue and the slot is free again") {
+  auto l = load();
+  auto s = session_of(*l);
+  REQUIRE(s.begin(prompt_of(40, 5), {}).ok());
+  REQUIRE(s.prefill().ok());
+  CHECK(s.prefilling() == 1);
+  CHECK(s.is_prefilling(0));
+  s.remove(0);
+  CHECK(s.prefilling() == 0);
+  CHECK_FALSE(s.is_prefilling(0));
+  auto a = s.add(kA, {});
+  REQUIRE(a.ok());
+  CHECK(a->slot == 0);
+  CHECK(a->token == alone(kA, 1)[0]);
 }

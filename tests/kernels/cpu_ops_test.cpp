@@ -386,6 +386,20 @@ TEST_CASE("embed rows=5 vocab=50 dim=64 bf16 and fp8-e4m3 gathers the token rows
   }
 }
 
+TEST_CASE("gather_rows rows=4 src_rows=6 width=40 copies the indexed rows bit for bit; an index outside x reads row 0") {
+  std::mt19937 g(47);
+  const auto x = random_bf16(g, 6 * 40, -3, 3);
+  const std::int32_t index[4] = {5, 0, 2, -1};
+  Bf16 out(4 * 40);
+  met_gather_rows(x.data(), index, 4, 6, 40, out.data());
+  const std::int32_t from[4] = {5, 0, 2, 0};
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 40; ++c) CHECK(out[sz(r * 40 + c)] == x[sz(from[r] * 40 + c)]);
+  const std::int32_t past[1] = {6};
+  met_gather_rows(x.data(), past, 1, 6, 40, out.data());
+  for (int c = 0; c < 40; ++c) CHECK(out[sz(c)] == x[sz(c)]);
+}
+
 TEST_CASE("rmsnorm rows=3 count=4 dim=64 matches fp64 (per-vector rms, not per-row, is required)") {
   std::mt19937 g(51);
   const auto x = random_bf16(g, 3 * 4 * 64, -3, 3);

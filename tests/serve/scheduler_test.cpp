@@ -33,23 +33,28 @@ std::string tiny_tokenizer_json() {
 
 struct Fixture {
   std::filesystem::path assets;
-  Fixture() {
+  Fixture(std::vector<std::int64_t> rungs, const std::string& dir) {
     const auto ckpt = testing::tiny_checkpoint("scheduler", testing::tiny_llama_config());
     testing::EmitSpec spec;
-    spec.rungs = {1, 2};
+    spec.rungs = std::move(rungs);
     spec.buckets = {8, 32};
     spec.max_ctx = kMaxCtx;
-    assets = testing::write_assets(ckpt, spec, "scheduler-assets");
+    assets = testing::write_assets(ckpt, spec, dir);
   }
 };
 Fixture& fx() {
-  static Fixture f;
+  static Fixture f({1, 2}, "scheduler-assets");
+  return f;
+}
+// Four slots and head rows: enough for a burst of prompts to share one prefill launch.
+Fixture& packed_fx() {
+  static Fixture f({1, 4}, "scheduler-packed-assets");
   return f;
 }
 
-std::unique_ptr<serve::ServedModel> served() {
+std::unique_ptr<serve::ServedModel> served(const std::filesystem::path& assets = fx().assets) {
   auto m = std::make_unique<serve::ServedModel>();
-  auto a = interp::load_assets(fx().assets.string());
+  auto a = interp::load_assets(assets.string());
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
   m->assets = std::move(*a);
   auto b = interp::CpuBackend::create(m->assets);
@@ -213,6 +218,52 @@ TEST_CASE("clients on eight threads submit, cancel and read /metrics while the e
   CHECK(after.waiting == 0);
   CHECK(counted(after) == ended);
   CHECK(after.finished["error"] == 0);
+  CHECK_MESSAGE((*e)->fault().empty(), (*e)->fault());
+}
+
+TEST_CASE("requests that arrive together share one prefill launch and each gets the tokens it gets alone") {
+  auto m = served(packed_fx().assets);
+  const std::vector<std::vector<std::int32_t>> prompts = {{5, 6, 7}, {1, 17, 42, 99, 7, 3}, {200, 100, 50, 25, 12, 6, 3, 1, 9},
+                                                          {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11, 12}};  // 30 rows: one bucket of 32
+  constexpr std::int64_t kTokens = 4;
+  // What each prompt generates alone (generate() on its own session).
+  std::vector<std::string> alone;
+  for (const auto& p : prompts) {
+    interp::GenerateRequest req;
+    req.prompts = {p};
+    req.max_tokens = kTokens;
+    auto r = interp::generate(*m->backend, m->assets.packet, m->assets.build, req);
+    REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+    alone.push_back(m->tokenizer->decode(r->tokens[0], /*skip_special_tokens=*/true));
+  }
+  serve::Metrics metrics;
+  auto e = serve::Engine::start(*m, metrics, /*queue=*/4);
+  REQUIRE_MESSAGE(e.ok(), (e.ok() ? "" : e.error().message));
+  std::vector<std::shared_ptr<serve::RequestState>> states;
+  std::vector<std::pair<std::shared_ptr<serve::RequestState>, serve::GenParams>> burst;
+  for (const auto& p : prompts) {
+    states.push_back(std::make_shared<serve::RequestState>());
+    burst.emplace_back(states.back(), params(p, kTokens));
+  }
+  REQUIRE((*e)->submit_many(std::move(burst)) == serve::Engine::Submit::accepted);
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    INFO("request " << i);
+    std::string text;
+    serve::RequestState::Update u;
+    for (int k = 0; k < 600 && !u.done; ++k) {
+      u = states[i]->take(100ms);
+      text += u.text;
+    }
+    REQUIRE(u.done);
+    CHECK(u.error_status == 0);
+    CHECK(u.completion_tokens == kTokens);
+    CHECK(text == alone[i]);
+  }
+  CHECK((*e)->prefill_launches() == 1);  // one launch per request fails here
+  // more than the slots at once: the queue takes the rest, and they go out as slots free up
+  auto over = std::vector<std::pair<std::shared_ptr<serve::RequestState>, serve::GenParams>>{};
+  for (int i = 0; i < 9; ++i) over.emplace_back(std::make_shared<serve::RequestState>(), params(prompts[0], 1));
+  CHECK((*e)->submit_many(std::move(over)) == serve::Engine::Submit::queue_full);  // 9 > 4 free slots + a queue of 4
   CHECK_MESSAGE((*e)->fault().empty(), (*e)->fault());
 }
 

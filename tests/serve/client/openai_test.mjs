@@ -459,6 +459,27 @@ await test("concurrent streams each get their own text (continuous batching keep
   eq(together, solo, "batched greedy text equals solo greedy text");
 });
 
+await test(`slots + queue simultaneous streaming chats all complete with their solo greedy text; the running gauge returns to 0 (packed prefill keeps prompts apart)`, async () => {
+  await settle();
+  const n = slots + queue;
+  const messages = Array.from({ length: n }, (_, i) => [{ role: "user", content: `Chat ${i}: ${"more words ".repeat(i % 5)}tell me about ${i * 7}.` }]);
+  const solo = [];
+  for (const m of messages) solo.push((await client.chat.completions.create({ model, messages: m, max_tokens: 8, temperature: 0 })).choices[0].message.content);
+  const together = await Promise.all(messages.map(async (m) => {
+    const s = await client.chat.completions.create({ model, messages: m, max_tokens: 8, temperature: 0, stream: true, stream_options: { include_usage: true } });
+    let t = "", usage = null;
+    for await (const c of s) {
+      if (c.usage) usage = c.usage;
+      if (c.choices.length && c.choices[0].delta.content) t += c.choices[0].delta.content;
+    }
+    check(usage !== null && usage.completion_tokens >= 1, "a usage chunk with tokens");
+    return t;
+  }));
+  eq(together, solo, "each of the simultaneous chats equals its solo greedy text");
+  await settle();
+  eq(await running(), 0, "running gauge back to 0");
+});
+
 await test("the server keeps serving after the errors; /health, /healthz and /metrics answer", async () => {
   const r = await client.chat.completions.create({ model, messages: chatMessages, max_tokens: 3, temperature: 0 });
   eq(r.choices.length, 1, "choices");
