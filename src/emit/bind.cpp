@@ -44,6 +44,8 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"moe_router_topk", bind_moe_router},
     {"moe_gate_up_silu", bind_moe_gate_up},
     {"moe_down", bind_moe_down},
+    {"moe_gate_up_silu_mma", bind_moe_gate_up},
+    {"moe_down_mma", bind_moe_down},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {
