@@ -192,26 +192,53 @@ extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight
     met::cpu::silu_mul_span(gu.data() + t * 2 * n, gu.data() + t * 2 * n + n, h + t * inter + col0, n);
 }
 
+namespace met::cpu {
+
+// The down projection's sums: acc [rows, n] (columns [col0, col1)) = each row's weighted copies
+// bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T)) added in fp32 in (expert, slot) order.
+inline std::vector<float> moe_down_sums(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids,
+                                        const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden,
+                                        std::int64_t col0, std::int64_t col1) {
+  const std::int64_t inter = w_down->cols, n = col1 - col0;
+  const auto by_expert = routed_slots(ids, rows, top_k, w_down->rows / hidden);
+  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f);
+  std::vector<float> row(static_cast<std::size_t>(inter));
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    if (by_expert[e].empty()) continue;
+    for (std::int64_t o = col0; o < col1; ++o) {
+      weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
+      for (const std::int64_t t : by_expert[e])
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] +=
+            round_bf16(weights[t] * round_bf16(dot_act(*w_down, h + t * inter, row.data(), inter)));
+    }
+  }
+  return acc;
+}
+
+}  // namespace met::cpu
+
 // h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; y: [rows, hidden] =
 // bf16(sum over the routed experts of bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T))): each
 // expert's output is a bf16 projection, its weighted copy a bf16 product (weights are bf16), and
 // the top-k copies sum in fp32 (in expert order) with one rounding at the store. Only columns
 // [col0, col1) of y are computed and written.
 extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
-  const std::int64_t inter = w_down->cols, n = col1 - col0;
+  const std::int64_t n = col1 - col0;
   if (n <= 0) return;
-  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
-  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f);
-  std::vector<float> row(static_cast<std::size_t>(inter));
-  for (std::size_t e = 0; e < by_expert.size(); ++e) {
-    if (by_expert[e].empty()) continue;
-    for (std::int64_t o = col0; o < col1; ++o) {
-      met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
-      for (const std::int64_t t : by_expert[e])
-        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] +=
-            met::cpu::round_bf16(weights[t] * met::cpu::round_bf16(met::cpu::dot_act(*w_down, h + t * inter, row.data(), inter)));
-    }
-  }
+  const auto acc = met::cpu::moe_down_sums(h, w_down, ids, weights, rows, top_k, hidden, col0, col1);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
+}
+
+// met_moe_down that also leaves each row's fp32 sums in acc [rows, hidden] (columns [col0, col1)),
+// as the grouped GPU body keeps them (kernels/common/moe_mma.cuh).
+extern "C" void met_moe_down_mma(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, float* acc, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t n = col1 - col0;
+  if (n <= 0) return;
+  const auto sums = met::cpu::moe_down_sums(h, w_down, ids, weights, rows, top_k, hidden, col0, col1);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < n; ++o) {
+      acc[r * hidden + col0 + o] = sums[static_cast<std::size_t>(r * n + o)];
+      y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(sums[static_cast<std::size_t>(r * n + o)]);
+    }
 }

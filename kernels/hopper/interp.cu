@@ -17,6 +17,7 @@
 #include "common/kv_cache.cuh"
 #include "common/mma_sync.cuh"
 #include "common/moe.cuh"
+#include "common/moe_mma.cuh"
 #include "common/sampling.cuh"
 #include "hopper/flash_prefill_wgmma.cuh"
 #include "hopper/gemm_wgmma.cuh"

@@ -48,6 +48,8 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"moe_router_topk_bias", bind_moe_router_bias},
     {"moe_gate_up_swiglu", bind_moe_gate_up_swiglu},
     {"moe_down_bias", bind_moe_down_bias},
+    {"moe_gate_up_silu_mma", bind_moe_gate_up},
+    {"moe_down_mma", bind_moe_down},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {

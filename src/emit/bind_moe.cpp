@@ -2,6 +2,8 @@
 // [rows, top_k] pair of buffers), the experts' gate/up with SiLU (xn -> moe.h, [rows, top_k *
 // inter]) and their down projection with the weighted sum (moe.h -> y); the residual add after it
 // is the dense MLP's. Each expert node's weight is every expert's tensors stacked (model/experts.hpp).
+// The grouped down projection (moe_down_mma) also takes moe.acc, [rows, hidden] fp32: each row's
+// sums of its weighted copies while the body walks the experts.
 #include "emit/bind.hpp"
 
 namespace met::emit::detail {
@@ -10,6 +12,7 @@ namespace {
 constexpr const char* kIds = "moe.ids";
 constexpr const char* kWeights = "moe.weights";
 constexpr const char* kH = "moe.h";
+constexpr const char* kAcc = "moe.acc";
 
 struct Routing {
   std::uint32_t ids = 0, weights = 0;
@@ -51,8 +54,12 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   MET_TRY(auto w, site.weight(n));
   const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.b.act(kH, site.R, top_k * inter), w, r.ids, r.weights, site.b.act("y", site.R, site.hidden)},
-                     {site.R, top_k, site.hidden, /*col_slices=*/1}, {}));
+  std::vector<std::uint32_t> tensors = {site.b.act(kH, site.R, top_k * inter), w, r.ids, r.weights};
+  if (tensor_index(site.op, "acc") >= 0)
+    tensors.push_back(site.b.buffer(
+        kAcc, MET_DTYPE_F32, std::vector<std::uint64_t>{static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)}));
+  tensors.push_back(site.b.act("y", site.R, site.hidden));
+  MET_CHECK(site.add(std::move(tensors), {site.R, top_k, site.hidden, /*col_slices=*/1}, {}));
   return {};
 }
 

@@ -19,6 +19,10 @@ namespace {
 constexpr std::int64_t kGpuGemvRows = MET_DEV_MAX_ROWS;
 constexpr std::int64_t kGemmTile = MET_GEMM_TILE;
 constexpr std::int64_t kQkvUnitRows = MET_QKV_UNIT_ROWS;
+// The grouped expert bodies: weight rows per tile, and the fewest rows a row part takes (a part's
+// slots reach an expert's block of MET_MOE_MMA_BM once the experts share them).
+constexpr std::int64_t kMoeTile = MET_MOE_MMA_BN;
+constexpr std::int64_t kMoeRowsPerPart = 1024;
 
 // Slices of one instruction are unordered: they may only write disjoint bytes. A by-slot write
 // (kv_append's slots in prefill) claims its whole tensor; its slices' rows are disjoint, and the
@@ -49,7 +53,7 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge") return d.ints[2] * d.ints[6];                    // kv_heads x splits
-  if (op.name == "moe_gate_up_silu") return d.ints[2];  // inter: gate row j and up row inter + j, in every routed slot
+  if (op.name.starts_with("moe_gate_up_silu")) return d.ints[2];  // inter: gate row j and up row inter + j, in every routed slot
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
     if (h == MET_NO_TENSOR) return 0;
@@ -129,6 +133,16 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         // would read the experts once per row part.
         row_parts = 1;
         parts = std::min<std::int64_t>(sm, n);
+      } else if (gpu && op->family == "moe_gemm") {
+        // Column parts of one tile of the grouped body (kernels/common/moe_mma.cuh; gate_up's
+        // tile is half gate, half up), then row parts of at least kMoeRowsPerPart rows until every
+        // stream has a slice (each row part reads the experts its rows picked again, each column
+        // part gathers its rows' activations again); with too few rows for that, narrower column
+        // parts.
+        const std::int64_t unit = op->name.starts_with("moe_gate_up") ? kMoeTile / 2 : kMoeTile;
+        const std::int64_t tiles = (n + unit - 1) / unit;
+        row_parts = std::clamp<std::int64_t>((sm + tiles - 1) / tiles, 1, std::max<std::int64_t>(1, rows / kMoeRowsPerPart));
+        parts = std::min<std::int64_t>(n, std::max<std::int64_t>(tiles, (sm + row_parts - 1) / row_parts));
       } else if (gpu && rows <= kGpuGemvRows) {
         row_parts = 1;
         parts = std::min<std::int64_t>(sm, n);

@@ -30,6 +30,11 @@ double param(const model::ModelGraph& m, const char* key) {
   return it == m.params.end() ? 0 : it->second;
 }
 
+double node_param(const model::Node& n, const char* key) {
+  auto it = n.params.find(key);
+  return it == n.params.end() ? 0 : it->second;
+}
+
 std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.op + ":" + n.role; }
 
 std::string quantized_note(const planner::Exec& e) { return fmt::format("activations quantised to {} on the fly", e.act_math); }
@@ -360,6 +365,10 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
         auto it = n.params.find(key);
         if (it != n.params.end()) widest = std::max(widest, it->second / (n.op == "linear" ? tp : 1));
       }
+      // The routed experts' buffers: moe.h holds top_k * inter per row, and the grouped down
+      // projection's moe.acc holds hidden fp32 sums per row (two activation widths).
+      if (n.op == "moe_gate_up" || n.op == "moe_down")
+        widest = std::max({widest, node_param(n, "top_k") * node_param(n, "inter"), 2 * node_param(n, "hidden")});
     }
   }
   const auto& buckets = cls.defaults.prefill_buckets;

@@ -383,6 +383,12 @@ void body_moe_down_bias(const MetArgs_moe_down_bias& a, const InstrDesc& d, std:
                     c.end);
 }
 
+void body_moe_down_mma(const MetArgs_moe_down_mma& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
+  met_moe_down_mma(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
+                   r.end - r.begin, i32(a.top_k), i32(a.hidden), a.acc + r.begin * a.hidden, a.y + r.begin * a.hidden, c.begin, c.end);
+}
+
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end);

@@ -408,6 +408,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, fp8_w ? MET_GEMM_FP8_SMEM : MET_GEMM_SMEM);
       }
+      if (op->family == "moe_gemm") {  // kernels/common/moe_mma.cuh: 16-byte cp.async chunks along the reduction
+        if (di.w_cols % 8 != 0)
+          return fail(where + ": " + op->name + " needs a reduction length divisible by 8, not " + std::to_string(di.w_cols));
+        need = std::max<std::uint64_t>(need, MET_MOE_MMA_SMEM);
+      }
       if (op->family == "moe_gemv") {  // kernels/common/moe.cuh: 16-byte loads along the reduction, routing in smem
         const std::int64_t top_k = named(*op, d, "top_k");
         if (di.w_cols % 8 != 0)

@@ -78,12 +78,13 @@ std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::in
 std::int64_t int_bound(const emit::OpcodeInfo& op, const emit::InstrDesc& d, const emit::PacketFile& f, std::size_t operand,
                        std::int64_t vocab) {
   const int ids = emit::tensor_index(op, "ids");
-  if (ids < 0 || static_cast<std::size_t>(ids) != operand || op.family != "moe_gemv") return vocab;
-  const int w = emit::tensor_index(op, op.name == "moe_down" ? "w_down" : "w_gate_up");
-  const int per = emit::int_index(op, op.name == "moe_down" ? "hidden" : "inter");
+  if (ids < 0 || static_cast<std::size_t>(ids) != operand || (op.family != "moe_gemv" && op.family != "moe_gemm")) return vocab;
+  const bool down = op.name.starts_with("moe_down");
+  const int w = emit::tensor_index(op, down ? "w_down" : "w_gate_up");
+  const int per = emit::int_index(op, down ? "hidden" : "inter");
   if (w < 0 || per < 0 || d.tensors[static_cast<std::size_t>(w)] == MET_NO_TENSOR) return vocab;
   const auto& wt = f.tensors[d.tensors[static_cast<std::size_t>(w)]];
-  const std::int64_t rows_per_expert = d.ints[static_cast<std::size_t>(per)] * (op.name == "moe_down" ? 1 : 2);
+  const std::int64_t rows_per_expert = d.ints[static_cast<std::size_t>(per)] * (down ? 1 : 2);
   if (wt.shape.empty() || rows_per_expert <= 0) return vocab;
   return static_cast<std::int64_t>(wt.shape[0]) / rows_per_expert + 1;
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -70,6 +71,38 @@ TEST_CASE("tiny Qwen3-MoE emits for host-cpu with no refusal: every program runs
       CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8 * 2 * 64, 128});  // every expert's gate and up
     }
   }
+}
+
+TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more runs the grouped expert GEMMs (moe_gate_up_silu_mma, moe_down_mma with its fp32 acc), sliced by rows and columns with disjoint writes; decode keeps moe_gate_up_silu and moe_down (catches a rule that misses prefill or takes decode)") {
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.buckets = {64};
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(fx().ckpt, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
+  bool grouped_seen = false;
+  for (const auto& p : a->packet.programs) {
+    INFO(p.name);
+    const bool grouped = p.kind != MET_PROGRAM_DECODE && p.rows >= 17;
+    std::map<std::uint32_t, int> count;
+    for (const auto& d : p.instrs) {
+      ++count[d.opcode];
+      if (d.opcode != number("moe_down_mma")) continue;
+      const auto& acc = a->packet.tensors[d.tensors[4]];
+      CHECK(acc.dtype == MET_DTYPE_F32);
+      CHECK(acc.shape == std::vector<std::uint64_t>{p.rows, 128});
+      CHECK(d.slices > 1);
+      CHECK(d.ints[3] > 1);  // column parts
+    }
+    CHECK(count[number("moe_gate_up_silu_mma")] == (grouped ? 3 : 0));
+    CHECK(count[number("moe_down_mma")] == (grouped ? 3 : 0));
+    CHECK(count[number("moe_gate_up_silu")] == (grouped ? 0 : 3));
+    CHECK(count[number("moe_down")] == (grouped ? 0 : 3));
+    grouped_seen = grouped_seen || grouped;
+  }
+  CHECK(grouped_seen);
 }
 
 TEST_CASE("tiny Qwen3-MoE on the cpu backend: 1 and 4 threads give the same tokens and logits; two sequences batched keep each one's tokens") {

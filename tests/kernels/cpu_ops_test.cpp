@@ -1165,6 +1165,28 @@ TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top
   check_close(y, yref);
 }
 
+TEST_CASE("moe_down_mma rows=37 hidden=64 inter=32 experts=9 top_k=3, ids past the experts and repeated within a row: y equals moe_down's bytes and acc holds the fp32 sums y rounds (catches a grouped reference that sums in another order)") {
+  std::mt19937 g(172);
+  const std::int64_t hidden = 64, inter = 32, experts = 9, rows = 37;
+  const std::int32_t top_k = 3;
+  const auto wd = make_weight(g, MET_WEIGHT_BF16, experts * hidden, inter);
+  const auto h = random_bf16(g, rows * top_k * inter, -2, 2);
+  std::vector<std::int32_t> ids(sz(rows * top_k));
+  std::vector<float> wts(ids.size());
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    ids[t] = static_cast<std::int32_t>(g() % (experts + 1));  // experts: a slot routed to no expert
+    wts[t] = met::cpu::round_bf16(static_cast<float>(g() % 1000) / 1000.0f);
+  }
+  ids[3] = ids[4] = ids[5] = 4;  // row 1 picks expert 4 three times
+  Bf16 y(sz(rows * hidden)), ym(y.size(), 0xffff);
+  met_moe_down(h.data(), &wd.w, ids.data(), wts.data(), rows, top_k, static_cast<std::int32_t>(hidden), y.data(), 0, hidden);
+  std::vector<float> acc(y.size(), std::nanf(""));
+  for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 13}, {13, 64}})
+    met_moe_down_mma(h.data(), &wd.w, ids.data(), wts.data(), rows, top_k, static_cast<std::int32_t>(hidden), acc.data(), ym.data(), c0, c1);
+  CHECK(ym == y);
+  for (std::size_t i = 0; i < acc.size(); ++i) CHECK(met::cpu::f32_to_bf16(acc[i]) == y[i]);
+}
+
 // ---------------------------------------------------------------- sampling
 
 namespace {

@@ -1,0 +1,265 @@
+// Grouped (expert-major) tensor-core bodies of the routed experts at prefill row counts. A slice
+// holds a range of rows and of output columns (emit: src/emit/slice.cpp) and walks the experts in
+// ascending order: it lists its slots routed to the expert (ascending), then runs blocks of
+// MET_MOE_MMA_BM of them against the expert's weight rows of its columns on mma.sync m16n8k16, A
+// rows gathered by slot through cp.async. An expert's weights of the slice's columns are read once
+// per block of its slots. Values round as kernels/cpu/moe.hpp rounds them; the dot products sum in
+// another order. moe_down keeps each row's fp32 sum of its weighted copies in `acc` (the slice's
+// rows and columns), adding them in the cpu's (expert, slot) order, and stores y once.
+#pragma once
+#include "common/interp/prims.cuh"
+#include "common/mma_sync.cuh"
+
+namespace met_interp {
+
+#if MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
+
+// Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
+constexpr int kMoeBM = MET_MOE_MMA_BM, kMoeBN = MET_MOE_MMA_BN, kMoeBK = MET_MOE_MMA_BK, kMoeLD = MET_MOE_MMA_BK + MET_MOE_MMA_PAD,
+              kMoeStages = MET_MOE_MMA_STAGES, kMoeWindow = MET_MOE_MMA_WINDOW;
+static_assert(MET_INTERP_WARPS == 8 && kMoeBM == 2 * 32 && kMoeBN == 4 * 16, "the warp grid of moe_mma_block covers the block");
+
+struct MoeMmaSmem {
+  u16* a;      // [stages][BM][LD] gathered activation rows
+  u16* b;      // [stages][BN][LD] weight rows
+  float* c;    // [BM][BN] the block's products
+  int* list;   // [window] slots routed to the expert, ascending
+  int* part;   // [warps] the scan's warp totals
+};
+__device__ __forceinline__ MoeMmaSmem moe_mma_smem(unsigned char* smem) {
+  MoeMmaSmem m;
+  m.a = reinterpret_cast<u16*>(smem);
+  m.b = m.a + kMoeStages * kMoeBM * kMoeLD;
+  m.c = reinterpret_cast<float*>(m.b + kMoeStages * kMoeBN * kMoeLD);
+  m.list = reinterpret_cast<int*>(m.c + kMoeBM * kMoeBN);
+  m.part = m.list + kMoeWindow;
+  return m;
+}
+
+// Exclusive prefix of v over the block's threads (thread order); `total` gets the sum. Every
+// thread calls it; it ends with a barrier (part may be reused).
+__device__ __forceinline__ int moe_mma_scan(int v, int* part, int& total) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < MET_WARP; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += u;
+  }
+  if (lane == MET_WARP - 1) part[warp] = inc;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w) {
+    before += w < warp ? part[w] : 0;
+    sum += part[w];
+  }
+  __syncthreads();
+  total = sum;
+  return before + inc - v;
+}
+
+// One block's operands. Activation row of slot t: act + (t / act_div) * K (gate_up: x row t /
+// top_k; down: h row t). Weight rows of column j0 + n: down, w + (wrow0 + j0 + n) * K for n < BN;
+// gate_up, the gate rows for n < BN / 2 and the up rows (inter further) for the rest.
+struct MoeMmaBlock {
+  const u16* act;
+  const u16* w;
+  int64_t K, act_div, wrow0, inter, c1;  // c1: the slice's column end (columns past it are zero)
+  bool gated;
+};
+
+__device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBlock& p, int stage, int p0, int nb, int64_t j0, int64_t k0) {
+  constexpr int kChunks = kMoeBK / 8;  // 16-byte chunks per row
+  u16* as = m.a + stage * kMoeBM * kMoeLD;
+  u16* bs = m.b + stage * kMoeBN * kMoeLD;
+  for (int c = threadIdx.x; c < (kMoeBM + kMoeBN) * kChunks; c += MET_INTERP_THREADS) {
+    const int r = c / kChunks, kc = (c % kChunks) * 8;
+    const bool k_ok = k0 + kc < p.K;
+    if (r < kMoeBM) {
+      const bool valid = r < nb && k_ok;
+      const u16* src = valid ? p.act + (static_cast<int64_t>(m.list[p0 + r]) / p.act_div) * p.K + k0 + kc : p.act;
+      met_copy16(as + r * kMoeLD + kc, src, valid);
+    } else {
+      const int n = r - kMoeBM;
+      const int half = kMoeBN / 2;
+      const int64_t j = p.gated ? j0 + (n < half ? n : n - half) : j0 + n;
+      const int64_t row = p.wrow0 + (p.gated && n >= half ? p.inter : 0) + j;
+      const bool valid = j < p.c1 && k_ok;
+      met_copy16(bs + n * kMoeLD + kc, valid ? p.w + row * p.K + k0 + kc : p.w, valid);
+    }
+  }
+}
+
+// m.c[BM][BN] = the block's nb listed slots (from list[p0]) . the weight rows of columns j0...;
+// rows past nb are zero. Starts after a barrier-ordered list and ends with a barrier.
+__device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaBlock& p, int p0, int nb, int64_t j0) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  const int wm = warp / 4, wn = warp % 4;  // 2 x 4 warps of 32 rows x 16 columns
+  float acc[2][2][4] = {};
+  const int64_t kt_count = (p.K + kMoeBK - 1) / kMoeBK;
+  for (int st = 0; st < kMoeStages - 1; ++st) {
+    if (st < kt_count) moe_mma_load(m, p, st, p0, nb, j0, st * kMoeBK);
+    met_copy_commit();
+  }
+#pragma unroll 1
+  for (int64_t kt = 0; kt < kt_count; ++kt) {
+    met_copy_wait<kMoeStages - 2>();
+    __syncthreads();
+    const int cur = static_cast<int>(kt % kMoeStages);
+    const int64_t next = kt + kMoeStages - 1;
+    if (next < kt_count) moe_mma_load(m, p, static_cast<int>(next % kMoeStages), p0, nb, j0, next * kMoeBK);
+    met_copy_commit();
+    const u16* as = m.a + cur * kMoeBM * kMoeLD;
+    const u16* bs = m.b + cur * kMoeBN * kMoeLD;
+#pragma unroll
+    for (int kk = 0; kk < kMoeBK; kk += 16) {
+      uint32_t a[2][4], r[4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) met_ldmatrix_x4(a[mi], as + (wm * 32 + mi * 16 + lane % 16) * kMoeLD + kk + (lane / 16) * 8);
+      const int mat = lane / 8;
+      met_ldmatrix_x4(r, bs + (wn * 16 + (mat / 2) * 8 + lane % 8) * kMoeLD + kk + (mat % 2) * 8);
+      const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        met_mma_bf16_16816(acc[mi][0], a[mi], b0);
+        met_mma_bf16_16816(acc[mi][1], a[mi], b1);
+      }
+    }
+  }
+  met_copy_wait<0>();
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 2; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float* c = m.c + (wm * 32 + mi * 16 + g + h * 8) * kMoeBN + wn * 16 + ni * 8 + 2 * t;
+        c[0] = acc[mi][ni][2 * h];
+        c[1] = acc[mi][ni][2 * h + 1];
+      }
+  __syncthreads();  // the products for every thread; the stages free
+}
+
+// Lists the slots of [t0, t1) routed to expert e in windows of kMoeWindow and calls
+// run(p0 = 0, n) for each window of n listed slots (list holds them). Each thread scans its own
+// contiguous run of slots twice (count, then list), so the list is ascending.
+template <class Run>
+__device__ __forceinline__ void moe_mma_expert_slots(const int* ids, int64_t t0, int64_t t1, int e, const MoeMmaSmem& m, Run&& run) {
+  const int64_t n = t1 - t0, per = (n + MET_INTERP_THREADS - 1) / MET_INTERP_THREADS;
+  const int64_t s0 = t0 + threadIdx.x * per, s1 = s0 + per < t1 ? s0 + per : t1;
+  int cnt = 0;
+  for (int64_t q = s0; q < s1; ++q) cnt += ids[q] == e;
+  int total = 0;
+  const int pre = moe_mma_scan(cnt, m.part, total);
+  for (int w0 = 0; w0 < total; w0 += kMoeWindow) {
+    if (cnt > 0 && pre < w0 + kMoeWindow && pre + cnt > w0) {
+      int pos = pre;
+      for (int64_t q = s0; q < s1 && pos < w0 + kMoeWindow; ++q)
+        if (ids[q] == e) {
+          if (pos >= w0) m.list[pos - w0] = static_cast<int>(q);
+          ++pos;
+        }
+    }
+    __syncthreads();
+    run(total - w0 < kMoeWindow ? total - w0 : kMoeWindow);
+    __syncthreads();  // the list is read before the next window writes it
+  }
+}
+
+// Walks the experts in ascending order: for each, the blocks of its slots among [t0, t1) (list
+// from p0, nb of them) against its weight rows (block_of(e)) of columns c, `step` at a time; after
+// each block's products, epi(p0, nb, j0), then a barrier (the products are read, and what epi
+// wrote is visible, before the next block).
+template <class BlockOf, class Epi>
+__device__ __forceinline__ void moe_mma_walk(const int* ids, int64_t t0, int64_t t1, int64_t experts, SliceRange c, int step,
+                                             const MoeMmaSmem& m, BlockOf&& block_of, Epi&& epi) {
+  for (int e = 0; e < experts; ++e) {
+    const MoeMmaBlock p = block_of(e);
+    moe_mma_expert_slots(ids, t0, t1, e, m, [&](int nw) {
+      for (int p0 = 0; p0 < nw; p0 += kMoeBM) {
+        const int nb = nw - p0 < kMoeBM ? nw - p0 : kMoeBM;
+        for (int64_t j0 = c.begin; j0 < c.end; j0 += step) {
+          moe_mma_block(m, p, p0, nb, j0);
+          epi(p0, nb, j0);
+          __syncthreads();
+        }
+      }
+    });
+  }
+}
+
+// x: [rows, hidden]; w_gate_up: [experts * 2 inter, hidden]; h: [rows, top_k, inter]. The slice's
+// rows r and columns c of inter: h[slot][j] = bf16(bf16(silu(bf16(gate))) * bf16(up)) for each
+// routed slot, 0 for a slot whose id is no expert (the cpu's zeroed gate_up rows).
+MET_OUTLINE void moe_gate_up_mma_slice(const u16* x, const u16* w_gate_up, const int* ids, u16* h, SliceRange r, SliceRange c,
+                                       int64_t top_k, int64_t inter, int64_t hidden, int64_t experts, unsigned char* smem) {
+  if (c.end <= c.begin || r.end <= r.begin || top_k <= 0) return;
+  const MoeMmaSmem m = moe_mma_smem(smem);
+  const int64_t t0 = r.begin * top_k, t1 = r.end * top_k;
+  for (int64_t t = t0 + threadIdx.x; t < t1; t += MET_INTERP_THREADS) {
+    const int e = ids[t];
+    if (e < 0 || e >= experts)
+      for (int64_t j = c.begin; j < c.end; ++j) h[t * inter + j] = 0;
+  }
+  constexpr int kHalf = kMoeBN / 2;
+  moe_mma_walk(
+      ids, t0, t1, experts, c, kHalf, m,
+      [&](int e) { return MoeMmaBlock{x, w_gate_up, hidden, top_k, e * 2 * inter, inter, c.end, true}; },
+      [&](int p0, int nb, int64_t j0) {
+        for (int i = threadIdx.x; i < nb * kHalf; i += MET_INTERP_THREADS) {
+          const int mi = i / kHalf, jj = i % kHalf;
+          if (j0 + jj >= c.end) continue;
+          const float* row = m.c + mi * kMoeBN;
+          h[static_cast<int64_t>(m.list[p0 + mi]) * inter + j0 + jj] = to_bf(gated_act(bf_round(row[jj]), bf_round(row[kHalf + jj]), false));
+        }
+      });
+}
+
+MET_ENTRY(moe_gate_up_silu_mma) {
+  const int64_t width = 2 * a.inter;
+  moe_gate_up_mma_slice(a.x, a.w_gate_up, a.ids, a.h, slice_rows(a, slice), slice_cols(a, slice, a.inter), a.top_k, a.inter,
+                        a.geom.w_cols, width > 0 ? a.geom.w_rows / width : 0, smem);
+}
+
+// h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; acc: [rows, hidden] fp32; y: [rows,
+// hidden]. The slice's rows r and columns c of hidden: acc starts at 0 and, expert by expert, each
+// routed slot adds its copy bf16(weight * bf16(h . row)); a row's slots in one block add in slot
+// order, one thread per (row, column), so every row sums in (expert, slot) order as the cpu does.
+MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int* ids, const float* weights, float* acc, u16* y,
+                                    SliceRange r, SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts,
+                                    unsigned char* smem) {
+  if (c.end <= c.begin || r.end <= r.begin || top_k <= 0) return;
+  const MoeMmaSmem m = moe_mma_smem(smem);
+  const int64_t nc = c.end - c.begin, t0 = r.begin * top_k, t1 = r.end * top_k;
+  for (int64_t i = threadIdx.x; i < (r.end - r.begin) * nc; i += MET_INTERP_THREADS)
+    acc[(r.begin + i / nc) * hidden + c.begin + i % nc] = 0.f;
+  __syncthreads();
+  moe_mma_walk(
+      ids, t0, t1, experts, c, kMoeBN, m, [&](int e) { return MoeMmaBlock{hin, w_down, inter, 1, e * hidden, inter, c.end, false}; },
+      [&](int p0, int nb, int64_t o0) {
+        for (int i = threadIdx.x; i < nb * kMoeBN; i += MET_INTERP_THREADS) {
+          const int mi = i / kMoeBN, n = i % kMoeBN;
+          const int64_t row = m.list[p0 + mi] / top_k;
+          if (o0 + n >= c.end || (mi > 0 && m.list[p0 + mi - 1] / top_k == row)) continue;  // the row's first slot here sums
+          float* dst = acc + row * hidden + o0 + n;
+          float v = *dst;
+          for (int mm = mi; mm < nb && m.list[p0 + mm] / top_k == row; ++mm)
+            v += bf_round(weights[m.list[p0 + mm]] * bf_round(m.c[mm * kMoeBN + n]));
+          *dst = v;
+        }
+      });
+  for (int64_t i = threadIdx.x; i < (r.end - r.begin) * nc; i += MET_INTERP_THREADS) {
+    const int64_t off = (r.begin + i / nc) * hidden + c.begin + i % nc;
+    y[off] = to_bf(acc[off]);
+  }
+}
+
+MET_ENTRY(moe_down_mma) {
+  moe_down_mma_slice(a.h, a.w_down, a.ids, a.weights, a.acc, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k,
+                     a.hidden, a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, smem);
+}
+
+#endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
+
+}  // namespace met_interp
