@@ -203,39 +203,21 @@ MET_ENTRY(rope) {
       float c[8], sn[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) c[e] = cs[e], sn[e] = cs[8 + e];
-      // kU of the lane's heads are loaded before the first is rotated: stores may alias later
-      // loads as far as the compiler knows, so one head at a time was one memory round trip each.
-      constexpr int kU = 4;
-      const int hstep = groups * per;
-      for (int h0 = grp + groups * slot; h0 < units; h0 += kU * hstep) {
-        uint4 v1[kU], v2[kU];
+      for (int h = grp + groups * slot; h < units; h += groups * per) {
+        u16* hp = head(h);
+        float x1[8], x2[8];
+        unpack8(*reinterpret_cast<const uint4*>(hp + i0), x1);
+        unpack8(*reinterpret_cast<const uint4*>(hp + i0 + half), x2);
+        u16 o1[8], o2[8];
 #pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          v1[u] = v2[u] = make_uint4(0, 0, 0, 0);
-          if (h0 + u * hstep < units) {
-            const u16* hp = head(h0 + u * hstep);
-            v1[u] = *reinterpret_cast<const uint4*>(hp + i0);
-            v2[u] = *reinterpret_cast<const uint4*>(hp + i0 + half);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          if (h0 + u * hstep >= units) break;
-          u16* hp = head(h0 + u * hstep);
-          float x1[8], x2[8];
-          unpack8(v1[u], x1);
-          unpack8(v2[u], x2);
-          u16 o1[8], o2[8];
-#pragma unroll
-          for (int e = 0; e < 8; ++e) rope_rotate(x1[e], x2[e], c[e], sn[e], o1[e], o2[e]);
-          uint4 w1, w2;
-          w1.x = o1[0] | (static_cast<uint32_t>(o1[1]) << 16), w1.y = o1[2] | (static_cast<uint32_t>(o1[3]) << 16);
-          w1.z = o1[4] | (static_cast<uint32_t>(o1[5]) << 16), w1.w = o1[6] | (static_cast<uint32_t>(o1[7]) << 16);
-          w2.x = o2[0] | (static_cast<uint32_t>(o2[1]) << 16), w2.y = o2[2] | (static_cast<uint32_t>(o2[3]) << 16);
-          w2.z = o2[4] | (static_cast<uint32_t>(o2[5]) << 16), w2.w = o2[6] | (static_cast<uint32_t>(o2[7]) << 16);
-          *reinterpret_cast<uint4*>(hp + i0) = w1;
-          *reinterpret_cast<uint4*>(hp + i0 + half) = w2;
-        }
+        for (int e = 0; e < 8; ++e) rope_rotate(x1[e], x2[e], c[e], sn[e], o1[e], o2[e]);
+        uint4 w1, w2;
+        w1.x = o1[0] | (static_cast<uint32_t>(o1[1]) << 16), w1.y = o1[2] | (static_cast<uint32_t>(o1[3]) << 16);
+        w1.z = o1[4] | (static_cast<uint32_t>(o1[5]) << 16), w1.w = o1[6] | (static_cast<uint32_t>(o1[7]) << 16);
+        w2.x = o2[0] | (static_cast<uint32_t>(o2[1]) << 16), w2.y = o2[2] | (static_cast<uint32_t>(o2[3]) << 16);
+        w2.z = o2[4] | (static_cast<uint32_t>(o2[5]) << 16), w2.w = o2[6] | (static_cast<uint32_t>(o2[7]) << 16);
+        *reinterpret_cast<uint4*>(hp + i0) = w1;
+        *reinterpret_cast<uint4*>(hp + i0 + half) = w2;
       }
       continue;
     }
