@@ -136,10 +136,7 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
     const u16* xv = a.x + (a.in_row0 + row) * a.x_stride + a.x_col0 + v * dim;
     u16* yv = a.y + row * a.y_stride + a.y_col0 + v * dim;
     if (dim % 8 == 0 && aligned16(xv) && aligned16(yv) && aligned16(a.w)) {  // 16-byte words per lane
-      // Unrolled so that several of a lane's loads are in flight (a prefill's hidden-size norms,
-      // one row per warp: one load at a time took about twice the row's read time).
       float ss = 0.f;
-#pragma unroll 4
       for (int64_t i = lane * 8; i < dim; i += 256) {
         float f[8];
         unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
@@ -148,7 +145,6 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
       }
       ss = met_warp_reduce(ss);
       const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + eps);
-#pragma unroll 4
       for (int64_t i = lane * 8; i < dim; i += 256) {
         float f[8], g[8];
         unpack8(*reinterpret_cast<const uint4*>(xv + i), f);
