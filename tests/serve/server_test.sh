@@ -7,7 +7,10 @@
 #   gemma4    the tiny Gemma-4 of serve_fixture.sh instead (Gemma tokenizer, Google's Gemma-4 chat
 #             template): the official OpenAI client chats with it, streaming and not
 #             (tests/serve/client/gemma4_chat.mjs), and the prompts it was served are jinja2's
-# Usage: server_test.sh MET client|promtool|gemma4
+#   moe       a tiny Qwen3-MoE (tests/serve/client/tiny-qwen3-moe-vocab151936.json: Qwen3's tokenizer
+#             and template, a routed-expert layer and a dense one): the official OpenAI client chats
+#             with it, and simultaneous chats each get their solo text (tests/serve/client/moe_chat.mjs)
+# Usage: server_test.sh MET client|promtool|gemma4|moe
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
 # MET_TEST_TIME_SCALE (default 1) multiplies the waits, here and in the client (sanitizer builds).
 set -euo pipefail
@@ -29,6 +32,7 @@ source "$here/serve_fixture.sh"
 trap stop_server EXIT
 model=qwen3
 if [ "$mode" = gemma4 ]; then model=gemma4; fi
+if [ "$mode" = moe ]; then model=qwen3-moe; fi
 start_server --model "$model" --api-key "$api_key" --max-body 65536 --queue 4
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="$served" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
@@ -36,6 +40,9 @@ export MET_SERVER_PID="$server_pid" MET_BIN="$met" MET_ASSETS="$work/assets"
 case "$mode" in
   gemma4)
     MET_TEMPLATES_EXPECTED="$here/templates/expected.json" node "$client/gemma4_chat.mjs"
+    ;;
+  moe)
+    node "$client/moe_chat.mjs"
     ;;
   client)
     node "$client/openai_test.mjs"
@@ -83,6 +90,6 @@ case "$mode" in
     [ "$failed" -eq 0 ]
     ;;
   *)
-    echo "usage: server_test.sh MET client|promtool|gemma4"; exit 2
+    echo "usage: server_test.sh MET client|promtool|gemma4|moe"; exit 2
     ;;
 esac
