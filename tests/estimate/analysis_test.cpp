@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,6 +45,21 @@ estimate::Options datasheet() {
   estimate::Options o;
   o.basis = estimate::BasisChoice::datasheet;
   return o;
+}
+
+// The real tree with hopper's EVIDENCE.toml as `met circuit calibrate` wrote it from the H200 sweep
+// of 2026-12-02 (commit 35e5319), while a prefill program's head still ran one row and the sweep's
+// prefill campaigns measured the plans of their day: every family of a prefill step has a point.
+// The tests that need a fully measured prefill read it, so that they test the estimate and not what
+// the latest sweep happens to cover (packed prefill's 16-row head set those campaigns aside).
+met::MemTree prefill_measured() {
+  auto t = met::testing::real_tree();
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/estimate/fixtures/hopper-evidence-one-row-head.toml");
+  REQUIRE(in.good());
+  std::ostringstream text;
+  text << in.rdbuf();
+  t.files()["hopper/EVIDENCE.toml"] = text.str();
+  return t;
 }
 
 // The real tree with the common gemv family measured: `figures` takes the place of its
@@ -144,7 +161,7 @@ TEST_CASE("a decode step's ceiling never falls as the batch grows: each rule is 
 }
 
 TEST_CASE("--basis measured changes the ceiling, not the prediction: efficiencies are shares of the datasheet ceiling") {
-  const Loaded l;
+  const Loaded l(prefill_measured());
   const auto graph = l.graph("llama-3.1-8b-instruct");
   const auto target = l.target("h200-sxm");
   const auto sheet = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
@@ -566,13 +583,13 @@ TEST_CASE(
   prefill.mode = planner::Mode::prefill;
   prefill.rows = 4096;
   {
-    const Loaded l;
+    const Loaded l(prefill_measured());
     auto c = analyse(l, "llama-3.1-8b-instruct", "h200-sxm", prefill);
     CHECK(c->an.gaps.empty());  // every family measured, every GEMM on the tensor cores
   }
   // The gemm family moved to CUDA cores and attention_prefill's evidence taken away.
   Loaded l([] {
-    auto t = met::testing::real_tree();
+    auto t = prefill_measured();
     std::string& fams = t.files()["hopper/KERNEL_FAMILIES.toml"];
     const auto gemm = fams.find("id = \"gemm\"\nunit = \"tensor_core\"");
     REQUIRE(gemm != std::string::npos);
