@@ -1,6 +1,7 @@
 // analyze(): runs the planner at every case a report shows and costs each plan. Prefill models
 // the emitted program: chunks at the class's bucket sizes (the remainder padded up to the
-// smallest bucket that holds it), attention IO of a flash kernel, the head on the last row only.
+// smallest bucket that holds it), attention IO of a flash kernel, and in every launch the head over
+// the rows of the prompts a packed launch can finish (planner::prefill_head_rows).
 #include "estimate/analysis.hpp"
 
 #include <fmt/format.h>
@@ -101,8 +102,8 @@ double tile_occupancy(const planner::Group& g, const planner::Scope& scope, std:
 
 // The case a family's measured figures are looked up at: they are fitted per step (met circuit
 // calibrate: a family's time in a campaign case against its groups' ceilings in that case), so every
-// group of a step takes the step's point, the head of a prefill included (it runs on one row, but its
-// time was measured as part of the prefill step of the chunk's rows).
+// group of a step takes the step's point, the head of a prefill included (it runs on its few head
+// rows, but its time was measured as part of the prefill step of the chunk's rows).
 struct EvidenceKey {
   bool prefill = false;
   std::int64_t rows = 1;
@@ -282,14 +283,17 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     std::int64_t prior = 0;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       const planner::Plan& plan = plans.at(chunks[i]);
-      const bool last = i + 1 == chunks.size();
+      std::int64_t head_rows = planner::prefill_head_rows(chunks[i]);
       for (const auto& s : plan.scopes) {
         StepShape sh = shape;
         if (s.name == "post") {
-          if (!last) continue;
-          sh.rows = 1;  // the head runs on the last row only
+          // Every launch runs its program's head, on the rows of the prompts a packed launch can
+          // finish (the plan's head scope: planner::prefill_head_rows), whether a prompt ends in
+          // this chunk or not: a long prompt's earlier chunks read the head's weights too.
+          head_rows = s.rows;
+          sh.rows = s.rows;
           sh.seqs = 1;
-          sh.context = rows;
+          sh.context = prior + chunks[i];
         } else {
           sh.rows = chunks[i];
           sh.seqs = 1;
@@ -300,9 +304,9 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
                        EvidenceKey{true, chunks[i]}, i == 0 ? groups : nullptr);
       }
       ce.allreduce_s += allreduce_seconds(model, basis, chunks[i], tp);
+      ce.gather_s += gather_seconds(model, basis, head_rows, tp);  // the head's logits, every launch
       prior += chunks[i];
     }
-    ce.gather_s = gather_seconds(model, basis, 1, tp);  // the head runs on the last row only
     const planner::Plan& first = plans.at(chunks.front());
     ce.gaps = first.gap_groups;
     ce.digest = first.digest;

@@ -4,6 +4,7 @@
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
+#include "planner/plan.hpp"
 #include "report/render.hpp"
 #include "report/text.hpp"
 
@@ -131,7 +132,8 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
 
   s += fmt::format("\n## Decode (context {}, TP {})\n\n", an.context, an.options.tp);
   s += case_table(an.decode, false);
-  s += fmt::format("\n## Prefill (TP {}; head on the last row only)\n\n", an.options.tp);
+  s += fmt::format("\n## Prefill (TP {}; each launch's head on the last row of each prompt it can finish, at most {} rows)\n\n",
+                   an.options.tp, planner::kPrefillHeadRows);
   s += case_table(an.prefill, true);
   s += "\n## Tensor parallelism\n\n";
   if (an.tp.empty()) {
