@@ -3,7 +3,7 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,fp8,optest,campaign,peers,oracle (default: all; run in that order per model)
+#     STAGES: comma list of tiny,fp8,gptoss,optest,campaign,peers,oracle (default: all; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -22,6 +22,9 @@
 #             the fp8 gemv bodies and the mma.sync GEMM dequantising), then Qwen3-8B's shape synthesised
 #             fp8-block128 (FP8_CONFIG, default bench/configs/qwen3-8b.json): optest on cuda and
 #             decode and prefill campaigns
+#   gptoss    tests/oracle/configs/tiny-gpt-oss.json synthesised with MXFP4 experts (its GPU bodies: the
+#             biased router and linears, the MXFP4 experts with the clamped SwiGLU) as tiny does, against
+#             the in-repo reference (tests/oracle/reference_gpt_oss.py) until a transformers fixture exists
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -31,7 +34,7 @@
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
 set -uo pipefail
-stages="${1:-tiny,fp8,optest,campaign,peers,oracle}"
+stages="${1:-tiny,fp8,gptoss,optest,campaign,peers,oracle}"
 models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -121,6 +124,16 @@ if has fp8; then
     --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
   # DROP_CHECKPOINTS=1: this checkpoint goes once the stage is done, as each model's does below.
   [[ "${DROP_CHECKPOINTS:-0}" == 1 ]] && rm -rf "$ck"
+fi
+
+if has gptoss; then
+  n=tiny-gpt-oss-mxfp4
+  mkdir -p "$WORK/ref"
+  step "$n synth for the reference" 60 "$MET" model synth --config tests/oracle/configs/tiny-gpt-oss.json --seed 1 --dtype mxfp4 \
+    --out "$WORK/$n" >/dev/null
+  step "$n reference" 300 python3 tests/oracle/reference_gpt_oss.py --checkpoint "$WORK/$n" --prompt-ids 1,17,42,99,7 \
+    --prompt-ids 5,300,12,900,44,2,8 --steps 12 --out "$WORK/ref/$n.json"
+  FIXTURES="$WORK/ref" tiny_fixture tiny-gpt-oss mxfp4 "$n"
 fi
 
 for m in ${models//,/ }; do

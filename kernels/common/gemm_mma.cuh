@@ -59,10 +59,11 @@ __device__ __forceinline__ void gemm_fp8_tile_convert(u16* dst, const unsigned c
   }
 }
 
-// One output tile: Y[M, Nt] (row stride N) = A[M, K] . B[Nt, K]^T, B bf16 or (kFp8) e4m3 with `sc`.
-template <bool kFp8>
+// One output tile: Y[M, Nt] (row stride N) = A[M, K] . B[Nt, K]^T, B bf16 or (kFp8) e4m3 with `sc`;
+// kBias: plus bias[0, Nt) (the tile's columns) in fp32 before the one rounding.
+template <bool kFp8, bool kBias = false>
 __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16* Y, int64_t M, int64_t Nt, int64_t N, int64_t K,
-                                              int64_t b_row0, GemmFp8Scales sc, unsigned char* smem) {
+                                              int64_t b_row0, GemmFp8Scales sc, unsigned char* smem, const u16* bias = nullptr) {
   const u16* B = static_cast<const u16*>(Bw);
   const unsigned char* B8 = static_cast<const unsigned char*>(Bw);
   u16* a_s = reinterpret_cast<u16*>(smem);
@@ -146,12 +147,16 @@ __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16*
         const int64_t col = wn * 32 + ni * 8 + 2 * t;
         if (row >= M) continue;
         u16* y = Y + row * N + col;
+        float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+        if constexpr (kBias) {
+          if (col < Nt) v0 += bf(bias[col]);
+          if (col + 1 < Nt) v1 += bf(bias[col + 1]);
+        }
         if (col + 1 < Nt && ((b_row0 + col) & 1) == 0) {
-          const uint32_t packed = met_pack_bf16x2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(y) = packed;
+          *reinterpret_cast<uint32_t*>(y) = met_pack_bf16x2(v0, v1);
         } else {
-          if (col < Nt) y[0] = to_bf(acc[mi][ni][2 * h]);
-          if (col + 1 < Nt) y[1] = to_bf(acc[mi][ni][2 * h + 1]);
+          if (col < Nt) y[0] = to_bf(v0);
+          if (col + 1 < Nt) y[1] = to_bf(v1);
         }
       }
 }
@@ -189,6 +194,21 @@ MET_ENTRY(gemm_bf16_mma) {
   else
     gemm_mma_slice<false>(a, slice, smem);
 }
+
+// A linear layer with its bias (gpt-oss's q/k/v and o at prefill rows), bf16 weights: the same tile
+// loop out of line with the bias in the epilogue.
+__device__ __noinline__ void gemm_mma_bias(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
+  const MetArgs_gemm_bias a = met_load_gemm_bias(*in);
+  const SliceRange rr = slice_rows(a, slice);
+  const int64_t N = a.geom.w_rows, K = a.geom.w_cols;
+  const SliceRange cc = slice_cols(a, slice, N);
+  const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
+  if (M <= 0 || Nt <= 0) return;
+  gemm_mma_tile<false, true>(a.x + (a.in_row0 + rr.begin) * K, a.w + cc.begin * K, a.y + rr.begin * N + cc.begin, M, Nt, N, K,
+                             cc.begin, GemmFp8Scales{}, smem, a.b + cc.begin);
+}
+
+MET_ENTRY(gemm_bias) { gemm_mma_bias(a.geom.instr, slice, smem); }
 
 #endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
 

@@ -325,11 +325,12 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
 
 #if MET_HAS_MMA_SYNC
 // What a gemv-family op does with each output value.
-enum class GemvOut { plain, residual, silu, gelu, lm_head };
+enum class GemvOut { plain, residual, silu, gelu, lm_head, bias };
 
 // One slice of a gemv-family op: rows [rr) of x (row stride K = w_cols, first row in_row0) against
 // the output rows [c) of W (gate_up: N = w_rows / 2 gate rows, then as many up rows); `norm_w`
-// (normed ops) folds an RMSNorm of x in first.
+// (normed ops) folds an RMSNorm of x in first; `bias` (GemvOut::bias) is added to each fp32 product
+// before its one rounding.
 // One out-of-line copy serves every gemv-family op; kOut is a runtime value. Inlined into each op's
 // entry, the interpreter's code grew from 485 to 737 KB and the family ran 5-8% slower on the H200
 // (Llama-3.2-1B decode C=1 1.867 ms against 1.773 ms out of line, same call; perf-data/h200-sxm/
@@ -338,7 +339,7 @@ enum class GemvOut { plain, residual, silu, gelu, lm_head };
 // caller's MetGeom puts the fields read through it in the loop kernel's local memory.
 __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, SliceRange rr, SliceRange c, const u16* x_in,
                                         int64_t in_row0, const u16* norm_w, float eps, const u16* W, u16* y, int* tokens,
-                                        float cap, unsigned char* smem) {
+                                        float cap, const u16* bias, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
   const int R = static_cast<int>(rr.end - rr.begin);
   const int64_t K = in->w_cols;
@@ -367,6 +368,8 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
       const int64_t col = c0 + j, row = rr.begin + r;
       if (kOut == GemvOut::plain) {
         y[row * N + col] = to_bf(v);
+      } else if (kOut == GemvOut::bias) {
+        y[row * N + col] = to_bf(v + bf(bias[col]));
       } else if (kOut == GemvOut::residual) {
         u16* o = y + row * N + col;
         *o = to_bf(bf(*o) + bf(to_bf(v)));
@@ -393,43 +396,50 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
 
 MET_ENTRY(gemv) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, smem);
+  gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, nullptr,
+             smem);
+}
+
+MET_ENTRY(gemv_bias) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice(GemvOut::bias, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, a.b,
+             smem);
 }
 
 MET_ENTRY(gemv_o_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
-                                smem);
+             nullptr, smem);
 }
 
 MET_ENTRY(gemv_down_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
-                                smem);
+             nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
   gemv_slice(GemvOut::silu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
-                            0.f, smem);
+                            0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
   gemv_slice(GemvOut::gelu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
-                            0.f, smem);
+                            0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
-                               a.tokens, 0.f, smem);
+                               a.tokens, 0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
-                               a.tokens, a.cap, smem);
+                               a.tokens, a.cap, nullptr, smem);
 }
 
 // Arrival counters of the fused qkv ops: one per (row part, head), counting the unit_rows-row

@@ -1,5 +1,7 @@
 // Mixture-of-experts bodies: the router (logits, softmax over every expert, top-k, weights), the
-// routed experts' gate/up with SiLU, and their down projection with the routing-weighted sum. Each
+// routed experts' gate/up with SiLU, and their down projection with the routing-weighted sum; and
+// gpt-oss's (layout 1 of the expert ops): its router with a bias (the top k of the logits, a softmax
+// over those k), its experts as MXFP4 rows with their biases and the clamped SwiGLU. Each
 // computes what kernels/cpu/moe.hpp computes, rounding where it rounds; the dot products sum in
 // another order, the down projection's copies of a row in the cpu's (expert, slot) order.
 // A slice of an expert op holds every row of the instruction and a range of output columns (emit:
@@ -71,6 +73,35 @@ __device__ __forceinline__ int moe_route_chunk(const int* ids, int64_t t0, int n
   return m.misc[0];
 }
 
+// Adds the products of 8 weights of row a (and of row b when kTwo) with columns [k, k + 8) of each of
+// the first ns activation rows idx[s] (rows n long) to da[s] (db[s]).
+template <bool kTwo, int kP>
+__device__ __forceinline__ void moe_dot8(const float (&a8)[8], const float (&b8)[8], const u16* act, const int (&idx)[kP], int ns,
+                                         int64_t n, int64_t k, float (&da)[kP], float (&db)[kP]) {
+#pragma unroll
+  for (int s = 0; s < kP; ++s) {
+    if (s >= ns) break;
+    float x8[8];
+    unpack8(*reinterpret_cast<const uint4*>(act + static_cast<int64_t>(idx[s]) * n + k), x8);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      da[s] += a8[q] * x8[q];
+      if (kTwo) db[s] += b8[q] * x8[q];
+    }
+  }
+}
+
+// The warp's sums of the first ns dot products (every lane holds them).
+template <bool kTwo, int kP>
+__device__ __forceinline__ void moe_dots_reduce(int ns, float (&da)[kP], float (&db)[kP]) {
+#pragma unroll
+  for (int s = 0; s < kP; ++s) {
+    if (s >= ns) break;
+    da[s] = met_warp_reduce(da[s]);
+    if (kTwo) db[s] = met_warp_reduce(db[s]);
+  }
+}
+
 // Dot products of one warp: da[s] = wa . act row idx[s] (and db[s] = wb . that row when kTwo) over
 // n = the rows' length (n % 8 == 0, every row 16-byte aligned) for the first ns <= kP rows, in fp32, each
 // lane 8 consecutive k per 16-byte load, kBatch loads of each weight row in flight; reduced over
@@ -100,24 +131,90 @@ __device__ __forceinline__ void moe_warp_dots(const u16* wa, const u16* wb, cons
       float a8[8], b8[8];
       unpack8(va[u], a8);
       if (kTwo) unpack8(vb[u], b8);
-#pragma unroll
-      for (int s = 0; s < kP; ++s) {
-        if (s >= ns) break;
-        float x8[8];
-        unpack8(*reinterpret_cast<const uint4*>(act + static_cast<int64_t>(idx[s]) * n + k0 + u * kStep), x8);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          da[s] += a8[q] * x8[q];
-          if (kTwo) db[s] += b8[q] * x8[q];
-        }
-      }
+      moe_dot8<kTwo, kP>(a8, b8, act, idx, ns, n, k0 + u * kStep, da, db);
     }
   }
+  moe_dots_reduce<kTwo, kP>(ns, da, db);
+}
+
+// MXFP4 weight rows (MET_DEV_WEIGHT_MXFP4, gpt-oss's experts): row r's e2m1 codes at codes + r * n / 2
+// bytes (two a byte, the lower column in the low nibble) and its e8m0 scales at scales + r * n / 32,
+// one per 32 columns; a weight is code x 2^(scale - 127), as the cpu's weight_row decodes it.
+__device__ __forceinline__ float fp4_e2m1_value(uint32_t nibble) {  // +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+  const uint32_t e = (nibble >> 1) & 3u, m = nibble & 1u;
+  const uint32_t mag = e == 0 ? (m ? 0x3f000000u : 0u) : ((e + 126u) << 23) | (m << 22);
+  return __uint_as_float(mag | ((nibble & 8u) << 28));
+}
+__device__ __forceinline__ float e8m0_value(uint32_t v) {  // 2^(v - 127); 0xff is NaN
+  return v == 0xffu ? __uint_as_float(0x7fc00000u) : v == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(v << 23);
+}
+
+// moe_warp_dots over MXFP4 rows a (and b when kTwo): codes ca, cb and scales sa, sb of the rows, n %
+// 32 == 0. Each lane takes whole 32-column blocks (16 bytes of codes, one scale): the block's
+// products in fp32 times its scale (a power of two, so the same as scaling each weight first).
+template <bool kTwo, int kP>
+__device__ __forceinline__ void moe_warp_dots_mx(const unsigned char* ca, const unsigned char* sa, const unsigned char* cb,
+                                                 const unsigned char* sb, const u16* act, const int (&idx)[kP], int ns, int64_t n,
+                                                 float (&da)[kP], float (&db)[kP]) {
+  const int lane = threadIdx.x % MET_WARP;
 #pragma unroll
-  for (int s = 0; s < kP; ++s) {
-    if (s >= ns) break;
-    da[s] = met_warp_reduce(da[s]);
-    if (kTwo) db[s] = met_warp_reduce(db[s]);
+  for (int s = 0; s < kP; ++s) da[s] = db[s] = 0.f;
+#pragma unroll 1
+  for (int64_t blk = lane; blk * 32 < n; blk += MET_WARP) {
+    const uint4 qa = load_weight16(ca + blk * 16);
+    const uint4 qb = kTwo ? load_weight16(cb + blk * 16) : make_uint4(0, 0, 0, 0);
+    const float scale_a = e8m0_value(sa[blk]), scale_b = kTwo ? e8m0_value(sb[blk]) : 0.f;
+    const uint32_t wa[4] = {qa.x, qa.y, qa.z, qa.w}, wb[4] = {qb.x, qb.y, qb.z, qb.w};
+    float pa[kP], pb[kP];
+#pragma unroll
+    for (int s = 0; s < kP; ++s) pa[s] = pb[s] = 0.f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // columns 8q .. 8q + 7 of the block
+      float a8[8], b8[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        a8[i] = fp4_e2m1_value((wa[q] >> (4 * i)) & 0xfu);
+        b8[i] = kTwo ? fp4_e2m1_value((wb[q] >> (4 * i)) & 0xfu) : 0.f;
+      }
+      moe_dot8<kTwo, kP>(a8, b8, act, idx, ns, n, blk * 32 + 8 * q, pa, pb);
+    }
+#pragma unroll
+    for (int s = 0; s < kP; ++s) {
+      if (s >= ns) break;
+      da[s] += pa[s] * scale_a;
+      if (kTwo) db[s] += pb[s] * scale_b;
+    }
+  }
+  moe_dots_reduce<kTwo, kP>(ns, da, db);
+}
+
+// Warp 0's top k of p[0, experts) into sel_e, sel_p, largest first, ties to the lower expert (the
+// cpu's stable sort); each taken entry of p becomes -inf.
+__device__ __forceinline__ void moe_warp_topk(float* p, int64_t experts, int top_k, int* sel_e, float* sel_p) {
+  const int lane = threadIdx.x % MET_WARP;
+  for (int k = 0; k < top_k; ++k) {
+    float best = -INFINITY;
+    int idx = static_cast<int>(experts);
+    for (int64_t e = lane; e < experts; e += MET_WARP)
+      if (p[e] > best) {  // lanes walk their experts upwards: a tie keeps the lower
+        best = p[e];
+        idx = static_cast<int>(e);
+      }
+    for (int o = MET_WARP / 2; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+      if (ov > best || (ov == best && oi < idx)) {
+        best = ov;
+        idx = oi;
+      }
+    }
+    if (lane == 0) {
+      if (idx >= experts) idx = 0;  // nothing left above -inf (NaN logits): never an index past the experts
+      sel_e[k] = idx;
+      sel_p[k] = p[idx];
+      p[idx] = -INFINITY;  // taken
+    }
+    __syncwarp();
   }
 }
 
@@ -126,8 +223,10 @@ __device__ __forceinline__ void moe_warp_dots(const u16* wa, const u16* wb, cons
 // all experts in fp32 (the sum in expert order), the top-k (largest first, ties to the lower
 // expert: the cpu's stable sort) and the weights (divided by the top-k sum, in k order, when
 // renormalize), each rounded to bf16.
-MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, float* weights, int64_t row0, int64_t row1,
-                                     int64_t hidden, int64_t experts, int top_k, bool renormalize, unsigned char* smem) {
+// bias (gpt-oss, moe_router_topk_bias): the logits are bf16(x . w + bias) (one rounding), the top k
+// of them are taken and the weights are a softmax over those k in fp32, each rounded to bf16.
+MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, const u16* bias, int* ids, float* weights, int64_t row0,
+                                 int64_t row1, int64_t hidden, int64_t experts, int top_k, bool renormalize, unsigned char* smem) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   float* p = reinterpret_cast<float*>(smem);                // [experts]
   int* sel_e = reinterpret_cast<int*>(p + MET_MOE_MAX_EXPERTS);  // [top_k]
@@ -137,10 +236,20 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, fl
     for (int64_t e = warp; e < experts; e += MET_INTERP_WARPS) {
       float d[1], unused[1];
       moe_warp_dots<false, 1>(w_router + e * hidden, nullptr, x, idx, 1, hidden, d, unused);
-      if (lane == 0) p[e] = bf_round(d[0]);
+      if (lane == 0) p[e] = bf_round(bias ? d[0] + bf(bias[e]) : d[0]);
     }
     __syncthreads();
-    if (warp == 0) {
+    if (warp == 0 && bias) {
+      moe_warp_topk(p, experts, top_k, sel_e, sel_p);
+      float sum = 0.f;
+      if (lane == 0)
+        for (int k = 0; k < top_k; ++k) sum += expf(sel_p[k] - sel_p[0]);
+      sum = __shfl_sync(0xffffffffu, sum, 0);
+      for (int k = lane; k < top_k; k += MET_WARP) {
+        ids[row * top_k + k] = sel_e[k];
+        weights[row * top_k + k] = bf_round(expf(sel_p[k] - sel_p[0]) / sum);
+      }
+    } else if (warp == 0) {
       float mx = -INFINITY;
       for (int64_t e = lane; e < experts; e += MET_WARP) mx = fmaxf(mx, p[e]);
       mx = met_warp_reduce_max(mx);
@@ -152,30 +261,7 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, fl
       sum = __shfl_sync(0xffffffffu, sum, 0);
       for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = p[e] / sum;
       __syncwarp();
-      for (int k = 0; k < top_k; ++k) {
-        float best = -INFINITY;
-        int idx = static_cast<int>(experts);
-        for (int64_t e = lane; e < experts; e += MET_WARP)
-          if (p[e] > best) {  // lanes walk their experts upwards: a tie keeps the lower
-            best = p[e];
-            idx = static_cast<int>(e);
-          }
-        for (int o = MET_WARP / 2; o > 0; o >>= 1) {
-          const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-          const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
-          if (ov > best || (ov == best && oi < idx)) {
-            best = ov;
-            idx = oi;
-          }
-        }
-        if (lane == 0) {
-          if (idx >= experts) idx = 0;  // nothing left above -inf (NaN logits): never an index past the experts
-          sel_e[k] = idx;
-          sel_p[k] = p[idx];
-          p[idx] = -INFINITY;  // taken
-        }
-        __syncwarp();
-      }
+      moe_warp_topk(p, experts, top_k, sel_e, sel_p);
       float top_sum = 0.f;
       if (lane == 0)
         for (int k = 0; k < top_k; ++k) top_sum += sel_p[k];
@@ -191,15 +277,41 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, int* ids, fl
 
 MET_ENTRY(moe_router_topk) {
   const SliceRange r = slice_rows(a, slice);
-  moe_router_rows(a.x, a.w_router, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k),
-                  a.renormalize != 0, smem);
+  moe_router_rows(a.x, a.w_router, nullptr, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows,
+                  static_cast<int>(a.top_k), a.renormalize != 0, smem);
+}
+
+MET_ENTRY(moe_router_topk_bias) {
+  const SliceRange r = slice_rows(a, slice);
+  moe_router_rows(a.x, a.w_router, a.bias, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows,
+                  static_cast<int>(a.top_k), true, smem);
+}
+
+// gpt-oss's experts (layout 1) as the expert bodies read them: MXFP4 rows (the instruction's
+// w_scales; codes at the weight operand), a bf16 bias per expert row, and for gate/up the clamped
+// SwiGLU's limit and alpha over interleaved rows (gate row 2j, up row 2j + 1 of an expert's
+// 2 inter). scales null: the bf16 experts of layout 0 (gate row j, up row inter + j; SiLU).
+struct MoeFused {
+  const unsigned char* scales;
+  const u16* bias;
+  float limit, alpha;
+};
+
+// The clamped SwiGLU of gpt-oss on a slot's gate and up products, with their biases, every step
+// rounded to bf16 as transformers' bf16 tensors are (the cpu's met_moe_gate_up_swiglu).
+__device__ __forceinline__ float moe_swiglu(float gate_dot, float up_dot, float gate_bias, float up_bias, float limit, float alpha) {
+  const float gate = fminf(bf_round(bf_round(gate_dot) + gate_bias), limit);
+  const float up = fminf(fmaxf(bf_round(bf_round(up_dot) + up_bias), -limit), limit);
+  const float sig = bf_round(1.f / (1.f + expf(-bf_round(gate * alpha))));
+  return bf_round(up + 1.f) * bf_round(gate * sig);
 }
 
 // x: [rows, hidden]; w_gate_up: [experts * 2 inter, hidden]; h: [rows, top_k, inter]. The slice's
 // columns j of inter: per expert run and j, one warp reads gate row j and up row inter + j once per
-// MET_MOE_PASS of the run's slots; h = bf16(bf16(silu(bf16(gate))) * bf16(up)).
+// MET_MOE_PASS of the run's slots; h = bf16(bf16(silu(bf16(gate))) * bf16(up)). With f.scales, the
+// MXFP4 rows 2j and 2j + 1 and moe_swiglu.
 MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int* ids, u16* h, SliceRange r, SliceRange c,
-                                      int64_t top_k, int64_t inter, int64_t hidden, int64_t experts, unsigned char* smem) {
+                                  int64_t top_k, int64_t inter, int64_t hidden, int64_t experts, MoeFused f, unsigned char* smem) {
   const int64_t width = 2 * inter;
   const int nj = static_cast<int>(c.end - c.begin);
   if (nj <= 0 || top_k <= 0) return;
@@ -214,23 +326,31 @@ MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int*
       const int run = u / nj, p0 = m.seg[run], p1 = m.seg[run + 1];
       const int64_t j = c.begin + u % nj, e = m.sorted[p0] / MET_MOE_CHUNK;
       if (e >= experts) {  // slots routed to no expert: silu(0) * 0, as the cpu's zeroed gate_up rows give
-        for (int q = p0 + lane; q < p1; q += MET_WARP) h[(t0 + m.sorted[q] % MET_MOE_CHUNK) * inter + j] = 0;
+        if (!f.scales)     // (gpt-oss's cpu body leaves them unwritten)
+          for (int q = p0 + lane; q < p1; q += MET_WARP) h[(t0 + m.sorted[q] % MET_MOE_CHUNK) * inter + j] = 0;
         continue;
       }
-      const u16* wg = w_gate_up + (e * width + j) * hidden;
-      const u16* wu = wg + inter * hidden;
+      const u16* wg = f.scales ? nullptr : w_gate_up + (e * width + j) * hidden;
+      const u16* wu = f.scales ? nullptr : wg + inter * hidden;
+      const int64_t gate_row = e * width + 2 * j;  // MXFP4: the row's codes and scales
+      const unsigned char* cg = f.scales ? reinterpret_cast<const unsigned char*>(w_gate_up) + gate_row * (hidden / 2) : nullptr;
+      const unsigned char* sg = f.scales ? f.scales + gate_row * (hidden / 32) : nullptr;
       for (int q = p0; q < p1; q += MET_MOE_PASS) {
         const int ns = p1 - q < MET_MOE_PASS ? p1 - q : MET_MOE_PASS;
         int idx[MET_MOE_PASS];  // x rows
 #pragma unroll
         for (int s = 0; s < MET_MOE_PASS; ++s) idx[s] = s < ns ? static_cast<int>((t0 + m.sorted[q + s] % MET_MOE_CHUNK) / top_k) : 0;
         float dg[MET_MOE_PASS], du[MET_MOE_PASS];
-        moe_warp_dots<true, MET_MOE_PASS>(wg, wu, x, idx, ns, hidden, dg, du);
+        if (f.scales)
+          moe_warp_dots_mx<true, MET_MOE_PASS>(cg, sg, cg + hidden / 2, sg + hidden / 32, x, idx, ns, hidden, dg, du);
+        else
+          moe_warp_dots<true, MET_MOE_PASS>(wg, wu, x, idx, ns, hidden, dg, du);
 #pragma unroll
         for (int s = 0; s < MET_MOE_PASS; ++s)
           if (s < ns && lane == s) {
             const int64_t t = t0 + m.sorted[q + s] % MET_MOE_CHUNK;
-            h[t * inter + j] = to_bf(gated_act(bf_round(dg[s]), bf_round(du[s]), false));
+            h[t * inter + j] = to_bf(f.scales ? moe_swiglu(dg[s], du[s], bf(f.bias[gate_row]), bf(f.bias[gate_row + 1]), f.limit, f.alpha)
+                                              : gated_act(bf_round(dg[s]), bf_round(du[s]), false));
           }
       }
     }
@@ -240,16 +360,24 @@ MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int*
 MET_ENTRY(moe_gate_up_silu) {
   const int64_t width = 2 * a.inter;
   moe_gate_up_cols(a.x, a.w_gate_up, a.ids, a.h, slice_rows(a, slice), slice_cols(a, slice, a.inter), a.top_k, a.inter,
-                   a.geom.w_cols, width > 0 ? a.geom.w_rows / width : 0, smem);
+                   a.geom.w_cols, width > 0 ? a.geom.w_rows / width : 0, MoeFused{}, smem);
+}
+
+// gpt-oss: MXFP4 experts only (the host refuses bf16 ones: layout 1 stores them [experts, in, out]).
+MET_ENTRY(moe_gate_up_swiglu) {
+  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, a.limit, a.alpha};
+  moe_gate_up_cols(a.x, a.w_gate_up, a.ids, a.h, slice_rows(a, slice), slice_cols(a, slice, a.inter), a.top_k, a.inter, a.hidden,
+                   a.experts, f, smem);
 }
 
 // h: [rows, top_k, inter]; w_down: [experts * hidden, inter]; y: [rows, hidden]. The slice's columns
 // o of hidden, MET_MOE_OUT_TILE at a time: per expert run and o, one warp reads row o once per
 // MET_MOE_PASS of the run's slots and keeps each slot's copy bf16(weight * bf16(h . row)); then each
-// (row, o) sums its copies in fp32 in (expert, slot) order and stores once.
+// (row, o) sums its copies in fp32 in (expert, slot) order and stores once. With f.scales, MXFP4 rows
+// and each copy bf16(weight * bf16(bf16(h . row) + bias)).
 MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids, const float* weights, u16* y, SliceRange r,
-                                   SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts,
-                                   unsigned char* smem) {
+                               SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts, MoeFused f,
+                               unsigned char* smem) {
   if (c.end <= c.begin || top_k <= 0) return;
   const MoeSmem m = moe_smem(smem);
   const int64_t chunk_rows = MET_MOE_CHUNK / top_k;
@@ -272,19 +400,26 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
         const int run = u / no, p0 = m.seg[run], p1 = m.seg[run + 1], oo = u % no;
         const int64_t e = m.sorted[p0] / MET_MOE_CHUNK;
         if (e >= experts) continue;
-        const u16* wr = w_down + (e * hidden + o0 + oo) * inter;
+        const int64_t row = e * hidden + o0 + oo;
+        const u16* wr = f.scales ? nullptr : w_down + row * inter;
+        const unsigned char* cr = f.scales ? reinterpret_cast<const unsigned char*>(w_down) + row * (inter / 2) : nullptr;
+        const float bias = f.scales ? bf(f.bias[row]) : 0.f;
         for (int q = p0; q < p1; q += MET_MOE_PASS) {
           const int ns = p1 - q < MET_MOE_PASS ? p1 - q : MET_MOE_PASS;
           int idx[MET_MOE_PASS];  // h rows (slots)
 #pragma unroll
           for (int s = 0; s < MET_MOE_PASS; ++s) idx[s] = s < ns ? static_cast<int>(t0 + m.sorted[q + s] % MET_MOE_CHUNK) : 0;
           float d[MET_MOE_PASS], unused[MET_MOE_PASS];
-          moe_warp_dots<false, MET_MOE_PASS>(wr, nullptr, hin, idx, ns, inter, d, unused);
+          if (f.scales)
+            moe_warp_dots_mx<false, MET_MOE_PASS>(cr, f.scales + row * (inter / 32), nullptr, nullptr, hin, idx, ns, inter, d, unused);
+          else
+            moe_warp_dots<false, MET_MOE_PASS>(wr, nullptr, hin, idx, ns, inter, d, unused);
 #pragma unroll
           for (int s = 0; s < MET_MOE_PASS; ++s)
             if (s < ns && lane == s) {
               const int local = m.sorted[q + s] % MET_MOE_CHUNK;
-              m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * bf_round(d[s]));
+              const float v = f.scales ? bf_round(bf_round(d[s]) + bias) : bf_round(d[s]);
+              m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * v);
             }
         }
       }
@@ -305,7 +440,14 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
 
 MET_ENTRY(moe_down) {
   moe_down_cols(a.h, a.w_down, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
-                a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, smem);
+                a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, MoeFused{}, smem);
+}
+
+// gpt-oss: MXFP4 experts only, as moe_gate_up_swiglu.
+MET_ENTRY(moe_down_bias) {
+  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, 0.f, 0.f};
+  moe_down_cols(a.h, a.w_down, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
+                a.inter, a.experts, f, smem);
 }
 
 }  // namespace met_interp

@@ -220,9 +220,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   MET_CU(*api, EventCreate(&m.ev1, 0));
   m.packet = &a.packet;
 
-  // Weights: bf16, or fp8 e4m3 with f32 block scales (W8A16: the gemv family and the mma.sync
-  // GEMM); each entry and its scales in their own allocations (256-byte aligned for 16-byte loads).
-  static_assert(MET_DEV_WEIGHT_BF16 == MET_WEIGHT_BF16 && MET_DEV_WEIGHT_FP8_E4M3 == MET_WEIGHT_FP8_E4M3);
+  // Weights: bf16, fp8 e4m3 with f32 block scales (W8A16: the gemv family and the mma.sync GEMM),
+  // or MXFP4 with its e8m0 bytes (gpt-oss's experts); each entry and its scales in their own
+  // allocations (256-byte aligned for 16-byte loads).
+  static_assert(MET_DEV_WEIGHT_BF16 == MET_WEIGHT_BF16 && MET_DEV_WEIGHT_FP8_E4M3 == MET_WEIGHT_FP8_E4M3 &&
+                MET_DEV_WEIGHT_MXFP4 == MET_WEIGHT_MXFP4);
   MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
   std::vector<cu::DevicePtr> wdev, wscales;
   std::vector<MetHostWeight> whost;
@@ -240,8 +242,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         return fail(wname + ": fp8 scale blocks of " + std::to_string(h.block_rows) + " x " + std::to_string(h.block_cols) +
                     "; the hopper fp8 bodies take blocks of 64 x 2^n columns or whole rows");
       MET_TRY(sdev, m.upload(w.scales(e), w.scale_bytes(e)));
+    } else if (h.format == MET_WEIGHT_MXFP4) {
+      if (!h.scales || h.cols % 32 != 0)
+        return fail(wname + ": mxfp4 needs its e8m0 scales and rows of whole 32-column blocks, not " + std::to_string(h.cols));
+      MET_TRY(sdev, m.upload(w.scales(e), w.scale_bytes(e)));
     } else if (h.format != MET_WEIGHT_BF16) {
-      return fail(wname + " is neither bf16 nor fp8-e4m3; the hopper interpreter has no fp4 bodies");
+      return fail(wname + " is neither bf16, fp8-e4m3 nor mxfp4; the hopper interpreter has no nvfp4 bodies");
     }
     MET_TRY(cu::DevicePtr p, m.upload(w.data(e), w.bytes(e)));
     wdev.push_back(p);
@@ -329,11 +335,15 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         if (h == MET_NO_TENSOR) continue;
         di.ops[j] = m.tensor[h];
         const auto& t = tensors[h];
-        if (t.source == MET_SOURCE_CHECKPOINT && t.shape.size() == 2 && di.w_rows == 0) {
+        // The matrix weight: the first 2-D checkpoint operand, or an MXFP4 one (its packet shape is
+        // the blocks' [experts, rows, cols / 32, 16]; its matrix the cpu view's rows x cols).
+        if (t.source == MET_SOURCE_CHECKPOINT && t.ref < whost.size() &&
+            (t.shape.size() == 2 || whost[t.ref].format == MET_WEIGHT_MXFP4) && di.w_rows == 0) {
           const MetHostWeight& hw = whost[t.ref];
           di.w_rows = hw.rows;
           di.w_cols = hw.cols;
           di.w_format = static_cast<std::uint32_t>(hw.format);
+          if (hw.format == MET_WEIGHT_MXFP4) di.w_scales = wscales[t.ref];  // [w_rows, w_cols / 32] e8m0 bytes
           if (hw.format == MET_WEIGHT_FP8_E4M3) {
             di.w_scales = wscales[t.ref];
             di.w_block_rows = hw.block_rows;
@@ -351,6 +361,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if (fp8_w && !gemv && op->name != "gemm_bf16_mma")
         return fail(where + ": " + op->name + " reads an fp8 weight; the hopper interpreter's fp8 bodies are the gemv family "
                     "and gemm_bf16_mma (W8A16)");
+      // gpt-oss's experts (layout 1): the bodies read MXFP4 rows; bf16 ones are stored [experts, in, out].
+      const bool fused_experts = op->name == "moe_gate_up_swiglu" || op->name == "moe_down_bias";
+      if ((di.w_format == MET_DEV_WEIGHT_MXFP4) != fused_experts)
+        return fail(where + ": " + op->name + (fused_experts ? " reads a weight that is not mxfp4" : " reads an mxfp4 weight") +
+                    "; the hopper interpreter reads mxfp4 in gpt-oss's expert bodies (moe_gate_up_swiglu, moe_down_bias) only, and "
+                    "those only in mxfp4");
       const bool qkv = emit::int_index(*op, "rotary_dim") >= 0 && emit::tensor_index(*op, "w_qkv") >= 0;
       const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
       const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
@@ -420,7 +436,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         if (top_k < 1 || top_k > MET_MOE_CHUNK)
           return fail(where + ": " + op->name + " top_k " + std::to_string(top_k) + ": the bodies take 1 to " +
                       std::to_string(MET_MOE_CHUNK));
-        if (op->name == "moe_router_topk" && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
+        if (di.w_format == MET_DEV_WEIGHT_MXFP4 && di.w_cols % 32 != 0)
+          return fail(where + ": " + op->name + " needs a reduction length divisible by 32, not " + std::to_string(di.w_cols));
+        if (op->name.starts_with("moe_router_topk") && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
           return fail(where + ": " + op->name + " routes " + std::to_string(top_k) + " of " + std::to_string(di.w_rows) +
                       " experts; the body takes at most " + std::to_string(MET_MOE_MAX_EXPERTS));
         need = std::max<std::uint64_t>(need, MET_MOE_SMEM);

@@ -321,7 +321,7 @@ TEST_CASE("MATRIX.md has a coverage table at C = 16 (100% where no op is a gap, 
   const Loaded l;
   report::MatrixSpec spec;
   spec.devices = {"h200-sxm"};
-  spec.instances = {"llama-3.1-8b-instruct", "qwen3-30b-a3b", "gpt-oss-20b"};
+  spec.instances = {"llama-3.1-8b-instruct", "qwen3-30b-a3b", "gpt-oss-20b", "deepseek-v3"};
   auto files = report::build_matrix(l.lib, spec);
   REQUIRE_MESSAGE(files.ok(), (files.ok() ? "" : files.error().message));
   const std::string& md = files->at("MATRIX.md");
@@ -330,9 +330,10 @@ TEST_CASE("MATRIX.md has a coverage table at C = 16 (100% where no op is a gap, 
   const std::string table = md.substr(at, md.find("## Port lists") - at);
   CHECK(contains(table, "| llama-3.1-8b-instruct | 100.0% |"));
   CHECK(contains(table, "| qwen3-30b-a3b | 100.0% |"));  // bf16 experts: common/moe.cuh
-  // gpt-oss-20b's experts (MXFP4, clamped SwiGLU) have no hopper kernel: its coverage is below 100%
-  // and names moe_gate_up first
-  const auto row = table.find("| gpt-oss-20b | ");
+  CHECK(contains(table, "| gpt-oss-20b | 100.0% |"));    // MXFP4 experts, biases: common/moe.cuh, gemv.cuh, gemm_mma.cuh
+  // deepseek-v3's experts (block-scaled fp8, a sigmoid router) have no hopper kernel: its coverage is
+  // below 100% and names moe_gate_up first
+  const auto row = table.find("| deepseek-v3 | ");
   REQUIRE(row != std::string::npos);
   const std::string cell = table.substr(row, table.find('\n', row) - row);
   CAPTURE(cell);
@@ -344,7 +345,7 @@ TEST_CASE("MATRIX.md has a coverage table at C = 16 (100% where no op is a gap, 
   CHECK(contains(html, "class=\"heat-map\""));
   std::size_t rects = 0;
   for (auto p = html.find("<rect"); p != std::string::npos; p = html.find("<rect", p + 1)) ++rects;
-  CHECK(rects == 3);
+  CHECK(rects == 4);
   CHECK_FALSE(contains(html, "<script"));
 }
 

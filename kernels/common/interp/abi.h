@@ -23,6 +23,9 @@
  * MetWeightFormat, which the host holds them to). */
 #define MET_DEV_WEIGHT_BF16 0u
 #define MET_DEV_WEIGHT_FP8_E4M3 1u /* e4m3 codes [w_rows, w_cols]; value = code x its block's f32 scale */
+/* e2m1 codes [w_rows, w_cols / 2] bytes (two a byte, the lower column in the low nibble) and at
+ * w_scales one e8m0 byte per 32 columns, [w_rows, w_cols / 32]; value = code x 2^(scale - 127) */
+#define MET_DEV_WEIGHT_MXFP4 2u
 /* w_kb_shift of a weight whose scale blocks span every column (a per-tensor scale, stored as one per
  * row): every 64-wide K block reads scale column 0. */
 #define MET_DEV_KB_WHOLE_ROW 62u
@@ -38,7 +41,7 @@ typedef struct MetDevInstr {
   int64_t w_rows, w_cols;         /* shape of the matrix weight operand (0 when none) */
   uint64_t tmaps;                 /* device address of the body's TMA descriptors (64-byte aligned CUtensorMaps, made
                                      by the host at load time), or 0: the wgmma GEMM's A then B */
-  /* fp8 weights: f32 scales [ceil(w_rows / w_block_rows), ceil(w_cols / w_block_cols)], row major
+  /* mxfp4 weights: w_scales only (MET_DEV_WEIGHT_MXFP4). fp8 weights: f32 scales [ceil(w_rows / w_block_rows), ceil(w_cols / w_block_cols)], row major
    * (a per-tensor scale comes as one per row: block 1 x w_cols); scale column of the 64-wide K block
    * b is b >> w_kb_shift (w_block_cols = 64 << w_kb_shift, or MET_DEV_KB_WHOLE_ROW). 0 for bf16. */
   uint64_t w_scales;
