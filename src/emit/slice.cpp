@@ -53,7 +53,8 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge") return d.ints[2] * d.ints[6];                    // kv_heads x splits
-  if (op.name.starts_with("moe_gate_up_silu")) return d.ints[2];  // inter: gate row j and up row inter + j, in every routed slot
+  if (op.name.starts_with("moe_gate_up_silu") || op.name == "moe_gate_up_gelu")
+    return d.ints[2];  // inter: gate row j and up row inter + j, in every routed slot
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];
     if (h == MET_NO_TENSOR) return 0;
