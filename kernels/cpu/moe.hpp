@@ -1,5 +1,6 @@
-// cpu reference bodies of mixture-of-experts: router (softmax, top-k, optional renormalisation),
-// routed gate/up + silu, and down projection with the routing-weighted sum. Expert weights stack
+// cpu reference bodies of mixture-of-experts: routers (softmax, top-k, optional renormalisation;
+// gpt-oss's biased one; Gemma-4's scaled one), routed gate/up + silu or gelu, and down projection
+// with the routing-weighted sum. Expert weights stack
 // along rows of one MetHostWeight (expert e, row j = e * rows_per_expert + j). gpt-oss's experts
 // (the *_bias and swiglu bodies) read one weight over every expert as its checkpoint stores it:
 // bf16 [experts, in, out] (the input dimension first), or MXFP4 rows [experts * out, in]. The expert bodies
@@ -169,27 +170,85 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
   }
 }
 
-// x: [rows, hidden]; w_gate_up: [experts * 2*inter, hidden]; h: [rows, top_k, inter] =
-// silu(gate) * up of each routed expert, via a bf16 gate_up row (as met_gemv then met_silu_mul).
-// Only columns [col0, col1) of inter (gate row j, up row inter + j) are computed and written.
-extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h, std::int64_t col0, std::int64_t col1) {
+namespace met::cpu {
+
+// The routed experts' gate/up with a gated activation: x [rows, hidden]; w_gate_up [experts *
+// 2*inter, hidden]; h [rows, top_k, inter] = act(gate) * up of each routed expert, via a bf16 gate_up
+// row (as met_gemv then the activation body). Only columns [col0, col1) of inter (gate row j, up row
+// inter + j) are computed and written. act_span: silu_mul_span or gelu_mul_span.
+template <class ActSpan>
+void moe_gate_up_act(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows,
+                     std::int32_t top_k, std::int32_t inter, std::uint16_t* h, std::int64_t col0, std::int64_t col1,
+                     ActSpan act_span) {
   const std::int64_t width = 2 * static_cast<std::int64_t>(inter), hidden = w_gate_up->cols, n = col1 - col0;
   if (n <= 0) return;
-  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_gate_up->rows / width);
+  const auto by_expert = routed_slots(ids, rows, top_k, w_gate_up->rows / width);
   std::vector<std::uint16_t> gu(static_cast<std::size_t>(rows * top_k * 2 * n));  // per slot: gate [n], then up [n]
   std::vector<float> row(static_cast<std::size_t>(hidden));
   for (std::size_t e = 0; e < by_expert.size(); ++e) {
     if (by_expert[e].empty()) continue;
     for (std::int64_t half = 0; half < 2; ++half)
       for (std::int64_t j = col0; j < col1; ++j) {
-        met::cpu::weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + half * inter + j, row.data());
+        weight_row(*w_gate_up, static_cast<std::int64_t>(e) * width + half * inter + j, row.data());
         for (const std::int64_t t : by_expert[e])
           gu[static_cast<std::size_t>((t * 2 + half) * n + j - col0)] =
-              met::cpu::f32_to_bf16(met::cpu::dot_act(*w_gate_up, x + (t / top_k) * hidden, row.data(), hidden));
+              f32_to_bf16(dot_act(*w_gate_up, x + (t / top_k) * hidden, row.data(), hidden));
       }
   }
-  for (std::int64_t t = 0; t < rows * top_k; ++t)
-    met::cpu::silu_mul_span(gu.data() + t * 2 * n, gu.data() + t * 2 * n + n, h + t * inter + col0, n);
+  for (std::int64_t t = 0; t < rows * top_k; ++t) act_span(gu.data() + t * 2 * n, gu.data() + t * 2 * n + n, h + t * inter + col0, n);
+}
+
+}  // namespace met::cpu
+
+// Qwen3-MoE's and Mixtral's experts: silu(gate) * up (met::cpu::moe_gate_up_act).
+extern "C" void met_moe_gate_up_silu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h, std::int64_t col0, std::int64_t col1) {
+  met::cpu::moe_gate_up_act(x, w_gate_up, ids, rows, top_k, inter, h, col0, col1, met::cpu::silu_mul_span);
+}
+
+// Gemma-4's experts: gelu_tanh(gate) * up, gelu rounded to bf16 before the product (its
+// gate_up_proj [experts, 2 * inter, hidden] is the stacked layout's bytes: gate rows, then up rows).
+extern "C" void met_moe_gate_up_gelu(const std::uint16_t* x, const MetHostWeight* w_gate_up, const std::int32_t* ids, std::int64_t rows, std::int32_t top_k, std::int32_t inter, std::uint16_t* h, std::int64_t col0, std::int64_t col1) {
+  met::cpu::moe_gate_up_act(x, w_gate_up, ids, rows, top_k, inter, h, col0, col1, met::cpu::gelu_mul_span);
+}
+
+// Gemma-4's router (Gemma4TextRouter), from the raw residual x [rows, hidden]: n = bf16(bf16(x /
+// rms(x)) * scale) (its weightless norm, then the scale vector in bf16), n = bf16(n * root) (root =
+// hidden^-1/2, an fp32 number), logits = bf16(n W^T) (w_router [experts, hidden]), p = a softmax
+// over every expert in fp32 rounded to bf16, the top k of p (ties to the lower expert), each
+// divided by their sum (the sum and the quotient rounded to bf16), then times its expert's
+// expert_scale entry (rounded to bf16). ids/weights: [rows, top_k], best first.
+extern "C" void met_moe_router_scaled(const std::uint16_t* x, const MetHostWeight* w_router, const std::uint16_t* scale, const std::uint16_t* expert_scale, std::int64_t rows, std::int32_t top_k, float eps, float root, std::int32_t* ids, float* weights) {
+  const std::int64_t experts = w_router->rows, hidden = w_router->cols;
+  using met::cpu::bf16_to_f32;
+  using met::cpu::round_bf16;
+  met::cpu::RowDot dot(*w_router);
+  std::vector<std::uint16_t> n(static_cast<std::size_t>(hidden));
+  std::vector<float> p(static_cast<std::size_t>(experts));
+  std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    met::cpu::rmsnorm_row(x + r * hidden, scale, n.data(), /*count=*/1, hidden, eps);
+    for (auto& v : n) v = met::cpu::f32_to_bf16(bf16_to_f32(v) * root);
+    float m = -INFINITY;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      p[static_cast<std::size_t>(e)] = round_bf16(dot(n.data(), e));
+      m = std::max(m, p[static_cast<std::size_t>(e)]);
+    }
+    float sum = 0.0f;
+    for (float& v : p) sum += (v = std::exp(v - m));
+    for (float& v : p) v = round_bf16(v / sum);
+    for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+      return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
+    });
+    float top_sum = 0.0f;
+    for (std::int32_t k = 0; k < top_k; ++k) top_sum += p[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
+    top_sum = round_bf16(top_sum);
+    for (std::int32_t k = 0; k < top_k; ++k) {
+      const std::int32_t e = order[static_cast<std::size_t>(k)];
+      ids[r * top_k + k] = e;
+      weights[r * top_k + k] = round_bf16(round_bf16(p[static_cast<std::size_t>(e)] / top_sum) * bf16_to_f32(expert_scale[e]));
+    }
+  }
 }
 
 namespace met::cpu {

@@ -49,6 +49,8 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"moe_gate_up_swiglu", bind_moe_gate_up_swiglu},
     {"moe_down_bias", bind_moe_down_bias},
     {"moe_gate_up_silu_mma", bind_moe_gate_up},
+    {"moe_router_scaled", bind_moe_router_scaled},
+    {"moe_gate_up_gelu", bind_moe_gate_up},
     {"moe_down_mma", bind_moe_down},
 };
 

@@ -71,8 +71,17 @@ Expected<void> bind_gelu_mul_split(const KernelSite& site);
 // The group's softcap node's cap; refused unless positive.
 Expected<float> softcap_of(const KernelSite& site);
 
-// bind_moe.cpp: the mixture-of-experts router, expert gate/up + SiLU and expert down + weighted sum.
+// Gemma-4's expert branch runs beside the dense MLP (the layer has a moe_norm node): its experts
+// read kMoeXn (moe_norm of the residual) and write kMoeY, which post_moe_norm normalises in place
+// and the moe_sum residual adds to the dense branch's y. Elsewhere the experts read xn and write y.
+inline constexpr const char* kMoeXn = "moe.xn";
+inline constexpr const char* kMoeY = "moe.y";
+bool beside_dense_mlp(const KernelSite& site);
+
+// bind_moe.cpp: the mixture-of-experts routers, expert gate/up + SiLU or GELU and expert down +
+// weighted sum.
 Expected<void> bind_moe_router(const KernelSite& site);
+Expected<void> bind_moe_router_scaled(const KernelSite& site);
 Expected<void> bind_moe_gate_up(const KernelSite& site);
 Expected<void> bind_moe_down(const KernelSite& site);
 Expected<void> bind_moe_router_bias(const KernelSite& site);

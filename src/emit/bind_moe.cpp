@@ -1,10 +1,13 @@
 // Binding the mixture-of-experts ops: the router (xn -> the routed experts' ids and weights, one
-// [rows, top_k] pair of buffers), the experts' gate/up with SiLU (xn -> moe.h, [rows, top_k *
-// inter]) and their down projection with the weighted sum (moe.h -> y); the residual add after it
-// is the dense MLP's. Each expert node's weight is every expert's tensors stacked (model/experts.hpp).
+// [rows, top_k] pair of buffers; Gemma-4's scaled router reads the residual x itself), the
+// experts' gate/up with SiLU or GELU (xn -> moe.h, [rows, top_k * inter]) and their down
+// projection with the weighted sum (moe.h -> y); the residual add after it is the dense MLP's.
+// Gemma-4's experts run beside its dense MLP on buffers of their own (bind.hpp: kMoeXn, kMoeY).
+// Each expert node's weight is every expert's tensors stacked (model/experts.hpp).
 // The grouped down projection (moe_down_mma) also takes moe.acc, [rows, hidden] fp32: each row's
 // sums of its weighted copies while the body walks the experts.
 #include "emit/bind.hpp"
+#include "kernels/cpu/bf16.hpp"
 
 namespace met::emit::detail {
 namespace {
@@ -22,15 +25,31 @@ Routing routing(const KernelSite& site, std::int64_t top_k) {
   return {site.b.buffer(kIds, MET_DTYPE_I32, shape), site.b.buffer(kWeights, MET_DTYPE_F32, shape)};
 }
 
+Expected<void> check_top_k(const KernelSite& site, std::int64_t top_k, std::int64_t experts) {
+  if (top_k < 1 || top_k > experts)
+    return site.where("top_k " + std::to_string(top_k) + " is not between 1 and the " + std::to_string(experts) + " experts");
+  return {};
+}
+
+// The experts' input: moe.xn beside a dense MLP (bind.hpp), else xn.
+std::uint32_t expert_input(const KernelSite& site, std::int64_t hidden) {
+  return site.b.act(beside_dense_mlp(site) ? kMoeXn : "xn", site.R, hidden);
+}
+
 }  // namespace
+
+bool beside_dense_mlp(const KernelSite& site) {
+  for (const auto& n : site.c.scope->nodes)
+    if (n.op == "rmsnorm" && n.role == "moe_norm") return true;
+  return false;
+}
 
 Expected<void> bind_moe_router(const KernelSite& site) {
   const auto* n = site.node("moe_router");
   if (!n) return site.where("expects moe_router");
   MET_TRY(auto w, site.weight(n));
-  const std::int64_t top_k = param(*n, "top_k"), experts = param(*n, "experts");
-  if (top_k < 1 || top_k > experts)
-    return site.where("top_k " + std::to_string(top_k) + " is not between 1 and the " + std::to_string(experts) + " experts");
+  const std::int64_t top_k = param(*n, "top_k");
+  MET_CHECK(check_top_k(site, top_k, param(*n, "experts")));
   const Routing r = routing(site, top_k);
   MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, r.ids, r.weights},
                      {site.R, top_k, param(*n, "renormalize") != 0 ? 1 : 0}, {}));
@@ -43,7 +62,7 @@ Expected<void> bind_moe_gate_up(const KernelSite& site) {
   MET_TRY(auto w, site.weight(n));
   const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, r.ids, site.b.act(kH, site.R, top_k * inter)},
+  MET_CHECK(site.add({expert_input(site, param(*n, "hidden")), w, r.ids, site.b.act(kH, site.R, top_k * inter)},
                      {site.R, top_k, inter, /*col_slices=*/1}, {}));
   return {};
 }
@@ -58,8 +77,41 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   if (tensor_index(site.op, "acc") >= 0)
     tensors.push_back(site.b.buffer(
         kAcc, MET_DTYPE_F32, std::vector<std::uint64_t>{static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)}));
-  tensors.push_back(site.b.act("y", site.R, site.hidden));
+  tensors.push_back(site.b.act(beside_dense_mlp(site) ? kMoeY : "y", site.R, site.hidden));
   MET_CHECK(site.add(std::move(tensors), {site.R, top_k, site.hidden, /*col_slices=*/1}, {}));
+  return {};
+}
+
+// Gemma-4's router (moe_router scoring 3) with the nodes that are its parts: router_norm's weight
+// (router.scale) and eps, router_scale's factor (hidden^-1/2; an fp32 number when exact, as
+// bind_scale applies it) and expert_scale's per-expert vector. It reads the residual stream x.
+Expected<void> bind_moe_router_scaled(const KernelSite& site) {
+  const auto* norm = site.node("rmsnorm", "router_norm");
+  const auto* sc = site.node("scale", "router_scale");
+  const auto* n = site.node("moe_router");
+  const auto* es = site.node("expert_scale");
+  if (!norm || !sc || !n || !es) return site.where("expects rmsnorm:router_norm, scale:router_scale, moe_router and expert_scale");
+  const std::int64_t top_k = param(*n, "top_k"), experts = param(*n, "experts"), hidden = param(*n, "hidden");
+  MET_CHECK(check_top_k(site, top_k, experts));
+  if (hidden != site.hidden || param(*norm, "dim") != hidden || param(*sc, "dim") != hidden)
+    return site.where("the router's norm, scale and projection read " + std::to_string(param(*norm, "dim")) + ", " +
+                      std::to_string(param(*sc, "dim")) + " and " + std::to_string(hidden) + " columns, not the residual stream's " +
+                      std::to_string(site.hidden));
+  if (param(*es, "experts") != experts)
+    return site.where("expert_scale over " + std::to_string(param(*es, "experts")) + " experts, the router's " +
+                      std::to_string(experts));
+  if (param(*norm, "weighted") == 0 || param(*norm, "round_once") != 0)
+    return site.where("router_norm is a weighted norm rounded before its weight (Gemma4TextRouter's norm, then its scale)");
+  const double factor = sc->params.count("factor") ? sc->params.at("factor") : 0.0;
+  if (!(factor > 0.0)) return site.where("router_scale has no factor");
+  const float root = param(*sc, "exact") != 0 ? static_cast<float>(factor) : cpu::round_bf16(static_cast<float>(factor));
+  const double node_eps = norm->params.count("eps") ? norm->params.at("eps") : 0.0;
+  const float eps = node_eps > 0 ? static_cast<float>(node_eps) : site.b.cfg.eps;
+  MET_TRY(auto w, site.weight(n));
+  MET_TRY(auto scale, site.weight(norm));
+  MET_TRY(auto per_expert, site.weight(es));
+  const Routing r = routing(site, top_k);
+  MET_CHECK(site.add({site.x, w, scale, per_expert, r.ids, r.weights}, {site.R, top_k}, {eps, root}));
   return {};
 }
 
@@ -71,9 +123,8 @@ Expected<void> bind_moe_router_bias(const KernelSite& site) {
   if (!n || !bn) return site.where("expects moe_router and bias:router");
   MET_TRY(auto w, site.weight(n));
   MET_TRY(auto bias, site.weight(bn));
-  const std::int64_t top_k = param(*n, "top_k"), experts = param(*n, "experts");
-  if (top_k < 1 || top_k > experts)
-    return site.where("top_k " + std::to_string(top_k) + " is not between 1 and the " + std::to_string(experts) + " experts");
+  const std::int64_t top_k = param(*n, "top_k");
+  MET_CHECK(check_top_k(site, top_k, param(*n, "experts")));
   const Routing r = routing(site, top_k);
   MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, bias, r.ids, r.weights}, {site.R, top_k}, {}));
   return {};

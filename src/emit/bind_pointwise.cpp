@@ -46,12 +46,16 @@ Expected<void> bind_gelu_mul_split(const KernelSite& site) {
 
 // rmsnorm and rmsnorm_offset (Gemma's norms: the weight product in fp32, rounded once; 1 + w on
 // Gemma-3): of x into xn, in place on the q, k or v columns of the qkv buffer, or in place on y
-// (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's output before the residual).
-// A weightless norm (Gemma-4's v_norm) binds no weight. eps: the node's, else config.json's.
+// (post_attn_norm and post_mlp_norm: Gemma's norms of a projection's output before the residual;
+// post_dense_norm: Gemma-4's of its dense MLP's beside the experts). Gemma-4's expert branch: x
+// into moe.xn (moe_norm), in place on moe.y (post_moe_norm); its router_norm binds only as a part
+// of the router's kernel. A weightless norm (Gemma-4's v_norm) binds no weight. eps: the node's,
+// else config.json's.
 Expected<void> bind_rmsnorm(const KernelSite& site) {
   Builder& b = site.b;
   const std::int64_t R = site.R;
   const auto* n = site.node("rmsnorm");
+  if (n->role == "router_norm") return site.where("router_norm on '" + site.kname + "': it binds only inside its router's kernel");
   const bool weighted = param(*n, "weighted") != 0;
   std::uint32_t w = MET_NO_TENSOR;
   if (weighted) {
@@ -77,21 +81,30 @@ Expected<void> bind_rmsnorm(const KernelSite& site) {
   } else if (const char* ple = per_layer_buffer(n->role)) {  // in place on the per-layer inputs
     const auto y = b.act(ple, R, dim * count);
     MET_CHECK(site.add({y, w, y}, {R, 0, count, dim, dim * count, 0, dim * count, 0}, imms));
-  } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm" || n->role == "post_per_layer_norm") {
+  } else if (n->role == "post_attn_norm" || n->role == "post_mlp_norm" || n->role == "post_per_layer_norm" ||
+             n->role == "post_dense_norm" || n->role == "post_moe_norm") {
     if (dim * count != site.hidden) return site.where("post norm over " + std::to_string(dim * count) + " columns, not the hidden " +
                                                       std::to_string(site.hidden));
-    const auto y = b.act("y", R, site.hidden);
+    const auto y = b.act(n->role == "post_moe_norm" ? kMoeY : "y", R, site.hidden);
     MET_CHECK(site.add({y, w, y}, {R, 0, count, dim, site.hidden, 0, site.hidden, 0}, imms));
   } else {
-    const auto y = b.act(site.pre + "xn", R, dim * count);
+    const auto y = b.act(n->role == "moe_norm" ? std::string(kMoeXn) : site.pre + "xn", R, dim * count);
     MET_CHECK(site.add({site.x, w, y}, {R, /*in_row0=*/0, count, dim, site.hidden, 0, dim * count, 0}, imms));
   }
   return {};
 }
 
-// x += y; per_layer_sum: the per-layer inputs' projection plus their token part (ple_in += ple).
+// x += y; per_layer_sum: the per-layer inputs' projection plus their token part (ple_in += ple);
+// moe_sum: Gemma-4's dense branch plus its experts' (y += moe.y).
 Expected<void> bind_residual_add(const KernelSite& site) {
   const auto* n = site.node("residual");
+  if (n && n->role == "moe_sum") {
+    const std::int64_t dim = param(*n, "dim");
+    if (dim != site.hidden)
+      return site.where("moe_sum over " + std::to_string(dim) + " columns, not the hidden " + std::to_string(site.hidden));
+    MET_CHECK(site.add({site.b.act("y", site.R, dim), site.b.act(kMoeY, site.R, dim)}, {site.R, dim}, {}));
+    return {};
+  }
   if (n && n->role == "per_layer_sum") {
     const std::int64_t dim = param(*n, "dim");
     MET_CHECK(site.add({site.b.act("ple_in", site.R, dim), site.b.act("ple", site.R, dim)}, {site.R, dim}, {}));
@@ -125,6 +138,7 @@ Expected<void> bind_argmax(const KernelSite& site) {
 // scale_tensor: the factor is the node's one-element weight (Gemma-4's layer_scalar).
 Expected<void> bind_scale(const KernelSite& site) {
   const auto* n = site.node("scale");
+  if (n->role == "router_scale") return site.where("router_scale on '" + site.kname + "': it binds only inside its router's kernel");
   if (site.k == "scale_tensor") {
     if (param(*n, "weighted") == 0) return site.where("scale_tensor on a scale node without a weight");
     MET_TRY(auto s, site.weight(n));

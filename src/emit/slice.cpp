@@ -53,7 +53,8 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge") return d.ints[2] * d.ints[6];                    // kv_heads x splits
-  // inter: gate and up rows j and inter + j (gpt-oss's: 2j and 2j + 1), in every routed slot
+  // inter: gate and up rows j and inter + j (gpt-oss's: 2j and 2j + 1; Gemma-4's GELU experts as
+  // the SiLU ones), in every routed slot
   if (op.name.starts_with("moe_gate_up")) return d.ints[2];
   if (op.cols_operand >= 0) {
     const auto h = d.tensors[static_cast<std::size_t>(op.cols_operand)];

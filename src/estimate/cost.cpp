@@ -128,6 +128,14 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.in_bytes = R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = R * dim;
+  } else if (op == "expert_scale") {
+    // Gemma-4's per-expert scale of the routing weights: the vector read once, one product per
+    // routed slot.
+    const double experts = p(n, "experts");
+    c.weight_bytes = experts * wb;
+    c.in_bytes = R * experts * kLogitBytes;
+    c.out_bytes = R * experts * kLogitBytes;
+    c.flops = R * experts;
   } else if (op == "relu2" || op == "scale" || op == "softcap") {
     const double dim = p(n, "dim");
     c.in_bytes = R * dim * a;

@@ -343,10 +343,26 @@ void body_moe_router_topk(const MetArgs_moe_router_topk& a, const InstrDesc& d, 
                       a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
 }
 
-void body_moe_gate_up_silu(const MetArgs_moe_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
+// A routed gate/up's slice (silu or gelu): its rows, its intermediate columns.
+template <class A, class Kernel>
+void moe_gate_up_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel kernel) {
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.inter);
-  met_moe_gate_up_silu(a.x + r.begin * a.w_gate_up->cols, a.w_gate_up, a.ids + r.begin * a.top_k, r.end - r.begin,
-                       i32(a.top_k), i32(a.inter), a.h + r.begin * a.top_k * a.inter, c.begin, c.end);
+  kernel(a.x + r.begin * a.w_gate_up->cols, a.w_gate_up, a.ids + r.begin * a.top_k, r.end - r.begin, i32(a.top_k), i32(a.inter),
+         a.h + r.begin * a.top_k * a.inter, c.begin, c.end);
+}
+
+void body_moe_gate_up_silu(const MetArgs_moe_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
+  moe_gate_up_slice(a, d, s, met_moe_gate_up_silu);
+}
+
+void body_moe_gate_up_gelu(const MetArgs_moe_gate_up_gelu& a, const InstrDesc& d, std::uint32_t s) {
+  moe_gate_up_slice(a, d, s, met_moe_gate_up_gelu);
+}
+
+void body_moe_router_scaled(const MetArgs_moe_router_scaled& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_moe_router_scaled(a.x + r.begin * a.w_router->cols, a.w_router, a.scale, a.expert_scale, r.end - r.begin, i32(a.top_k), a.eps,
+                        a.root, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
 }
 
 void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t s) {

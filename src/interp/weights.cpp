@@ -270,11 +270,11 @@ Expected<MetHostWeight> LoadedWeights::host_weight(std::size_t e) const {
   if (m.shape.size() == 1) {
     h.rows = 1;
     h.cols = static_cast<std::int64_t>(m.shape[0]);
-  } else {
-    h.rows = static_cast<std::int64_t>(m.shape[0]);
-    std::uint64_t cols = 1;
-    for (std::size_t k = 1; k < m.shape.size(); ++k) cols *= m.shape[k];
-    h.cols = static_cast<std::int64_t>(cols);
+  } else {  // rows: every dimension but the last (a tensor over every expert: each expert's rows stacked)
+    std::uint64_t rows = 1;
+    for (std::size_t k = 0; k + 1 < m.shape.size(); ++k) rows *= m.shape[k];
+    h.rows = static_cast<std::int64_t>(rows);
+    h.cols = static_cast<std::int64_t>(m.shape.back());
   }
   h.data = slots_[e].data;
   h.scales = slots_[e].scales;

@@ -30,10 +30,18 @@ std::vector<std::string> expert_tensors(const std::vector<std::string>& names, i
   return out;
 }
 
-bool fused_experts(const Node& node) {
+namespace {
+
+bool expert_layout(const Node& node, double layout) {
   auto it = node.params.find("layout");
-  return expert_count(node) > 0 && it != node.params.end() && it->second == 1 && weight_shape(node).size() == 3;
+  return expert_count(node) > 0 && it != node.params.end() && it->second == layout && weight_shape(node).size() == 3;
 }
+
+}  // namespace
+
+bool fused_experts(const Node& node) { return expert_layout(node, 1); }
+
+bool whole_experts(const Node& node) { return expert_layout(node, 2); }
 
 std::vector<double> fused_bf16_shape(const Node& node) {
   const auto w = weight_shape(node);

@@ -2,7 +2,8 @@
 // a circuit template names expert 0's tensors, and the node's weight stacks every expert's along
 // the first dimension, expert major (expert 0's gate and up, then expert 1's, ...). Or one tensor
 // over every expert (gpt-oss, the node's `layout` 1): bf16 [experts, in, out], or MXFP4 blocks and
-// scales with the output dimension first.
+// scales with the output dimension first. Or (layout 2, Gemma-4) one bf16 tensor over every expert
+// stored as the node's weight shape, [experts, out, in].
 #pragma once
 
 #include <string>
@@ -35,6 +36,9 @@ inline constexpr int kMxfp4Group = 32;
 
 // True for an expert node whose checkpoint holds one tensor over every expert (layout 1).
 bool fused_experts(const Node& node);
+// True for an expert node whose checkpoint holds one bf16 tensor over every expert stored as its
+// weight shape [experts, out, in] (layout 2, Gemma-4): the bytes of the per-expert stack.
+bool whole_experts(const Node& node);
 // The stored shapes of a fused expert node whose weight is [experts, out, in]: bf16 [experts, in,
 // out]; MXFP4 blocks [experts, out, in / 32, 16] and scales [experts, out, in / 32].
 std::vector<double> fused_bf16_shape(const Node& node);

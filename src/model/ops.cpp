@@ -82,16 +82,24 @@ const std::vector<OpInfo>& table() {
     // circuit states and a body's rule requires: 0 softmax over every expert, then the top k
     // (Qwen-MoE, Mixtral, Qwen3-Next); 1 sigmoid scores with a correction bias and grouped top-k,
     // times a routed scaling factor (DeepSeek-V3, Kimi-K2, Nemotron-H); 2 the top k of the logits
-    // plus the router's bias, then a softmax over those k (gpt-oss); 3 Gemma-4's router (its own
-    // scale vectors before the top k).
+    // plus the router's bias, then a softmax over those k (gpt-oss); 3 Gemma-4's router: its input
+    // the raw residual through the nodes before it (rmsnorm router_norm with the router's scale
+    // vector, scale router_scale by hidden^-1/2), a softmax over every expert, the top k divided by
+    // their sum, then times the expert_scale node's per-expert vector.
     add({"moe_router", {"hidden", "experts", "top_k"}, {{"renormalize", 1, ""}, {"scoring", 0, ""}}, {}, true, false, 1,
          [](const Params& a) { return Shape{p(a, "experts"), p(a, "hidden")}; }, nullptr, nullptr});
+    // Each routed expert's weight times that expert's entry of a vector [experts] (Gemma-4's
+    // router.per_expert_scale), after the router that chose it.
+    add({"expert_scale", {"experts"}, {}, {}, true, false, 1, [](const Params& a) { return Shape{p(a, "experts")}; }, nullptr,
+         nullptr});
     // layout: how the checkpoint stores the experts. 0: one tensor per expert and projection
     // (`experts.<e>.`, gate rows then up rows; Qwen3-MoE). 1: one tensor over every expert
     // (gpt-oss): bf16 [experts, in, out] (the input dimension first) with gate_up's columns
     // interleaved (gate 2j, up 2j + 1), or MXFP4 `<name>_blocks` U8 [experts, out, in / 32, 16] and
-    // `<name>_scales` U8 [experts, out, in / 32]. The weight shape below is [experts, out, in]
-    // either way (model/experts.hpp: fused_expert_shape gives the stored one).
+    // `<name>_scales` U8 [experts, out, in / 32]. 2: one bf16 tensor over every expert stored as the
+    // weight shape below, [experts, out, in] (Gemma-4's experts.gate_up_proj, gate rows then up
+    // rows, and experts.down_proj): the bytes of layout 0's stack. The weight shape below is
+    // [experts, out, in] in every layout (model/experts.hpp gives layout 1's stored shapes).
     add({"moe_gate_up", {"hidden", "inter", "experts", "top_k"}, {{"layout", 0, "", true}}, {}, true, true, 1,
          [](const Params& a) { return Shape{p(a, "experts"), 2 * p(a, "inter"), p(a, "hidden")}; }, nullptr, nullptr});
     add({"moe_down", {"hidden", "inter", "experts", "top_k"}, {{"layout", 0, "", true}}, {}, true, true, 1,

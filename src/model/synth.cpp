@@ -4,7 +4,8 @@
 // model's activations and logits informative: linear ~ U(-1/sqrt(in), 1/sqrt(in)), embeddings and
 // lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1) (those stored as a
 // difference from 1, Gemma-3's, ~ U(-0.1, 0.1): the same effective scale; the q and k norms of
-// unscaled scores, Gemma-4's, ~ dim^(-1/4) (1 + U(-0.1, 0.1))).
+// unscaled scores, Gemma-4's, ~ dim^(-1/4) (1 + U(-0.1, 0.1)); Gemma-4's layer scalars and its
+// router's scale vectors as norms, near 1).
 #include "model/synth.hpp"
 
 #include <fmt/format.h>
@@ -121,6 +122,7 @@ TensorKind kind_of(const Node& n, const OpInfo& op, const std::vector<Node>& sib
   if (n.op == "rmsnorm")
     return n.params.count("offset") && n.params.at("offset") == 1 ? TensorKind::offset_norm : TensorKind::norm;
   if (n.op == "scale") return TensorKind::norm;  // a layer scalar near 1, as a norm weight
+  if (n.op == "expert_scale") return TensorKind::norm;  // Gemma-4's per_expert_scale, near 1
   if (n.role == "lm_head") return TensorKind::lm_head;
   if (op.quantizable) return TensorKind::linear;
   return TensorKind::other;
@@ -163,6 +165,12 @@ Expected<std::optional<WeightNodeSpec>> node_spec(const Circuit& circuit, const 
     s.quantizable = op->quantizable;
     s.fused_experts = true;
     s.tensors.push_back({s.names[0], stored, kind, stored[1]});
+    return std::optional<WeightNodeSpec>(std::move(s));
+  }
+  if (!n.tied && whole_experts(n)) {
+    // One bf16 tensor over every expert, stored as the weight shape [experts, out, in] (Gemma-4).
+    if (s.names.size() != 1) return fail(fmt::format("{}: an expert node of layout 2 names one tensor, not {}", ctx, s.names.size()));
+    s.tensors.push_back({s.names[0], shape, kind});
     return std::optional<WeightNodeSpec>(std::move(s));
   }
   if (shape.size() > 2) {

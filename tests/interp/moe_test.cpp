@@ -27,20 +27,54 @@ std::string moe_config() {
   return s.str();
 }
 
+// A tiny MoE checkpoint (seed 1) and its host-cpu assets at 4 and 1 threads.
 struct MoeFixture {
   std::filesystem::path ckpt, assets4, assets1;
-  MoeFixture() {
-    ckpt = testing::tiny_checkpoint("moe", moe_config(), /*seed=*/1);
-    std::tie(assets4, assets1) = testing::assets_4_and_1_threads(ckpt, "moe-assets");
+  MoeFixture(const std::string& name, const std::string& config) {
+    ckpt = testing::tiny_checkpoint(name, config, /*seed=*/1);
+    std::tie(assets4, assets1) = testing::assets_4_and_1_threads(ckpt, name + "-assets");
   }
 };
 
 MoeFixture& fx() {
-  static MoeFixture f;
+  static MoeFixture f("moe", moe_config());
   return f;
 }
 
 const std::vector<std::int32_t> kPrompt = {1, 17, 42, 99, 7};
+
+// 1 and 4 threads give the same tokens and logits; of two sequences batched, the second keeps the
+// tokens it has alone.
+void check_threads_and_batching(const MoeFixture& f) {
+  const auto one = must_run(f.assets1, {kPrompt, {5, 6, 7}}, 6, 1);
+  const auto four = must_run(f.assets4, {kPrompt, {5, 6, 7}}, 6, 4);
+  CHECK(four.tokens == one.tokens);
+  CHECK(four.logits == one.logits);
+  const auto alone = must_run(f.assets4, {{5, 6, 7}}, 6);
+  CHECK(four.tokens[1] == alone.tokens[0]);
+}
+
+// Each decode step's logits equal a prefill of the same tokens within bf16 noise, and its token.
+void check_decode_matches_prefill(const std::filesystem::path& assets) {
+  const auto dec = must_run(assets, {kPrompt}, 5);
+  REQUIRE(dec.tokens[0].size() == 5);
+  std::vector<std::int32_t> prompt = kPrompt;
+  for (std::size_t i = 0; i + 1 < dec.tokens[0].size(); ++i) {
+    prompt.push_back(dec.tokens[0][i]);
+    const auto pre = must_run(assets, {prompt}, 1);
+    const auto& a = dec.logits[0][i + 1];
+    const auto& b = pre.logits[0][0];
+    REQUIRE(a.size() == b.size());
+    double err = 0, ref = 0;
+    for (std::size_t v = 0; v < a.size(); ++v) {
+      err = std::max(err, static_cast<double>(std::abs(a[v] - b[v])));
+      ref = std::max(ref, static_cast<double>(std::abs(b[v])));
+    }
+    INFO("step " << i + 1 << " max_err=" << err << " max_ref=" << ref);
+    CHECK(err <= 2e-2 * ref);
+    CHECK(pre.tokens[0][0] == dec.tokens[0][i + 1]);
+  }
+}
 
 }  // namespace
 
@@ -106,33 +140,11 @@ TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more run
 }
 
 TEST_CASE("tiny Qwen3-MoE on the cpu backend: 1 and 4 threads give the same tokens and logits; two sequences batched keep each one's tokens") {
-  const auto one = must_run(fx().assets1, {kPrompt, {5, 6, 7}}, 6, 1);
-  const auto four = must_run(fx().assets4, {kPrompt, {5, 6, 7}}, 6, 4);
-  CHECK(four.tokens == one.tokens);
-  CHECK(four.logits == one.logits);
-  const auto alone = must_run(fx().assets4, {{5, 6, 7}}, 6);
-  CHECK(four.tokens[1] == alone.tokens[0]);
+  check_threads_and_batching(fx());
 }
 
 TEST_CASE("tiny Qwen3-MoE: each decode step's logits equal a prefill of the same tokens within bf16 noise (catches a decode or prefill expert path that routes or combines differently)") {
-  const auto dec = must_run(fx().assets4, {kPrompt}, 5);
-  REQUIRE(dec.tokens[0].size() == 5);
-  std::vector<std::int32_t> prompt = kPrompt;
-  for (std::size_t i = 0; i + 1 < dec.tokens[0].size(); ++i) {
-    prompt.push_back(dec.tokens[0][i]);
-    const auto pre = must_run(fx().assets4, {prompt}, 1);
-    const auto& a = dec.logits[0][i + 1];
-    const auto& b = pre.logits[0][0];
-    REQUIRE(a.size() == b.size());
-    double err = 0, ref = 0;
-    for (std::size_t v = 0; v < a.size(); ++v) {
-      err = std::max(err, static_cast<double>(std::abs(a[v] - b[v])));
-      ref = std::max(ref, static_cast<double>(std::abs(b[v])));
-    }
-    INFO("step " << i + 1 << " max_err=" << err << " max_ref=" << ref);
-    CHECK(err <= 2e-2 * ref);
-    CHECK(pre.tokens[0][0] == dec.tokens[0][i + 1]);
-  }
+  check_decode_matches_prefill(fx().assets4);
 }
 
 // ---- gpt-oss (tests/oracle/configs/tiny-gpt-oss.json) ----
@@ -209,4 +221,81 @@ TEST_CASE("tiny gpt-oss on the cpu backend, bf16 and MXFP4: 1 and 4 threads give
     const auto alone = must_run(a4, {{5, 6, 7}}, 6);
     CHECK(four.tokens[1] == alone.tokens[0]);
   }
+}
+
+// ---- Gemma-4's MoE block (tests/oracle/configs/tiny-gemma4-moe.json) ----
+
+namespace {
+
+MoeFixture& g4moe() {
+  static MoeFixture f("g4moe", testing::oracle_config("tiny-gemma4-moe.json"));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("tiny Gemma-4 MoE emits for host-cpu with the experts beside the dense MLP on buffers of their own: the scaled router reads the residual x with eps and hidden^-1/2 unrounded, the GELU experts read moe.xn, their down projection writes moe.y, which its post norm takes in place and the moe_sum adds to y; h200-sxm refuses the plan naming the router gap (catches the router on the normed input, the experts writing over the dense output, or a GPU emit of a body that does not exist)") {
+  const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
+  testing::EmitSpec s;
+  s.threads = 4;
+  auto a = testing::emit_checkpoint(g4moe().ckpt, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const auto name = [&](std::uint32_t h) { return a->packet.tensors[h].name; };
+  std::map<std::uint32_t, int> count;
+  int moe_sums = 0, moe_post = 0;
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      ++count[d.opcode];
+      if (d.opcode == number("moe_router_scaled")) {
+        CHECK(name(d.tensors[0]) == p.name + ".x");
+        CHECK(a->packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{256});  // router.scale
+        CHECK(a->packet.tensors[d.tensors[3]].shape == std::vector<std::uint64_t>{8});    // per_expert_scale
+        CHECK(d.imms[0] == 1e-6f);
+        CHECK(d.imms[1] == 1.0f / 16);  // 256^-1/2
+      }
+      if (d.opcode == number("moe_gate_up_gelu")) {
+        CHECK(name(d.tensors[0]) == p.name + ".moe.xn");
+        CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 256});
+      }
+      if (d.opcode == number("moe_down")) {
+        CHECK(name(d.tensors.back()) == p.name + ".moe.y");
+        CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 128});
+      }
+      if (d.opcode == number("residual_add") && name(d.tensors[1]) == p.name + ".moe.y") {
+        CHECK(name(d.tensors[0]) == p.name + ".y");
+        ++moe_sums;
+      }
+      if (d.opcode == number("rmsnorm_offset") && name(d.tensors[0]) == p.name + ".moe.y") ++moe_post;
+    }
+  for (const char* op : {"moe_router_scaled", "moe_gate_up_gelu", "moe_down"}) {
+    CAPTURE(op);
+    CHECK(count[number(op)] == 4 * static_cast<int>(a->packet.programs.size()));  // every layer of every program
+  }
+  CHECK(moe_sums == 4 * static_cast<int>(a->packet.programs.size()));
+  CHECK(moe_post == moe_sums);
+  CHECK(count[number("moe_router_topk")] == 0);
+  testing::EmitSpec h;
+  h.device = "h200-sxm";
+  auto gpu = testing::emit_checkpoint(g4moe().ckpt, h);
+  REQUIRE_FALSE(gpu.ok());
+  CHECK(gpu.error().message.find("moe_router") != std::string::npos);
+}
+
+TEST_CASE("tiny Gemma-4 MoE on the cpu backend: 1 and 4 threads give the same tokens and logits (the router, expert and norm bodies sliced by rows and by columns); two sequences batched keep each one's tokens; each decode step's logits equal a prefill of the same tokens within bf16 noise (catches a decode or prefill path that routes or sums the branches differently)") {
+  check_threads_and_batching(g4moe());
+  check_decode_matches_prefill(g4moe().assets4);
+}
+
+TEST_CASE("a Gemma-4 MoE config with top_k_experts past num_experts is refused at emit, naming the layer's router group and both numbers (catches a router bound with more slots than experts)") {
+  std::string cfg = testing::oracle_config("tiny-gemma4-moe.json");
+  const std::string from = "\"top_k_experts\": 2";
+  REQUIRE(cfg.find(from) != std::string::npos);
+  cfg.replace(cfg.find(from), from.size(), "\"top_k_experts\": 9");
+  const auto ckpt = testing::tiny_checkpoint("g4moe-topk", cfg, /*seed=*/1);
+  testing::EmitSpec s;
+  auto a = testing::emit_checkpoint(ckpt, s);
+  REQUIRE_FALSE(a.ok());
+  CHECK(a.error().message.find("group 'moe_router_scaled'") != std::string::npos);
+  CHECK(a.error().message.find("top_k 9 is not between 1 and the 8 experts") != std::string::npos);
 }

@@ -1109,6 +1109,21 @@ TEST_CASE("moe_down by hand: experts=3, expert e's down is (e + 1) x identity; y
   CHECK(met::cpu::bf16_to_f32(hh[0]) == doctest::Approx(ref_silu(2.0) * 2).epsilon(1e-2));
 }
 
+namespace {
+
+// One routed slot unfused: a gemv over expert e's [2 * inter, hidden] rows (gate, then up) of the
+// row x, then the gated activation body (met_silu_mul or met_gelu_mul).
+template <class Act>
+Bf16 unfused_slot(const TestWeight& wgu, const std::uint16_t* x, std::int64_t e, std::int64_t inter, Act act) {
+  const MetHostWeight slice = slice_rows(wgu, e * 2 * inter, 2 * inter);
+  Bf16 gu(sz(2 * inter)), h(sz(inter));
+  met_gemv(x, &slice, gu.data(), 1, 0, slice.rows);
+  act(gu.data(), h.data(), 1, inter);
+  return h;
+}
+
+}  // namespace
+
 TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top_k=2 equal per-expert gemv+silu_mul and fp64, and column parts give the same bytes (catches a part that ignores or overruns its columns)") {
   std::mt19937 g(171);
   const std::int64_t hidden = 64, inter = 32, experts = 6, rows = 3;
@@ -1140,11 +1155,7 @@ TEST_CASE("moe_gate_up_silu and moe_down rows=3 hidden=64 inter=32 experts=6 top
   for (std::int64_t r = 0; r < rows; ++r)
     for (int k = 0; k < top_k; ++k) {
       const std::int64_t e = ids[r * top_k + k];
-      // unfused: gemv over the expert's rows, then silu_mul
-      const MetHostWeight slice = slice_rows(wgu, e * 2 * inter, 2 * inter);
-      Bf16 gu(sz(2 * inter)), h2(sz(inter));
-      met_gemv(x.data() + r * hidden, &slice, gu.data(), 1, 0, slice.rows);
-      met_silu_mul(gu.data(), h2.data(), 1, inter);
+      const Bf16 h2 = unfused_slot(wgu, x.data() + r * hidden, e, inter, met_silu_mul);
       CHECK(std::equal(h2.begin(), h2.end(), h.begin() + (r * top_k + k) * inter));
       for (std::int64_t i = 0; i < inter; ++i) {
         double gate = 0, up = 0;
@@ -1449,4 +1460,50 @@ TEST_CASE("moe_down_bias by hand: hidden = inter = 1, identity experts; the weig
   const float w05[1] = {0.5f};
   met_moe_down_bias(h2.data(), &w.w, bias.data(), id0, w05, 1, 1, 1, 1, 3, y.data(), 0, 1);
   CHECK(bf(y[0]) == 1.25f);
+}
+
+TEST_CASE("moe_router_scaled by hand (Gemma-4's router): x = c (1, 1, 1, 1) normalises to ones for any c, times scale (1, 1, 1, 1) and hidden^-1/2 = 0.5; logits {2, 1, 1, 0}: the top 2 are experts 0 and 1 (a tie goes to the lower expert), their softmax probabilities over all four divided by their sum, then times per_expert_scale {0.5, 2, 1, 1}; a scale of (1, 1, 3, 3) makes expert 2 the second (catches a router that skips the norm, the scale vector, the renormalisation or the per-expert scale)") {
+  const auto w = bf16_weight({1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0}, 4, 4);
+  const Bf16 ones(4, tobf(1)), pes = {tobf(0.5f), tobf(2), tobf(1), tobf(1)};
+  const double z = std::exp(2.0) + 2 * std::exp(1.0) + 1, p0 = std::exp(2.0) / z, p1 = std::exp(1.0) / z;
+  for (const float c : {2.0f, 10.0f}) {
+    CAPTURE(c);
+    const Bf16 x(4, tobf(c));
+    std::int32_t ids[2];
+    float wts[2];
+    met_moe_router_scaled(x.data(), &w.w, ones.data(), pes.data(), 1, 2, kEps, 0.5f, ids, wts);
+    CHECK(ids[0] == 0);
+    CHECK(ids[1] == 1);
+    CHECK(wts[0] == doctest::Approx(0.5 * p0 / (p0 + p1)).epsilon(1.0 / 128));
+    CHECK(wts[1] == doctest::Approx(2 * p1 / (p0 + p1)).epsilon(1.0 / 128));
+    for (int k = 0; k < 2; ++k) CHECK(met::cpu::round_bf16(wts[k]) == wts[k]);
+  }
+  // scale (1, 1, 3, 3): n = (0.5, 0.5, 1.5, 1.5), logits {4, 1, 3, 0}.
+  const Bf16 x(4, tobf(2)), scale = {tobf(1), tobf(1), tobf(3), tobf(3)};
+  std::int32_t ids[2];
+  float wts[2];
+  met_moe_router_scaled(x.data(), &w.w, scale.data(), ones.data(), 1, 2, kEps, 0.5f, ids, wts);
+  CHECK(ids[0] == 0);
+  CHECK(ids[1] == 2);
+  CHECK(wts[0] == doctest::Approx(1 / (1 + std::exp(-1.0))).epsilon(1.0 / 128));
+}
+
+TEST_CASE("moe_gate_up_gelu rows=3 hidden=64 inter=32 experts=6 top_k=2: each routed slot's h is the bytes of a gemv over its expert's [2 * inter, hidden] rows (gate rows, then up rows) and gelu_mul, and column parts give the same bytes (catches silu for gelu, interleaved gate and up, or a part that overruns its columns)") {
+  std::mt19937 g(172);
+  const std::int64_t hidden = 64, inter = 32, experts = 6, rows = 3;
+  const std::int32_t top_k = 2;
+  const auto wgu = make_weight(g, MET_WEIGHT_BF16, experts * 2 * inter, hidden);
+  const auto x = random_bf16(g, rows * hidden, -2, 2);
+  const std::int32_t ids[6] = {5, 0, 2, 3, 3, 1};
+  Bf16 h(sz(rows * top_k * inter));
+  met_moe_gate_up_gelu(x.data(), &wgu.w, ids, rows, top_k, static_cast<std::int32_t>(inter), h.data(), 0, inter);
+  Bf16 hp(h.size(), 0xffff);
+  for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 5}, {5, 17}, {17, 32}})
+    met_moe_gate_up_gelu(x.data(), &wgu.w, ids, rows, top_k, static_cast<std::int32_t>(inter), hp.data(), c0, c1);
+  CHECK(hp == h);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < top_k; ++k) {
+      const Bf16 h2 = unfused_slot(wgu, x.data() + r * hidden, ids[r * top_k + k], inter, met_gelu_mul);
+      CHECK(std::equal(h2.begin(), h2.end(), h.begin() + (r * top_k + k) * inter));
+    }
 }

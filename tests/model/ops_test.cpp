@@ -19,11 +19,11 @@ Node node(const std::string& op, Params params) {
 TEST_CASE("every op of the documented vocabulary is in the table, and an unknown one is not") {
   for (const char* op : {"embed", "rmsnorm", "linear", "rope", "kv_append", "attention", "kv_append_mla",
                          "attention_mla", "residual", "silu_mul", "gelu_mul", "gelu_mul_split", "swiglu_clamp", "bias", "relu2", "scale", "softcap",
-                         "moe_router", "moe_gate_up", "moe_down", "conv1d", "ssm_scan", "gated_delta", "argmax"}) {
+                         "moe_router", "expert_scale", "moe_gate_up", "moe_down", "conv1d", "ssm_scan", "gated_delta", "argmax"}) {
     CHECK_MESSAGE(find_op(op) != nullptr, op);
   }
   CHECK(find_op("rope2") == nullptr);
-  CHECK(op_names().size() == 24);
+  CHECK(op_names().size() == 25);
 }
 
 TEST_CASE("optional params default to another param (v_head_dim = head_dim) or a constant (count = 1)") {

@@ -3,6 +3,7 @@
 // sharding, and the bf16/fp8 encoders against their definitions.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -684,4 +685,68 @@ TEST_CASE("a gpt-oss checkpoint whose fused expert tensors disagree with config.
   const std::string n = gpt_oss_error(files(none));
   CHECK(n.find("neither '" + e + "gate_up_proj' nor the MXFP4 pair '" + e + "gate_up_proj_blocks' and '" + e +
                "gate_up_proj_scales' is in the safetensors headers") != std::string::npos);
+}
+
+namespace {
+
+SynthPlan gemma4_moe_plan() {
+  auto p = plan_synth(circuits(), oracle_config("tiny-gemma4-moe"), "tiny-gemma4-moe.json", SynthOptions{1, Format::bf16});
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(p).value();
+}
+
+}  // namespace
+
+TEST_CASE("tiny Gemma-4 MoE: transformers' Gemma4 tensors (router.proj [experts, hidden], router.scale [hidden], router.per_expert_scale [experts], experts.gate_up_proj [experts, 2 * moe_inter, hidden], experts.down_proj [experts, hidden, moe_inter], the three extra feed-forward norms), bf16, the scale vectors near 1, and it instantiates as declared (catches per-expert or [in, out] expert tensors, or scales drawn as projections)") {
+  const SynthPlan p = gemma4_moe_plan();
+  std::map<std::string, const SynthTensor*> have;
+  for (const auto& t : p.tensors) have[t.name] = &t;
+  using Shape = std::vector<std::uint64_t>;
+  for (const std::string l : {"model.layers.0.", "model.layers.1."}) {  // a sliding and a full layer
+    CAPTURE(l);
+    CHECK(have.at(l + "router.proj.weight")->shape == Shape{8, 256});
+    CHECK(have.at(l + "router.scale")->shape == Shape{256});
+    CHECK(have.at(l + "router.per_expert_scale")->shape == Shape{8});
+    CHECK(have.at(l + "experts.gate_up_proj")->shape == Shape{8, 256, 256});
+    CHECK(have.at(l + "experts.down_proj")->shape == Shape{8, 256, 128});
+    for (const char* norm : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"})
+      CHECK(have.at(l + norm + ".weight")->shape == Shape{256});
+    CHECK_FALSE(have.count(l + "experts.0.gate_proj.weight"));
+    for (const char* t : {"router.scale", "router.per_expert_scale", "experts.gate_up_proj", "experts.down_proj"})
+      CHECK(have.at(l + t)->dtype == "BF16");
+  }
+  // The scale vectors near 1 (as norm weights), so routing turns on the projection, not on them.
+  for (const char* t : {"model.layers.0.router.scale", "model.layers.0.router.per_expert_scale"}) {
+    CAPTURE(t);
+    const auto bytes = tensor_bytes(p, static_cast<std::size_t>(have.at(t) - p.tensors.data()));
+    for (std::size_t k = 0; k + 1 < bytes.size(); k += 2) {
+      const auto u = static_cast<std::uint32_t>(bytes[k]) | static_cast<std::uint32_t>(bytes[k + 1]) << 8;
+      const float v = std::bit_cast<float>(u << 16);
+      CHECK((v >= 0.89f && v <= 1.11f));
+    }
+  }
+  const auto g = instantiate_files("tiny-gemma4-moe", files(p));
+  int experts = 0;
+  for (const auto* n : weight_nodes_of(g)) {
+    CHECK(*n->weight_format == Format::bf16);
+    experts += n->op == "moe_gate_up" || n->op == "moe_down";
+  }
+  CHECK(experts == 2 * 2);  // gate_up and down of each layer kind (sliding, full)
+}
+
+TEST_CASE("a Gemma-4 MoE checkpoint whose expert or router tensors disagree with config.json is refused naming the layer, the tensor, its shape and file and the shape config.json gives (catches an expert layout or a scale vector read unchecked)") {
+  const std::string l = "model.layers.1.";
+  const std::string gu = instantiate_error(with_shape(gemma4_moe_plan(), l + "experts.gate_up_proj", {8, 256, 128}), "tiny-gemma4-moe");
+  CHECK(gu.find("layer 1") != std::string::npos);
+  CHECK(gu.find("'" + l + "experts.gate_up_proj' [8, 256, 128] in") != std::string::npos);
+  CHECK(gu.find("[8, 256, 256]") != std::string::npos);
+  // down_proj stored [experts, in, out] (gpt-oss's orientation) is not Gemma-4's [experts, out, in].
+  const std::string dn = instantiate_error(with_shape(gemma4_moe_plan(), l + "experts.down_proj", {8, 128, 256}), "tiny-gemma4-moe");
+  CHECK(dn.find("'" + l + "experts.down_proj' [8, 128, 256] in") != std::string::npos);
+  CHECK(dn.find("[8, 256, 128]") != std::string::npos);
+  const std::string pes = instantiate_error(with_shape(gemma4_moe_plan(), l + "router.per_expert_scale", {4}), "tiny-gemma4-moe");
+  CHECK(pes.find("'" + l + "router.per_expert_scale' [4] in") != std::string::npos);
+  // More experts in config.json than the tensors hold.
+  const std::string more = instantiate_error(with_config(files(gemma4_moe_plan()), "num_experts", 16), "tiny-gemma4-moe");
+  CHECK(more.find("[16, 256") != std::string::npos);
 }

@@ -1,7 +1,8 @@
-"""What the in-repo Python references share: bf16 rounding, greedy decoding over a model's `step`,
-and the command line that writes a fixture in the transformers fixtures' format
-(tests/oracle/check.sh reads it)."""
+"""What the in-repo Python references share: bf16 and fp32 rounding, fp32 dot products, reading a
+checkpoint's BF16 tensors, greedy decoding over a model's `step`, and the command line that writes a
+fixture in the transformers fixtures' format (tests/oracle/check.sh reads it)."""
 import argparse
+import array
 import json
 import os
 import struct
@@ -14,6 +15,27 @@ def bf16_to_f32(u):
 def round_bf16(v):
     u = struct.unpack("<I", struct.pack("<f", v))[0]
     return bf16_to_f32((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
+
+
+_F32 = array.array("f", [0.0])
+
+
+def f32(v):
+    """v rounded to fp32."""
+    _F32[0] = v
+    return _F32[0]
+
+
+def dot32(row, x):
+    """A dot product summed as met's and a GPU's fp32 loops sum it: each product and each partial sum
+    rounded to fp32, in order. In double, the sums round to a different bf16 now and then, and in a
+    tiny MoE one such step can move a router logit across a near tie."""
+    acc = 0.0
+    for a, w in zip(row, x):
+        _F32[0] = a * w
+        _F32[0] = acc + _F32[0]
+        acc = _F32[0]
+    return acc
 
 
 class SafetensorsFile:
@@ -29,6 +51,33 @@ class SafetensorsFile:
 
     def __contains__(self, name):
         return name in self.header
+
+
+class Checkpoint(SafetensorsFile):
+    """model.safetensors of BF16 (and U8) tensors, decoded on first use into nested lists: a vector,
+    a matrix as a list of rows, [experts, a, b] as a list of matrices."""
+
+    def raw_values(self, name, dtype):
+        h = self.header[name]
+        if h["dtype"] != dtype:
+            raise SystemExit(f"{name}: {h['dtype']}, expected {dtype}")
+        a, b = h["data_offsets"]
+        data = self.raw[self.base + a:self.base + b]
+        if dtype == "BF16":
+            return [bf16_to_f32(u) for u in struct.unpack(f"<{len(data) // 2}H", data)], h["shape"]
+        return list(data), h["shape"]
+
+    def __getitem__(self, name):
+        if name not in self.cache:
+            vals, shape = self.raw_values(name, "BF16")
+            if len(shape) <= 1:
+                self.cache[name] = vals
+            elif len(shape) == 2:
+                self.cache[name] = [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+            else:  # [experts, a, b]
+                e, a, b = shape
+                self.cache[name] = [[vals[(x * a + i) * b:(x * a + i + 1) * b] for i in range(a)] for x in range(e)]
+        return self.cache[name]
 
 
 def greedy(model, prompt, steps):

@@ -27,62 +27,19 @@ What it computes, with a bf16 rounding wherever transformers' bf16 tensors round
   the low nibble first, times 2^(scale - 127), blocks [experts, out, in / 32, 16] read as [experts,
   in, out].
 Greedy decoding."""
-import array
 import json
 import math
 import os
-import struct
 
-from reference_common import SafetensorsFile, bf16_to_f32, main, round_bf16
+from reference_common import Checkpoint as Bf16Checkpoint
+from reference_common import dot32, f32, main, round_bf16
 
 FP4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 ALPHA = 1.702  # GptOssExperts.alpha
 
 
-_F32 = array.array("f", [0.0])
-
-
-def f32(v):
-    _F32[0] = v
-    return _F32[0]
-
-
-def dot32(row, x):
-    """A dot product summed as met's and a GPU's fp32 loops sum it: each product and each partial sum
-    rounded to fp32, in order. In double, the sums round to a different bf16 now and then, and in a
-    tiny MoE one such step can move a router logit across a near tie."""
-    acc = 0.0
-    for a, w in zip(row, x):
-        _F32[0] = a * w
-        _F32[0] = acc + _F32[0]
-        acc = _F32[0]
-    return acc
-
-
-class Checkpoint(SafetensorsFile):
-    """model.safetensors of BF16 and U8 tensors, decoded on first use into nested lists."""
-
-    def raw_values(self, name, dtype):
-        h = self.header[name]
-        if h["dtype"] != dtype:
-            raise SystemExit(f"{name}: {h['dtype']}, expected {dtype}")
-        a, b = h["data_offsets"]
-        data = self.raw[self.base + a:self.base + b]
-        if dtype == "BF16":
-            return [bf16_to_f32(u) for u in struct.unpack(f"<{len(data) // 2}H", data)], h["shape"]
-        return list(data), h["shape"]
-
-    def __getitem__(self, name):
-        if name not in self.cache:
-            vals, shape = self.raw_values(name, "BF16")
-            if len(shape) == 1:
-                self.cache[name] = vals
-            elif len(shape) == 2:
-                self.cache[name] = [vals[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
-            else:  # [experts, a, b]
-                e, a, b = shape
-                self.cache[name] = [[vals[(x * a + i) * b:(x * a + i + 1) * b] for i in range(a)] for x in range(e)]
-        return self.cache[name]
+class Checkpoint(Bf16Checkpoint):
+    """The BF16 checkpoint reader, and MXFP4 fused experts."""
 
     def experts(self, name):
         """A fused expert tensor as [experts][in][out], from bf16 or from its MXFP4 blocks."""
