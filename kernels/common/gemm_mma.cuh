@@ -161,9 +161,11 @@ __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16*
       }
 }
 
-// One slice; kFp8: the weight is e4m3 with the instruction's block scales.
-template <bool kFp8>
-__device__ __forceinline__ void gemm_mma_slice(const MetArgs_gemm_bf16_mma& a, uint32_t slice, unsigned char* smem) {
+// One slice; kFp8: the weight is e4m3 with the instruction's block scales; kBias: `bias` (one per
+// output column of the whole matrix) is added before the rounding. Args: the bf16 GEMM's arguments
+// or the biased linear's, which share the geometry.
+template <bool kFp8, bool kBias = false, class Args>
+__device__ __forceinline__ void gemm_mma_slice(const Args& a, uint32_t slice, unsigned char* smem, const u16* bias = nullptr) {
   const SliceRange rr = slice_rows(a, slice);
   const int64_t N = a.geom.w_rows, K = a.geom.w_cols;
   const SliceRange cc = slice_cols(a, slice, N);
@@ -179,7 +181,7 @@ __device__ __forceinline__ void gemm_mma_slice(const MetArgs_gemm_bf16_mma& a, u
                        in.w_kb_shift};
     B = reinterpret_cast<const unsigned char*>(a.w) + cc.begin * K;
   }
-  gemm_mma_tile<kFp8>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem);
+  gemm_mma_tile<kFp8, kBias>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem, kBias ? bias + cc.begin : nullptr);
 }
 
 // fp8 weights run out of line, reloading their arguments from the instruction: inlined beside the
@@ -199,13 +201,7 @@ MET_ENTRY(gemm_bf16_mma) {
 // loop out of line with the bias in the epilogue.
 __device__ __noinline__ void gemm_mma_bias(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
   const MetArgs_gemm_bias a = met_load_gemm_bias(*in);
-  const SliceRange rr = slice_rows(a, slice);
-  const int64_t N = a.geom.w_rows, K = a.geom.w_cols;
-  const SliceRange cc = slice_cols(a, slice, N);
-  const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
-  if (M <= 0 || Nt <= 0) return;
-  gemm_mma_tile<false, true>(a.x + (a.in_row0 + rr.begin) * K, a.w + cc.begin * K, a.y + rr.begin * N + cc.begin, M, Nt, N, K,
-                             cc.begin, GemmFp8Scales{}, smem, a.b + cc.begin);
+  gemm_mma_slice<false, true>(a, slice, smem, a.b);
 }
 
 MET_ENTRY(gemm_bias) { gemm_mma_bias(a.geom.instr, slice, smem); }
