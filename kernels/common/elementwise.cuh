@@ -195,7 +195,7 @@ MET_ENTRY(rope) {
                     "rope's cos/sin scratch must fit the shared memory every program launches with (src/interp/cuda_backend.cpp)");
       float* cs = reinterpret_cast<float*>(smem) + (warp * 32 + lane) * 16;
 #pragma unroll 1
-      for (int e = 0; e < 8; ++e) rope_cs(i0 + e, rot, a.theta, a.inv_freq, pos, cs[e], cs[8 + e]);
+      for (int e = 0; e < 8; ++e) rope_cs(i0 + e, rot, a.theta, a.inv_freq, pos, cs[e], cs[8 + e], a.attn_scale);
       float c[8], sn[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) c[e] = cs[e], sn[e] = cs[8 + e];
@@ -219,7 +219,7 @@ MET_ENTRY(rope) {
     }
     for (int i = lane; i < half; i += 32) {
       float c, sn;
-      rope_cs(i, rot, a.theta, a.inv_freq, pos, c, sn);
+      rope_cs(i, rot, a.theta, a.inv_freq, pos, c, sn, a.attn_scale);
       for (int h = grp; h < units; h += groups) {
         u16* hp = head(h);
         rope_rotate(bf(hp[i]), bf(hp[i + half]), c, sn, hp[i], hp[i + half]);

@@ -122,11 +122,6 @@ Expected<void> bind_rope(const KernelSite& site) {
   const std::int64_t heads = param(*n, "heads"), hd = param(*n, "head_dim");
   const std::int64_t rotary = param(*n, "rotary_dim");
   const RopeConfig rc = node_rope(b.cfg, *n);
-  // The GPU rope bodies (kernels/common) do not read attn_scale yet: a YaRN attention factor would
-  // be dropped there, so a GPU emit is refused rather than run without it.
-  if (b.streams > 0 && rc.attention_scale() != 1.0f)
-    return site.where("the GPU rope bodies take no YaRN attention factor (config.json's is " +
-                      std::to_string(rc.attention_scale()) + "); only the cpu class runs it");
   MET_CHECK(site.add({qkv.handle, b.io(IoField::positions, R), inv_freq_table(*b.sh, rc, rotary)},
                      {R, qkv.stride, heads, param(*n, "kv_heads"), hd, rotary, heads * hd},
                      {static_cast<float>(rc.theta), rc.attention_scale()}));

@@ -160,16 +160,18 @@ __device__ __forceinline__ float inv_rms_warp(const u16* x, int n, float eps) {
 
 // ---------------------------------------------------------------- elementwise and data movement
 // cos/sin of pos * inv_freq_i in double, as the cpu computes them.
+// attn_scale: YaRN's attention factor, multiplied into cos and sin in fp32 before their rounding as
+// the cpu's rope_heads does (1: exact, the plain rope).
 __device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, const float* table, int pos, float& c,
-                                        float& sn) {
+                                        float& sn, float attn_scale = 1.f) {
   const double inv_freq = table ? static_cast<double>(table[i]) : pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
   // sincospi reduces its argument exactly (no Payne-Hanek slow path, so no local memory); the
   // division by pi moves the angle by far less than the float rounding that follows.
   const double turns = static_cast<double>(pos) * inv_freq * 0.31830988618379067154;
   double sd, cd;
   sincospi(turns, &sd, &cd);
-  c = bf_round(static_cast<float>(cd));  // bf16 cos and sin, as a bf16 rotary table holds them
-  sn = bf_round(static_cast<float>(sd));
+  c = bf_round(__fmul_rn(static_cast<float>(cd), attn_scale));  // bf16 cos and sin, as a bf16 rotary table holds them
+  sn = bf_round(__fmul_rn(static_cast<float>(sd), attn_scale));
 }
 
 // One rotated pair, rounded as the cpu's rope_heads rounds (kernels/cpu/elementwise.hpp): each
