@@ -5,7 +5,9 @@
 // lm_head ~ U(-2/sqrt(hidden), 2/sqrt(hidden)), norms ~ 1 + U(-0.1, 0.1) (those stored as a
 // difference from 1, Gemma-3's, ~ U(-0.1, 0.1): the same effective scale; the q and k norms of
 // unscaled scores, Gemma-4's, ~ dim^(-1/4) (1 + U(-0.1, 0.1)); Gemma-4's layer scalars and its
-// router's scale vectors as norms, near 1).
+// router's scale vectors as norms, near 1; its projection, whose input is scaled by hidden^(-1/2),
+// ~ U(-1, 1), the linear range times sqrt(hidden), so its logits spread as a trained router's do
+// rather than leaving the softmax so flat that its bf16 probabilities tie).
 #include "model/synth.hpp"
 
 #include <fmt/format.h>
@@ -123,6 +125,7 @@ TensorKind kind_of(const Node& n, const OpInfo& op, const std::vector<Node>& sib
     return n.params.count("offset") && n.params.at("offset") == 1 ? TensorKind::offset_norm : TensorKind::norm;
   if (n.op == "scale") return TensorKind::norm;  // a layer scalar near 1, as a norm weight
   if (n.op == "expert_scale") return TensorKind::norm;  // Gemma-4's per_expert_scale, near 1
+  if (n.op == "moe_router" && param(n, "scoring") == 3) return TensorKind::scaled_router;  // Gemma-4's
   if (n.role == "lm_head") return TensorKind::lm_head;
   if (op.quantizable) return TensorKind::linear;
   return TensorKind::other;
@@ -218,6 +221,7 @@ Affine affine_of(const SynthTensor& t) {
     case TensorKind::embedding:
     case TensorKind::lm_head: return {0, kEmbedGain / std::sqrt(fan)};
     case TensorKind::linear: return {0, 1 / std::sqrt(fan)};
+    case TensorKind::scaled_router: return {0, 1};
     case TensorKind::norm: return {1, kNormNoise};
     case TensorKind::offset_norm: return {0, kNormNoise};
     case TensorKind::qk_norm: {

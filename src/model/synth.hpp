@@ -25,8 +25,8 @@ namespace met::model {
 // kv_scale: a per-tensor fp8 KV-cache scale (modelopt's k_proj.k_scale, v_proj.v_scale).
 // qk_norm: a q or k norm of a layer whose scores are not scaled (Gemma-4: scale 1), drawn near
 // dim^(-1/4) so that q.k keeps the spread a 1/sqrt(head_dim) scale would give it.
-enum class TensorKind { embedding, norm, offset_norm, qk_norm, linear, lm_head, scale, input_scale, kv_scale, other,
-                        mxfp4_blocks, mxfp4_scales };
+enum class TensorKind { embedding, norm, offset_norm, qk_norm, linear, scaled_router, lm_head, scale, input_scale, kv_scale,
+                        other, mxfp4_blocks, mxfp4_scales };
 
 struct WeightTensorSpec {
   std::string name;                    // checkpoint tensor name
