@@ -24,7 +24,8 @@
 #             decode and prefill campaigns
 #   gptoss    tests/oracle/configs/tiny-gpt-oss.json synthesised with MXFP4 experts (its GPU bodies: the
 #             biased router and linears, the MXFP4 experts with the clamped SwiGLU) as tiny does, against
-#             the in-repo reference (tests/oracle/reference_gpt_oss.py) until a transformers fixture exists
+#             its transformers fixture, or the in-repo reference (tests/oracle/reference_gpt_oss.py)
+#             where FIXTURES holds none
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -127,13 +128,18 @@ if has fp8; then
 fi
 
 if has gptoss; then
+  # against its transformers fixture where one exists, else the in-repo reference's
   n=tiny-gpt-oss-mxfp4
-  mkdir -p "$WORK/ref"
-  step "$n synth for the reference" 60 "$MET" model synth --config tests/oracle/configs/tiny-gpt-oss.json --seed 1 --dtype mxfp4 \
-    --out "$WORK/$n" >/dev/null
-  step "$n reference" 300 python3 tests/oracle/reference_gpt_oss.py --checkpoint "$WORK/$n" --prompt-ids 1,17,42,99,7 \
-    --prompt-ids 5,300,12,900,44,2,8 --steps 12 --out "$WORK/ref/$n.json"
-  FIXTURES="$WORK/ref" tiny_fixture tiny-gpt-oss mxfp4 "$n"
+  if [[ -f "${FIXTURES:-tests/oracle/fixtures}/$n.json" ]]; then
+    tiny_fixture tiny-gpt-oss mxfp4 "$n"
+  else
+    mkdir -p "$WORK/ref"
+    step "$n synth for the reference" 60 "$MET" model synth --config tests/oracle/configs/tiny-gpt-oss.json --seed 1 --dtype mxfp4 \
+      --out "$WORK/$n" >/dev/null
+    step "$n reference" 300 python3 tests/oracle/reference_gpt_oss.py --checkpoint "$WORK/$n" --prompt-ids 1,17,42,99,7 \
+      --prompt-ids 5,300,12,900,44,2,8 --steps 12 --out "$WORK/ref/$n.json"
+    FIXTURES="$WORK/ref" tiny_fixture tiny-gpt-oss mxfp4 "$n"
+  fi
 fi
 
 for m in ${models//,/ }; do

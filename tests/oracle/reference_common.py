@@ -95,14 +95,48 @@ def greedy(model, prompt, steps):
     return tokens, logits
 
 
-def main(model_class, generated_by):
+def follow(model, prompt, tokens, steps):
+    """Teacher-forced: the prompt, then the given tokens fed in turn (as met circuit run --follow
+    does); each step's logits and argmax (ties to the lower id)."""
+    model.reset()
+    seq = prompt + tokens[:steps - 1]
+    got, logits = [], []
+    for i, t in enumerate(seq):
+        row = model.step(t, i)
+        if i >= len(prompt) - 1:
+            got.append(max(range(len(row)), key=lambda j: (row[j], -j)))
+            logits.append([round(v, 5) for v in row])
+    return got, logits
+
+
+def main(model_class, generated_by, options=()):
+    """options: (flag, attribute, help) switches of the model class, each set on the model when given."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--prompt-ids", action="append", required=True, help="comma-separated token ids; repeat for several")
+    ap.add_argument("--prompt-ids", action="append", default=[], help="comma-separated token ids; repeat for several")
+    ap.add_argument("--follow", help="a fixture: run its prompts teacher-forced along its tokens and write what met "
+                                     "circuit run --logits-out writes, for compare.py --forced")
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--out", required=True)
+    for flag, attr, text in options:
+        ap.add_argument(flag, dest=attr, action="store_true", help=text)
     args = ap.parse_args()
+    if not args.prompt_ids and not args.follow:
+        ap.error("give --prompt-ids or --follow")
     model = model_class(args.checkpoint)
+    for _, attr, _ in options:
+        setattr(model, attr, getattr(args, attr))
+    if args.follow:
+        with open(args.follow) as f:
+            fx = json.load(f)
+        sequences = []
+        for case in fx["cases"]:
+            tokens, logits = follow(model, case["prompt"], case["tokens"], fx["steps"])
+            sequences.append({"prompt": case["prompt"], "tokens": tokens, "logits": logits})
+        with open(args.out, "w") as f:
+            json.dump({"sequences": sequences}, f, separators=(",", ":"))
+            f.write("\n")
+        return
     cases = []
     for text in args.prompt_ids:
         prompt = [int(t) for t in text.split(",")]

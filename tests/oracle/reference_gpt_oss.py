@@ -122,6 +122,7 @@ class Model:
         self.bias = c.get("attention_bias", True)
         self.inv_freq, self.attn_factor = yarn(c, self.head_dim)
         self.lm_head = "lm_head.weight" if "lm_head.weight" in self.w else "model.embed_tokens.weight"
+        self.eager_scores = False  # True: transformers' eager attention (eager_head), not a flash kernel's
         self.reset()
 
     def reset(self):
@@ -150,6 +151,20 @@ class Model:
             out[i] = round_bf16(round_bf16(v[i] * c) - round_bf16(v[i + half] * s))
             out[i + half] = round_bf16(round_bf16(v[i + half] * c) + round_bf16(v[i] * s))
         return out
+
+    def eager_head(self, q, ks, vs, sink):
+        """One head as transformers' bf16 eager attention for gpt-oss computes it (its only attention
+        implementation): each score q . k rounded to bf16, times the bf16 scale head_dim^-1/2 and
+        rounded; the sink logit joins as one more column; the row's max subtracted (rounded); the
+        softmax in fp32 with each probability rounded to bf16, the sink's dropped; the probabilities
+        times V summed in fp32 and rounded once."""
+        scale = round_bf16(self.head_dim ** -0.5)
+        sc = [round_bf16(round_bf16(dot32(q, k)) * scale) for k in ks] + [sink]
+        mx = max(sc)
+        e = [math.exp(round_bf16(s - mx)) for s in sc]
+        z = sum(e)
+        p = [round_bf16(u / z) for u in e[:-1]]
+        return [round_bf16(dot32(p, [v[i] for v in vs])) for i in range(self.head_dim)]
 
     @staticmethod
     def project(w, x, cols):
@@ -197,6 +212,9 @@ class Model:
             for h in range(self.heads):
                 g = h // group
                 keys = range(lo, pos + 1)
+                if self.eager_scores:
+                    attn += self.eager_head(qs[h], [self.k[layer][t][g] for t in keys], [self.v[layer][t][g] for t in keys], sinks[h])
+                    continue
                 scores = [sum(qq * kk for qq, kk in zip(qs[h], self.k[layer][t][g])) / math.sqrt(hd) for t in keys]
                 mk = max(scores)
                 e = [math.exp(s - mk) for s in scores]
@@ -213,4 +231,6 @@ class Model:
 
 
 if __name__ == "__main__":
-    main(Model, "tests/oracle/reference_gpt_oss.py")
+    main(Model, "tests/oracle/reference_gpt_oss.py",
+         [("--eager-scores", "eager_scores", "attention as transformers' bf16 eager gpt-oss attention rounds it "
+                                             "(Model.eager_head), to hold the reference to transformers' fixtures")])

@@ -94,17 +94,32 @@ class RouterWatch:
     input and weight): 0 is an exact tie, 1 adjacent bf16 values. `gap`: the same count, smallest
     over every token of every forward since the last take() (the prompt's tokens too: a near tie
     there changes that token's keys and values in the later layers, which every later step reads).
-    Hooks every `mlp.gate` module (`mlp.router` for gpt-oss, whose logits carry a bias); a model
-    without one has no margin."""
+    Hooks every router: `mlp.gate` (Qwen3-MoE) and `mlp.router` (gpt-oss, whose logits carry a
+    bias), whose gaps are counted on the logits the top k is taken over, and Gemma-4's `router`,
+    whose top k is taken over its bf16 softmax probabilities (its first output), where the gaps are
+    counted: near-uniform probabilities tie in bf16 while their logits are still steps apart. k is
+    num_experts_per_tok (top_k_experts for Gemma-4). A dense model has no margin; a model with
+    experts whose router is none of these stops the script, rather than being ranked as if it had
+    no routing to watch."""
 
     def __init__(self, model):
-        self.k = getattr(model.config, "num_experts_per_tok", 0)
+        c = model.config
+        self.k = getattr(c, "num_experts_per_tok", None) or getattr(c, "top_k_experts", None) or 0
         self.margin = None
         self.step_gap = None
         self.gap = None
-        gates = [m for n, m in model.named_modules() if n.endswith((".mlp.gate", ".mlp.router"))] if self.k else []
-        for m in gates:
+        names = (".mlp.gate", ".router")
+        gates = [(n, m) for n, m in model.named_modules() if n.endswith(names)] if self.k else []
+        experts = any(getattr(c, f, None) for f in ("num_experts", "num_local_experts"))
+        if experts and getattr(c, "enable_moe_block", True) and not gates:
+            sys.exit(f"{type(model).__name__} has experts but no module named *{', *'.join(names)}: "
+                     f"the routing margin cannot be watched")
+        for n, m in gates:
+            if not hasattr(m, "weight") and not hasattr(m, "proj"):
+                sys.exit(f"router module {n} has neither a weight to recompute its logits from nor a projection")
             m.register_forward_hook(self.hook)
+        if gates:
+            print(f"router watch: {len(gates)} modules ({gates[0][0]} ...), top {self.k}", file=sys.stderr)
         self.active = bool(gates)
 
     @staticmethod
@@ -120,9 +135,12 @@ class RouterWatch:
         gap = (top[:, self.k - 1] - top[:, self.k]) / v.abs().amax(dim=-1).clamp_min(1e-30)
         m = float(gap.min())
         self.margin = m if self.margin is None else min(self.margin, m)
-        h = inputs[0]
-        logits = torch.nn.functional.linear(h.reshape(-1, h.shape[-1]), module.weight, getattr(module, "bias", None))
-        top = torch.topk(logits.float(), self.k + 1, dim=-1).values
+        if hasattr(module, "proj"):  # Gemma-4: the top k of the bf16 probabilities themselves
+            ranked = out.reshape(-1, out.shape[-1])
+        else:
+            h = inputs[0]
+            ranked = torch.nn.functional.linear(h.reshape(-1, h.shape[-1]), module.weight, getattr(module, "bias", None))
+        top = torch.topk(ranked.float(), self.k + 1, dim=-1).values
         steps = self.ordered(top[:, self.k - 1]) - self.ordered(top[:, self.k])  # per token
         last, least = int(steps[-1]), int(steps.min())
         self.step_gap = last if self.step_gap is None else min(self.step_gap, last)
@@ -183,6 +201,10 @@ def main():
     ap.add_argument("--steps", type=int, default=32)
     ap.add_argument("--out", required=True)
     ap.add_argument("--command", default="", help="the command line to record in the fixture (default: this one)")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16",
+                    help="the dtype the model runs in, greedy path and logits both (float32: for a model whose only "
+                         "attention implementation rounds its scores to bf16 before the softmax, as gpt-oss's eager one "
+                         "does; tests/oracle/README.md)")
     ap.add_argument("--reference-logits", choices=["bfloat16", "float32"], default="bfloat16",
                     help="float32: the tokens stay the bf16 run's greedy path, and every step's logits are "
                          "recomputed along that path by the same checkpoint loaded in fp32 (one forward pass "
@@ -191,7 +213,7 @@ def main():
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if not 1 <= args.min_prompt_len <= args.max_prompt_len:
         sys.exit("--min-prompt-len must be at least 1 and at most --max-prompt-len")
-    model = load(args.checkpoint, device, args.attn_implementation)
+    model = load(args.checkpoint, device, args.attn_implementation, getattr(torch, args.dtype))
     prompts = [[int(x) for x in text.split(",")] for text in args.prompt_ids]
     # Random weights give flat logits: a greedy step whose top two logits differ by less than the
     # numerical noise of bf16 is a coin toss for any implementation. Random prompts are ranked by
@@ -260,7 +282,7 @@ def main():
         "transformers": transformers.__version__,
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "dtype": "bfloat16",
+        "dtype": args.dtype,
         "reference_logits": args.reference_logits,
         "attn_implementation": model.config._attn_implementation,
         "steps": args.steps,
