@@ -339,7 +339,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         // the blocks' [experts, rows, cols / 32, 16]), or an expert body's one tensor over every
         // expert ([experts, rows, cols]: Gemma-4's layout 2); its matrix the cpu view's rows x cols,
         // each expert's rows stacked.
-        const bool expert_tensor = op->family == "moe_gemv" && t.shape.size() == 3;
+        const bool expert_tensor = (op->family == "moe_gemv" || op->family == "moe_gemm") && t.shape.size() == 3;
         if (t.source == MET_SOURCE_CHECKPOINT && t.ref < whost.size() &&
             (t.shape.size() == 2 || expert_tensor || whost[t.ref].format == MET_WEIGHT_MXFP4) && di.w_rows == 0) {
           const MetHostWeight& hw = whost[t.ref];
