@@ -3,7 +3,7 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,fp8,gptoss,optest,campaign,peers,oracle (default: all; run in that order per model)
+#     STAGES: comma list of tiny,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle (default: all; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -24,8 +24,10 @@
 #             decode and prefill campaigns
 #   gptoss    tests/oracle/configs/tiny-gpt-oss.json synthesised with MXFP4 experts (its GPU bodies: the
 #             biased router and linears, the MXFP4 experts with the clamped SwiGLU) as tiny does, against
-#             its transformers fixture, or the in-repo reference (tests/oracle/reference_gpt_oss.py)
-#             where FIXTURES holds none
+#             the in-repo reference (tests/oracle/reference_gpt_oss.py) until a transformers fixture exists
+#   gemma4moe tests/oracle/configs/tiny-gemma4-moe.json (its GPU bodies: the scaled router, the GELU experts
+#             of layout 2, moe_down on their one tensor) as tiny does, against the in-repo reference
+#             (tests/oracle/reference_gemma4.py) until a transformers fixture exists
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -35,7 +37,7 @@
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
 set -uo pipefail
-stages="${1:-tiny,fp8,gptoss,optest,campaign,peers,oracle}"
+stages="${1:-tiny,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle}"
 models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -127,20 +129,20 @@ if has fp8; then
   [[ "${DROP_CHECKPOINTS:-0}" == 1 ]] && rm -rf "$ck"
 fi
 
-if has gptoss; then
-  # against its transformers fixture where one exists, else the in-repo reference's
-  n=tiny-gpt-oss-mxfp4
-  if [[ -f "${FIXTURES:-tests/oracle/fixtures}/$n.json" ]]; then
-    tiny_fixture tiny-gpt-oss mxfp4 "$n"
-  else
-    mkdir -p "$WORK/ref"
-    step "$n synth for the reference" 60 "$MET" model synth --config tests/oracle/configs/tiny-gpt-oss.json --seed 1 --dtype mxfp4 \
-      --out "$WORK/$n" >/dev/null
-    step "$n reference" 300 python3 tests/oracle/reference_gpt_oss.py --checkpoint "$WORK/$n" --prompt-ids 1,17,42,99,7 \
-      --prompt-ids 5,300,12,900,44,2,8 --steps 12 --out "$WORK/ref/$n.json"
-    FIXTURES="$WORK/ref" tiny_fixture tiny-gpt-oss mxfp4 "$n"
-  fi
-fi
+# A tiny model against its in-repo reference (the prompts of tests/oracle/reference_check.sh) until
+# its transformers fixture exists: reference_fixture MODEL DTYPE REFERENCE, then tiny_fixture on it.
+reference_fixture() {
+  local m="$1" dtype="$2" ref="$3" n="$1-$2"
+  mkdir -p "$WORK/ref"
+  step "$n synth for the reference" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype "$dtype" \
+    --out "$WORK/ref/$n" >/dev/null  # the same bytes as tiny_fixture's synth, which may not write into it
+  step "$n reference" 300 python3 "tests/oracle/$ref" --checkpoint "$WORK/ref/$n" --prompt-ids 1,17,42,99,7 \
+    --prompt-ids 5,300,12,900,44,2,8 --steps 12 --out "$WORK/ref/$n.json"
+  FIXTURES="$WORK/ref" tiny_fixture "$m" "$dtype" "$n"
+}
+
+if has gptoss; then reference_fixture tiny-gpt-oss mxfp4 reference_gpt_oss.py; fi
+if has gemma4moe; then reference_fixture tiny-gemma4-moe bf16 reference_gemma4.py; fi
 
 for m in ${models//,/ }; do
   ck="$WORK/$m"

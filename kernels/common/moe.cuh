@@ -1,7 +1,9 @@
 // Mixture-of-experts bodies: the router (logits, softmax over every expert, top-k, weights), the
 // routed experts' gate/up with SiLU, and their down projection with the routing-weighted sum; and
 // gpt-oss's (layout 1 of the expert ops): its router with a bias (the top k of the logits, a softmax
-// over those k), its experts as MXFP4 rows with their biases and the clamped SwiGLU. Each
+// over those k), its experts as MXFP4 rows with their biases and the clamped SwiGLU; and Gemma-4's
+// (layout 2, layout 0's bytes): its router over the normalised and scaled residual with per-expert
+// scales on the weights, its experts with GELU (tanh) in place of SiLU, moe_down as it is. Each
 // computes what kernels/cpu/moe.hpp computes, rounding where it rounds; the dot products sum in
 // another order, the down projection's copies of a row in the cpu's (expert, slot) order.
 // A slice of an expert op holds every row of the instruction and a range of output columns (emit:
@@ -218,6 +220,26 @@ __device__ __forceinline__ void moe_warp_topk(float* p, int64_t experts, int top
   }
 }
 
+// How a router scores: renormalize (moe_router_topk's int), bias (gpt-oss), or Gemma-4's scaled
+// router (expert_scale set: scale, eps and root as moe_router_scaled's operands).
+struct MoeRouter {
+  bool renormalize;
+  const u16* bias;
+  const u16* scale;
+  const u16* expert_scale;
+  float eps, root;
+};
+
+// Gemma-4's router input in smem: n = bf16(bf16(bf16(x / rms(x)) * scale) * root), the cpu's
+// rmsnorm_row without its offset (rms_scale) then the product with root, each rounded. red:
+// MET_INTERP_WARPS floats. Ends with a barrier.
+__device__ __forceinline__ void moe_router_norm_row(const u16* x, const MoeRouter& o, int64_t hidden, u16* n, float* red) {
+  const float inv = inv_rms_block(x, hidden, o.eps, red);
+  for (int64_t i = threadIdx.x; i < hidden; i += MET_INTERP_THREADS)
+    n[i] = to_bf(bf_round(rms_scale(bf(x[i]), inv, bf(o.scale[i]))) * o.root);
+  __syncthreads();
+}
+
 // x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. One row at a time:
 // every warp takes experts for the logits (each rounded to bf16), then warp 0 takes the softmax over
 // all experts in fp32 (the sum in expert order), the top-k (largest first, ties to the lower
@@ -225,21 +247,27 @@ __device__ __forceinline__ void moe_warp_topk(float* p, int64_t experts, int top
 // renormalize), each rounded to bf16.
 // bias (gpt-oss, moe_router_topk_bias): the logits are bf16(x . w + bias) (one rounding), the top k
 // of them are taken and the weights are a softmax over those k in fp32, each rounded to bf16.
-MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, const u16* bias, int* ids, float* weights, int64_t row0,
-                                 int64_t row1, int64_t hidden, int64_t experts, int top_k, bool renormalize, unsigned char* smem) {
+// expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row (moe_router_norm_row,
+// in smem after the router's buffers), each probability rounded to bf16 before the top k, their
+// sum rounded to bf16, and weight = bf16(bf16(p / sum) * expert_scale[e]).
+MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, int64_t row0,
+                                 int64_t row1, int64_t hidden, int64_t experts, int top_k, unsigned char* smem) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   float* p = reinterpret_cast<float*>(smem);                // [experts]
   int* sel_e = reinterpret_cast<int*>(p + MET_MOE_MAX_EXPERTS);  // [top_k]
   float* sel_p = reinterpret_cast<float*>(sel_e + MET_MOE_MAX_EXPERTS);
+  u16* normed = reinterpret_cast<u16*>(smem + MET_MOE_ROUTER_SMEM);  // [hidden] (the scaled router)
+  const bool scaled = o.expert_scale != nullptr;
   for (int64_t row = row0; row < row1; ++row) {
-    const int idx[1] = {static_cast<int>(row)};
+    if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
+    const int idx[1] = {scaled ? 0 : static_cast<int>(row)};
     for (int64_t e = warp; e < experts; e += MET_INTERP_WARPS) {
       float d[1], unused[1];
-      moe_warp_dots<false, 1>(w_router + e * hidden, nullptr, x, idx, 1, hidden, d, unused);
-      if (lane == 0) p[e] = bf_round(bias ? d[0] + bf(bias[e]) : d[0]);
+      moe_warp_dots<false, 1>(w_router + e * hidden, nullptr, scaled ? normed : x, idx, 1, hidden, d, unused);
+      if (lane == 0) p[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
     }
     __syncthreads();
-    if (warp == 0 && bias) {
+    if (warp == 0 && o.bias) {
       moe_warp_topk(p, experts, top_k, sel_e, sel_p);
       float sum = 0.f;
       if (lane == 0)
@@ -259,16 +287,18 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, const u16* b
       if (lane == 0)
         for (int64_t e = 0; e < experts; ++e) sum += p[e];
       sum = __shfl_sync(0xffffffffu, sum, 0);
-      for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = p[e] / sum;
+      for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = scaled ? bf_round(p[e] / sum) : p[e] / sum;
       __syncwarp();
       moe_warp_topk(p, experts, top_k, sel_e, sel_p);
       float top_sum = 0.f;
       if (lane == 0)
         for (int k = 0; k < top_k; ++k) top_sum += sel_p[k];
       top_sum = __shfl_sync(0xffffffffu, top_sum, 0);
+      if (scaled) top_sum = bf_round(top_sum);
       for (int k = lane; k < top_k; k += MET_WARP) {
         ids[row * top_k + k] = sel_e[k];
-        weights[row * top_k + k] = bf_round(renormalize ? sel_p[k] / top_sum : sel_p[k]);
+        weights[row * top_k + k] = scaled ? bf_round(bf_round(sel_p[k] / top_sum) * bf(o.expert_scale[sel_e[k]]))
+                                          : bf_round(o.renormalize ? sel_p[k] / top_sum : sel_p[k]);
       }
     }
     __syncthreads();
@@ -277,24 +307,34 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, const u16* b
 
 MET_ENTRY(moe_router_topk) {
   const SliceRange r = slice_rows(a, slice);
-  moe_router_rows(a.x, a.w_router, nullptr, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows,
-                  static_cast<int>(a.top_k), a.renormalize != 0, smem);
+  const MoeRouter o{a.renormalize != 0, nullptr, nullptr, nullptr, 0.f, 0.f};
+  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
 }
 
 MET_ENTRY(moe_router_topk_bias) {
   const SliceRange r = slice_rows(a, slice);
-  moe_router_rows(a.x, a.w_router, a.bias, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows,
-                  static_cast<int>(a.top_k), true, smem);
+  const MoeRouter o{true, a.bias, nullptr, nullptr, 0.f, 0.f};
+  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
+}
+
+// Gemma-4 (moe_router scoring 3): its smem holds the normalised row after the router's buffers
+// (the host sizes it MET_MOE_ROUTER_SMEM + 2 hidden).
+MET_ENTRY(moe_router_scaled) {
+  const SliceRange r = slice_rows(a, slice);
+  const MoeRouter o{true, nullptr, a.scale, a.expert_scale, a.eps, a.root};
+  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
 }
 
 // gpt-oss's experts (layout 1) as the expert bodies read them: MXFP4 rows (the instruction's
 // w_scales; codes at the weight operand), a bf16 bias per expert row, and for gate/up the clamped
 // SwiGLU's limit and alpha over interleaved rows (gate row 2j, up row 2j + 1 of an expert's
-// 2 inter). scales null: the bf16 experts of layout 0 (gate row j, up row inter + j; SiLU).
+// 2 inter). scales null: the bf16 experts of layout 0 (gate row j, up row inter + j; SiLU), or with
+// gelu Gemma-4's of layout 2 (layout 0's bytes; gelu_tanh in place of SiLU).
 struct MoeFused {
   const unsigned char* scales;
   const u16* bias;
   float limit, alpha;
+  bool gelu;
 };
 
 // The clamped SwiGLU of gpt-oss on a slot's gate and up products, with their biases, every step
@@ -308,7 +348,8 @@ __device__ __forceinline__ float moe_swiglu(float gate_dot, float up_dot, float 
 
 // x: [rows, hidden]; w_gate_up: [experts * 2 inter, hidden]; h: [rows, top_k, inter]. The slice's
 // columns j of inter: per expert run and j, one warp reads gate row j and up row inter + j once per
-// MET_MOE_PASS of the run's slots; h = bf16(bf16(silu(bf16(gate))) * bf16(up)). With f.scales, the
+// MET_MOE_PASS of the run's slots; h = bf16(bf16(silu(bf16(gate))) * bf16(up)) (f.gelu: gelu_tanh, the
+// cpu's gelu_mul_span). With f.scales, the
 // MXFP4 rows 2j and 2j + 1 and moe_swiglu.
 MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int* ids, u16* h, SliceRange r, SliceRange c,
                                   int64_t top_k, int64_t inter, int64_t hidden, int64_t experts, MoeFused f, unsigned char* smem) {
@@ -350,7 +391,7 @@ MET_OUTLINE void moe_gate_up_cols(const u16* x, const u16* w_gate_up, const int*
           if (s < ns && lane == s) {
             const int64_t t = t0 + m.sorted[q + s] % MET_MOE_CHUNK;
             h[t * inter + j] = to_bf(f.scales ? moe_swiglu(dg[s], du[s], bf(f.bias[gate_row]), bf(f.bias[gate_row + 1]), f.limit, f.alpha)
-                                              : gated_act(bf_round(dg[s]), bf_round(du[s]), false));
+                                              : gated_act(bf_round(dg[s]), bf_round(du[s]), f.gelu));
           }
       }
     }
@@ -363,9 +404,18 @@ MET_ENTRY(moe_gate_up_silu) {
                    a.geom.w_cols, width > 0 ? a.geom.w_rows / width : 0, MoeFused{}, smem);
 }
 
+// Gemma-4's experts (layout 2): one tensor [experts, 2 inter, hidden], the stacked rows of layout 0.
+MET_ENTRY(moe_gate_up_gelu) {
+  const int64_t width = 2 * a.inter;
+  MoeFused f{};
+  f.gelu = true;
+  moe_gate_up_cols(a.x, a.w_gate_up, a.ids, a.h, slice_rows(a, slice), slice_cols(a, slice, a.inter), a.top_k, a.inter,
+                   a.geom.w_cols, width > 0 ? a.geom.w_rows / width : 0, f, smem);
+}
+
 // gpt-oss: MXFP4 experts only (the host refuses bf16 ones: layout 1 stores them [experts, in, out]).
 MET_ENTRY(moe_gate_up_swiglu) {
-  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, a.limit, a.alpha};
+  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, a.limit, a.alpha, false};
   moe_gate_up_cols(a.x, a.w_gate_up, a.ids, a.h, slice_rows(a, slice), slice_cols(a, slice, a.inter), a.top_k, a.inter, a.hidden,
                    a.experts, f, smem);
 }
@@ -445,7 +495,7 @@ MET_ENTRY(moe_down) {
 
 // gpt-oss: MXFP4 experts only, as moe_gate_up_swiglu.
 MET_ENTRY(moe_down_bias) {
-  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, 0.f, 0.f};
+  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, 0.f, 0.f, false};
   moe_down_cols(a.h, a.w_down, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
                 a.inter, a.experts, f, smem);
 }

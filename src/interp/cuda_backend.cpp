@@ -336,9 +336,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         di.ops[j] = m.tensor[h];
         const auto& t = tensors[h];
         // The matrix weight: the first 2-D checkpoint operand, or an MXFP4 one (its packet shape is
-        // the blocks' [experts, rows, cols / 32, 16]; its matrix the cpu view's rows x cols).
+        // the blocks' [experts, rows, cols / 32, 16]), or an expert body's one tensor over every
+        // expert ([experts, rows, cols]: Gemma-4's layout 2); its matrix the cpu view's rows x cols,
+        // each expert's rows stacked.
+        const bool expert_tensor = (op->family == "moe_gemv" || op->family == "moe_gemm") && t.shape.size() == 3;
         if (t.source == MET_SOURCE_CHECKPOINT && t.ref < whost.size() &&
-            (t.shape.size() == 2 || whost[t.ref].format == MET_WEIGHT_MXFP4) && di.w_rows == 0) {
+            (t.shape.size() == 2 || expert_tensor || whost[t.ref].format == MET_WEIGHT_MXFP4) && di.w_rows == 0) {
           const MetHostWeight& hw = whost[t.ref];
           di.w_rows = hw.rows;
           di.w_cols = hw.cols;
@@ -438,10 +441,13 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                       std::to_string(MET_MOE_CHUNK));
         if (di.w_format == MET_DEV_WEIGHT_MXFP4 && di.w_cols % 32 != 0)
           return fail(where + ": " + op->name + " needs a reduction length divisible by 32, not " + std::to_string(di.w_cols));
-        if (op->name.starts_with("moe_router_topk") && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
+        if (op->name.starts_with("moe_router") && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
           return fail(where + ": " + op->name + " routes " + std::to_string(top_k) + " of " + std::to_string(di.w_rows) +
                       " experts; the body takes at most " + std::to_string(MET_MOE_MAX_EXPERTS));
         need = std::max<std::uint64_t>(need, MET_MOE_SMEM);
+        // Gemma-4's router keeps its normalised row after the router's buffers.
+        if (op->name == "moe_router_scaled")
+          need = std::max<std::uint64_t>(need, MET_MOE_ROUTER_SMEM + static_cast<std::uint64_t>(di.w_cols) * 2);
       }
       if (gemv && slice_rows > MET_DEV_MAX_ROWS)
         return fail(where + ": " + op->name + " slices carry " + std::to_string(slice_rows) + " rows; the gemv bodies take at most " +

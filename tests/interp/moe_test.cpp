@@ -43,6 +43,14 @@ MoeFixture& fx() {
 
 const std::vector<std::int32_t> kPrompt = {1, 17, 42, 99, 7};
 
+// An emit that must succeed and pass the verifier.
+emit::Assets verified_emit(const std::filesystem::path& ckpt, const testing::EmitSpec& s) {
+  auto a = testing::emit_checkpoint(ckpt, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  return std::move(*a);
+}
+
 // 1 and 4 threads give the same tokens and logits; of two sequences batched, the second keeps the
 // tokens it has alone.
 void check_threads_and_batching(const MoeFixture& f) {
@@ -81,11 +89,9 @@ void check_decode_matches_prefill(const std::filesystem::path& assets) {
 TEST_CASE("tiny Qwen3-MoE emits for host-cpu with no refusal: every program runs router, expert gate/up and expert down in the three sparse layers and the dense MLP in layer 2 (catches an emit that refuses the experts or ignores mlp_only_layers)") {
   testing::EmitSpec s;
   s.threads = 4;
-  auto a = testing::emit_checkpoint(fx().ckpt, s);
-  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const emit::Assets a = verified_emit(fx().ckpt, s);
   const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
-  for (const auto& p : a->packet.programs) {
+  for (const auto& p : a.packet.programs) {
     INFO(p.name);
     std::map<std::uint32_t, std::set<std::string>> scopes;  // opcode -> scopes ("layers:moe L0")
     for (const auto& d : p.instrs) scopes[d.opcode].insert(d.scope.substr(d.scope.rfind(' ') + 1));
@@ -97,12 +103,12 @@ TEST_CASE("tiny Qwen3-MoE emits for host-cpu with no refusal: every program runs
       if (d.opcode != number("moe_router_topk")) continue;
       CHECK(d.ints[1] == 2);  // top_k: num_experts_per_tok
       CHECK(d.ints[2] == 1);  // renormalize: norm_topk_prob
-      const auto& w = a->packet.tensors[d.tensors[1]];
+      const auto& w = a.packet.tensors[d.tensors[1]];
       CHECK(w.shape == std::vector<std::uint64_t>{8, 128});
     }
     for (const auto& d : p.instrs) {
       if (d.opcode != number("moe_gate_up_silu")) continue;
-      CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8 * 2 * 64, 128});  // every expert's gate and up
+      CHECK(a.packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8 * 2 * 64, 128});  // every expert's gate and up
     }
   }
 }
@@ -112,19 +118,17 @@ TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more run
   s.device = "h200-sxm";
   s.buckets = {64};
   s.max_ctx = 256;
-  auto a = testing::emit_checkpoint(fx().ckpt, s);
-  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  const emit::Assets a = verified_emit(fx().ckpt, s);
   const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
   bool grouped_seen = false;
-  for (const auto& p : a->packet.programs) {
+  for (const auto& p : a.packet.programs) {
     INFO(p.name);
     const bool grouped = p.kind != MET_PROGRAM_DECODE && p.rows >= 17;
     std::map<std::uint32_t, int> count;
     for (const auto& d : p.instrs) {
       ++count[d.opcode];
       if (d.opcode != number("moe_down_mma")) continue;
-      const auto& acc = a->packet.tensors[d.tensors[4]];
+      const auto& acc = a.packet.tensors[d.tensors[4]];
       CHECK(acc.dtype == MET_DTYPE_F32);
       CHECK(acc.shape == std::vector<std::uint64_t>{p.rows, 128});
       CHECK(d.slices > 1);
@@ -175,25 +179,23 @@ TEST_CASE("tiny gpt-oss emits for host-cpu binding every step from config.json: 
     CAPTURE(mx);
     testing::EmitSpec s;
     s.threads = 4;
-    auto a = testing::emit_checkpoint(mx ? goss().mxfp4 : goss().bf16, s);
-    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    const emit::Assets a = verified_emit(mx ? goss().mxfp4 : goss().bf16, s);
     std::map<std::uint32_t, int> count;
-    for (const auto& p : a->packet.programs)
+    for (const auto& p : a.packet.programs)
       for (const auto& d : p.instrs) {
         ++count[d.opcode];
         if (d.opcode == number("moe_gate_up_swiglu")) {
           CHECK(d.imms[0] == 7.0f);
           CHECK(d.imms[1] == 1.702f);
-          const auto& w = a->packet.tensors[d.tensors[1]];
+          const auto& w = a.packet.tensors[d.tensors[1]];
           CHECK(w.shape == (mx ? std::vector<std::uint64_t>{8, 128, 4, 16} : std::vector<std::uint64_t>{8, 128, 128}));
-          CHECK(a->packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{8, 128});  // the per-expert bias
+          CHECK(a.packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{8, 128});  // the per-expert bias
         }
         if (d.opcode == number("rope")) CHECK(d.imms[1] == doctest::Approx(0.1 * std::log(32.0) + 1).epsilon(1e-6));
         if (d.opcode == number("gemv_bias") || d.opcode == number("gemm_bias")) {
-          const auto& b = a->packet.tensors[d.tensors[2]];
+          const auto& b = a.packet.tensors[d.tensors[2]];
           CHECK(b.name.ends_with("bias"));  // qkv_bias, or o_proj.bias
-          CHECK(b.name != a->packet.tensors[d.tensors[1]].name);
+          CHECK(b.name != a.packet.tensors[d.tensors[1]].name);
         }
       }
     for (const char* op : {"gemv_bias", "gemm_bias", "moe_router_topk_bias", "moe_gate_up_swiglu", "moe_down_bias"}) {
@@ -234,33 +236,31 @@ MoeFixture& g4moe() {
 
 }  // namespace
 
-TEST_CASE("tiny Gemma-4 MoE emits for host-cpu with the experts beside the dense MLP on buffers of their own: the scaled router reads the residual x with eps and hidden^-1/2 unrounded, the GELU experts read moe.xn, their down projection writes moe.y, which its post norm takes in place and the moe_sum adds to y; h200-sxm refuses the plan naming the router gap (catches the router on the normed input, the experts writing over the dense output, or a GPU emit of a body that does not exist)") {
+TEST_CASE("tiny Gemma-4 MoE emits for host-cpu with the experts beside the dense MLP on buffers of their own: the scaled router reads the residual x with eps and hidden^-1/2 unrounded, the GELU experts read moe.xn, their down projection writes moe.y, which its post norm takes in place and the moe_sum adds to y; h200-sxm emits the same three ops on its bodies (a prefill's down projection grouped, moe_down_mma), the experts split by columns (catches the router on the normed input, the experts writing over the dense output, or a GPU plan that leaves the scaled router, the GELU experts or layout 2's down projection a gap)") {
   const auto number = [](const char* op) { return emit::find_opcode(op)->number; };
   testing::EmitSpec s;
   s.threads = 4;
-  auto a = testing::emit_checkpoint(g4moe().ckpt, s);
-  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
-  const auto name = [&](std::uint32_t h) { return a->packet.tensors[h].name; };
+  const emit::Assets a = verified_emit(g4moe().ckpt, s);
+  const auto name = [&](std::uint32_t h) { return a.packet.tensors[h].name; };
   std::map<std::uint32_t, int> count;
   int moe_sums = 0, moe_post = 0;
-  for (const auto& p : a->packet.programs)
+  for (const auto& p : a.packet.programs)
     for (const auto& d : p.instrs) {
       ++count[d.opcode];
       if (d.opcode == number("moe_router_scaled")) {
         CHECK(name(d.tensors[0]) == p.name + ".x");
-        CHECK(a->packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{256});  // router.scale
-        CHECK(a->packet.tensors[d.tensors[3]].shape == std::vector<std::uint64_t>{8});    // per_expert_scale
+        CHECK(a.packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{256});  // router.scale
+        CHECK(a.packet.tensors[d.tensors[3]].shape == std::vector<std::uint64_t>{8});    // per_expert_scale
         CHECK(d.imms[0] == 1e-6f);
         CHECK(d.imms[1] == 1.0f / 16);  // 256^-1/2
       }
       if (d.opcode == number("moe_gate_up_gelu")) {
         CHECK(name(d.tensors[0]) == p.name + ".moe.xn");
-        CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 256});
+        CHECK(a.packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 256});
       }
       if (d.opcode == number("moe_down")) {
         CHECK(name(d.tensors.back()) == p.name + ".moe.y");
-        CHECK(a->packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 128});
+        CHECK(a.packet.tensors[d.tensors[1]].shape == std::vector<std::uint64_t>{8, 256, 128});
       }
       if (d.opcode == number("residual_add") && name(d.tensors[1]) == p.name + ".moe.y") {
         CHECK(name(d.tensors[0]) == p.name + ".y");
@@ -270,16 +270,28 @@ TEST_CASE("tiny Gemma-4 MoE emits for host-cpu with the experts beside the dense
     }
   for (const char* op : {"moe_router_scaled", "moe_gate_up_gelu", "moe_down"}) {
     CAPTURE(op);
-    CHECK(count[number(op)] == 4 * static_cast<int>(a->packet.programs.size()));  // every layer of every program
+    CHECK(count[number(op)] == 4 * static_cast<int>(a.packet.programs.size()));  // every layer of every program
   }
-  CHECK(moe_sums == 4 * static_cast<int>(a->packet.programs.size()));
+  CHECK(moe_sums == 4 * static_cast<int>(a.packet.programs.size()));
   CHECK(moe_post == moe_sums);
   CHECK(count[number("moe_router_topk")] == 0);
   testing::EmitSpec h;
   h.device = "h200-sxm";
-  auto gpu = testing::emit_checkpoint(g4moe().ckpt, h);
-  REQUIRE_FALSE(gpu.ok());
-  CHECK(gpu.error().message.find("moe_router") != std::string::npos);
+  h.buckets = {64};  // the GPU GEMM rules take prefill from 17 rows
+  const emit::Assets gpu = verified_emit(g4moe().ckpt, h);
+  for (const auto& p : gpu.packet.programs) {
+    INFO(p.name);
+    const char* down = p.kind != MET_PROGRAM_DECODE && p.rows >= 17 ? "moe_down_mma" : "moe_down";  // layout 2 grouped too
+    std::map<std::uint32_t, int> on_gpu;
+    for (const auto& d : p.instrs) {
+      ++on_gpu[d.opcode];
+      if (d.opcode == number("moe_gate_up_gelu") || d.opcode == number(down)) CHECK(emit::col_parts(d) > 1);
+    }
+    for (const char* op : {"moe_router_scaled", "moe_gate_up_gelu", down}) {
+      CAPTURE(op);
+      CHECK(on_gpu[number(op)] == 4);  // every layer
+    }
+  }
 }
 
 TEST_CASE("tiny Gemma-4 MoE on the cpu backend: 1 and 4 threads give the same tokens and logits (the router, expert and norm bodies sliced by rows and by columns); two sequences batched keep each one's tokens; each decode step's logits equal a prefill of the same tokens within bf16 noise (catches a decode or prefill path that routes or sums the branches differently)") {

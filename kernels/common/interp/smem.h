@@ -67,7 +67,8 @@
  * starts (+ 1 and a count), each slot's rank and each row's slots in summing order, 4 ints, then
  * down's weighted copies [MET_MOE_CHUNK][MET_MOE_OUT_TILE] floats. A warp takes up to MET_MOE_PASS
  * slots of one expert per read of a weight row. The router keeps a row's probabilities and its
- * top-k ids and values: at most MET_MOE_MAX_EXPERTS experts. */
+ * top-k ids and values: at most MET_MOE_MAX_EXPERTS experts; Gemma-4's (moe_router_scaled) then its
+ * row's normalised activations, hidden bf16 after MET_MOE_ROUTER_SMEM (the host adds them). */
 #define MET_MOE_CHUNK MET_INTERP_THREADS
 #define MET_MOE_OUT_TILE 16
 #define MET_MOE_PASS 8
