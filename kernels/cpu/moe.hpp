@@ -136,6 +136,29 @@ extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
 }
 
+namespace met::cpu {
+
+// A router's scoring of one row: p holds its bf16 logits [experts] and becomes their softmax over
+// every expert in fp32 (each probability rounded to bf16 when round_p: Gemma-4's); order becomes the
+// experts by p, largest first, ties to the lower expert (a stable sort). Returns the top k's sum of
+// p, in k order.
+inline float softmax_top_k(std::vector<float>& p, std::vector<std::int32_t>& order, std::int32_t top_k, bool round_p) {
+  float m = -INFINITY;
+  for (const float v : p) m = std::max(m, v);
+  float sum = 0.0f;
+  for (float& v : p) sum += (v = std::exp(v - m));
+  for (float& v : p) v = round_p ? round_bf16(v / sum) : v / sum;
+  for (std::size_t e = 0; e < order.size(); ++e) order[e] = static_cast<std::int32_t>(e);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
+  });
+  float top_sum = 0.0f;
+  for (std::int32_t k = 0; k < top_k; ++k) top_sum += p[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
+  return top_sum;
+}
+
+}  // namespace met::cpu
+
 // x: [rows, hidden]; w_router: [experts, hidden]. ids/weights: [rows, top_k], best first; ties go
 // to the lower expert. The logits are rounded to bf16 (a bf16 projection's output, as transformers'
 // router computes them); the weights are their softmax over all experts in fp32, divided by the
@@ -147,20 +170,8 @@ extern "C" void met_moe_router_topk(const std::uint16_t* x, const MetHostWeight*
   std::vector<float> p(static_cast<std::size_t>(experts));
   std::vector<std::int32_t> order(static_cast<std::size_t>(experts));
   for (std::int64_t r = 0; r < rows; ++r) {
-    float m = -INFINITY;
-    for (std::int64_t e = 0; e < experts; ++e) {
-      p[static_cast<std::size_t>(e)] = met::cpu::round_bf16(dot(x + r * w_router->cols, e));
-      m = std::max(m, p[static_cast<std::size_t>(e)]);
-    }
-    float sum = 0.0f;
-    for (float& v : p) sum += (v = std::exp(v - m));
-    for (float& v : p) v /= sum;
-    for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
-    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-      return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
-    });
-    float top_sum = 0.0f;
-    for (std::int32_t k = 0; k < top_k; ++k) top_sum += p[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
+    for (std::int64_t e = 0; e < experts; ++e) p[static_cast<std::size_t>(e)] = met::cpu::round_bf16(dot(x + r * w_router->cols, e));
+    const float top_sum = met::cpu::softmax_top_k(p, order, top_k, /*round_p=*/false);
     for (std::int32_t k = 0; k < top_k; ++k) {
       const std::int32_t e = order[static_cast<std::size_t>(k)];
       ids[r * top_k + k] = e;
@@ -228,21 +239,8 @@ extern "C" void met_moe_router_scaled(const std::uint16_t* x, const MetHostWeigh
   for (std::int64_t r = 0; r < rows; ++r) {
     met::cpu::rmsnorm_row(x + r * hidden, scale, n.data(), /*count=*/1, hidden, eps);
     for (auto& v : n) v = met::cpu::f32_to_bf16(bf16_to_f32(v) * root);
-    float m = -INFINITY;
-    for (std::int64_t e = 0; e < experts; ++e) {
-      p[static_cast<std::size_t>(e)] = round_bf16(dot(n.data(), e));
-      m = std::max(m, p[static_cast<std::size_t>(e)]);
-    }
-    float sum = 0.0f;
-    for (float& v : p) sum += (v = std::exp(v - m));
-    for (float& v : p) v = round_bf16(v / sum);
-    for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(e);
-    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-      return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
-    });
-    float top_sum = 0.0f;
-    for (std::int32_t k = 0; k < top_k; ++k) top_sum += p[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])];
-    top_sum = round_bf16(top_sum);
+    for (std::int64_t e = 0; e < experts; ++e) p[static_cast<std::size_t>(e)] = round_bf16(dot(n.data(), e));
+    const float top_sum = round_bf16(met::cpu::softmax_top_k(p, order, top_k, /*round_p=*/true));
     for (std::int32_t k = 0; k < top_k; ++k) {
       const std::int32_t e = order[static_cast<std::size_t>(k)];
       ids[r * top_k + k] = e;

@@ -283,7 +283,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
     std::int64_t prior = 0;
     for (std::size_t i = 0; i < chunks.size(); ++i) {
       const planner::Plan& plan = plans.at(chunks[i]);
-      std::int64_t head_rows = planner::prefill_head_rows(chunks[i]);
+      std::int64_t head_rows = 0;  // the plan's head scope's rows
       for (const auto& s : plan.scopes) {
         StepShape sh = shape;
         if (s.name == "post") {

@@ -3,6 +3,7 @@
 // sharding, and the bf16/fp8 encoders against their definitions.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -724,6 +725,19 @@ TEST_CASE("tiny Gemma-4 MoE: transformers' Gemma4 tensors (router.proj [experts,
       const float v = std::bit_cast<float>(u << 16);
       CHECK((v >= 0.89f && v <= 1.11f));
     }
+  }
+  // The router projection ~ U(-1, 1), not the linear range U(-1/16, 1/16) of its 256 inputs: its
+  // input is scaled by hidden^-1/2, which this undoes (bf16 probabilities near 1/8 would tie).
+  {
+    const auto bytes = tensor_bytes(p, static_cast<std::size_t>(have.at("model.layers.0.router.proj.weight") - p.tensors.data()));
+    float most = 0;
+    for (std::size_t k = 0; k + 1 < bytes.size(); k += 2) {
+      const auto u = static_cast<std::uint32_t>(bytes[k]) | static_cast<std::uint32_t>(bytes[k + 1]) << 8;
+      const float v = std::abs(std::bit_cast<float>(u << 16));
+      CHECK(v <= 1.0f);
+      most = std::max(most, v);
+    }
+    CHECK(most > 0.9f);
   }
   const auto g = instantiate_files("tiny-gemma4-moe", files(p));
   int experts = 0;

@@ -41,7 +41,8 @@ typedef struct MetDevInstr {
   int64_t w_rows, w_cols;         /* shape of the matrix weight operand (0 when none) */
   uint64_t tmaps;                 /* device address of the body's TMA descriptors (64-byte aligned CUtensorMaps, made
                                      by the host at load time), or 0: the wgmma GEMM's A then B */
-  /* mxfp4 weights: w_scales only (MET_DEV_WEIGHT_MXFP4). fp8 weights: f32 scales [ceil(w_rows / w_block_rows), ceil(w_cols / w_block_cols)], row major
+  /* mxfp4 weights: w_scales only (MET_DEV_WEIGHT_MXFP4). fp8 weights: f32 scales
+   * [ceil(w_rows / w_block_rows), ceil(w_cols / w_block_cols)], row major
    * (a per-tensor scale comes as one per row: block 1 x w_cols); scale column of the 64-wide K block
    * b is b >> w_kb_shift (w_block_cols = 64 << w_kb_shift, or MET_DEV_KB_WHOLE_ROW). 0 for bf16. */
   uint64_t w_scales;
