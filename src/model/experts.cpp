@@ -2,6 +2,8 @@
 #include "model/experts.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "model/ops.hpp"
 
@@ -9,7 +11,11 @@ namespace met::model {
 
 int expert_count(const Node& node) {
   auto it = node.params.find("experts");
-  return it == node.params.end() ? 0 : static_cast<int>(it->second);
+  if (it == node.params.end()) return 0;
+  const double e = it->second;
+  // A count that is no whole int is no expert count; make_node's shape check names it.
+  if (!(e >= 0) || e > std::numeric_limits<int>::max() || e != std::floor(e)) return -1;
+  return static_cast<int>(e);
 }
 
 bool per_expert(const Node& node, const std::vector<std::string>& names) {

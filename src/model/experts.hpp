@@ -24,7 +24,8 @@ bool per_expert(const Node& node, const std::vector<std::string>& names);
 // The names of expert 0's tensors for experts 0..experts-1, expert major.
 std::vector<std::string> expert_tensors(const std::vector<std::string>& names, int experts);
 
-// The experts of a per-expert node (its `experts` param).
+// The experts of a per-expert node (its `experts` param); 0 without one, -1 when it is no whole
+// number in [0, INT_MAX].
 int expert_count(const Node& node);
 
 // MXFP4 checkpoints (gpt-oss) store a fused expert tensor `<name>` as `<name>_blocks` (U8: 16

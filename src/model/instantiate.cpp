@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -496,10 +497,18 @@ Expected<std::optional<Node>> make_node(Context& c, const NodeTemplate& t, const
   if (!has_weight(n)) return std::optional<Node>(std::move(n));
   const std::string ctx = layer >= 0 ? fmt::format("{}: {} layer {}", t.where, t.what, layer) : fmt::format("{}: {}", t.where, t.what);
   if (t.weight.empty()) return fail(fmt::format("{}: op '{}' has a weight for these params; name it with 'weight'", ctx, t.op));
+  // Each dimension a positive int, the whole under 2^48 elements: sizes from config.json are
+  // multiplied into byte counts and tensor names later.
+  double elements = 1;
   for (double d : weight_shape(n)) {
-    if (!(d >= 1) || d != std::floor(d)) {
-      return fail(fmt::format("{}: weight shape {} is not made of positive integers", ctx, shape_text(weight_shape(n))));
+    if (!(d >= 1) || d != std::floor(d) || d > std::numeric_limits<int>::max()) {
+      return fail(fmt::format("{}: weight shape {} is not made of positive integers below 2^31", ctx,
+                              shape_text(weight_shape(n))));
     }
+    elements *= d;
+  }
+  if (elements > 0x1p48) {
+    return fail(fmt::format("{}: weight shape {} holds {:.3g} elements, past 2^48", ctx, shape_text(weight_shape(n)), elements));
   }
   std::vector<std::string> tensors;
   const bool tied = !t.tied.empty() && c.env.count(kTieParam) && c.env.at(kTieParam).number != 0;

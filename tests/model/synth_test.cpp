@@ -333,7 +333,8 @@ SynthPlan moe_plan(Format dtype = Format::bf16) {
 }
 
 // The synth files with config.json's `key` set to `value` (a config that disagrees with the tensors).
-std::map<std::string, std::string> with_config(std::map<std::string, std::string> fs, const std::string& key, int value) {
+std::map<std::string, std::string> with_config(std::map<std::string, std::string> fs, const std::string& key,
+                                               const nlohmann::ordered_json& value) {
   auto j = nlohmann::ordered_json::parse(fs.at("config.json"));
   j[key] = value;
   fs["config.json"] = j.dump(2);
@@ -423,6 +424,12 @@ TEST_CASE("a Qwen3-MoE checkpoint whose expert tensors disagree with config.json
   const std::string router = instantiate_error(with_config(fs, "num_experts", 16));
   CHECK(router.find("tensor 'model.layers.0.mlp.gate.weight' [8, 128] in") != std::string::npos);
   CHECK(router.find("disagrees with the node's weight shape [16, 128]") != std::string::npos);
+  // An expert count past any int (config_fuzz found one) is refused at the weight shape, before any
+  // name is expanded or count converted.
+  const std::string huge = instantiate_error(with_config(fs, "num_experts", 1.3e51));
+  CHECK(huge.find("is not made of positive integers below 2^31") != std::string::npos);
+  const std::string wide = instantiate_error(with_config(with_config(fs, "vocab_size", 2147483647), "hidden_size", 1 << 20));
+  CHECK(wide.find("past 2^48") != std::string::npos);
   // mlp_only_layers must be a list of layer indices.
   const std::string scalar = instantiate_error(with_config(fs, "mlp_only_layers", 7));
   CHECK(scalar.find("'mlp_only_layers' is an integer, expected a list of layer indices") != std::string::npos);
