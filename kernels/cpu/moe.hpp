@@ -287,6 +287,27 @@ extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
 }
 
+// Tensor parallelism: y [rows, hidden] fp32 (columns [col0, col1)) = each row's sum over its routed
+// experts of weights[k] * (h[k] W_down[ids[k]]^T), unrounded, in (expert, slot) order. h and w_down
+// hold this rank's slice of the intermediate size; the ranks' sums are added before any rounding
+// (met_allreduce_residual), so the expert outputs and their weighted copies round once, at the end.
+extern "C" void met_moe_down_f32(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, float* y, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t inter = w_down->cols, n = col1 - col0;
+  if (n <= 0) return;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = col0; o < col1; ++o) y[r * hidden + o] = 0.0f;
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
+  std::vector<float> row(static_cast<std::size_t>(inter));
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    if (by_expert[e].empty()) continue;
+    for (std::int64_t o = col0; o < col1; ++o) {
+      met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
+      for (const std::int64_t t : by_expert[e])
+        y[(t / top_k) * hidden + o] += weights[t] * met::cpu::dot_act(*w_down, h + t * inter, row.data(), inter);
+    }
+  }
+}
+
 // met_moe_down that also leaves each row's fp32 sums in acc [rows, hidden] (columns [col0, col1)),
 // as the grouped GPU body keeps them (kernels/common/moe_mma.cuh).
 extern "C" void met_moe_down_mma(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, float* acc, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {

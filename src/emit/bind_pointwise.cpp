@@ -2,6 +2,7 @@
 // columns of the qkv buffer), the residual add, the gated activations, argmax and the head's
 // softcap over the logits.
 #include <algorithm>
+#include <utility>
 
 #include "emit/bind.hpp"
 #include "kernels/cpu/bf16.hpp"
@@ -110,7 +111,12 @@ Expected<void> bind_residual_add(const KernelSite& site) {
     MET_CHECK(site.add({site.b.act("ple_in", site.R, dim), site.b.act("ple", site.R, dim)}, {site.R, dim}, {}));
     return {};
   }
-  MET_CHECK(site.add({site.x, site.b.act("y", site.R, site.hidden)}, {site.R, site.hidden}, {}));
+  Builder& b = site.b;
+  if (b.partial != MET_NO_TENSOR) {  // tensor parallelism: every rank's partial sums, then the add
+    const std::uint32_t part = std::exchange(b.partial, MET_NO_TENSOR);
+    return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, part}, {site.R, site.hidden, b.sh->tp}, {});
+  }
+  MET_CHECK(site.add({site.x, b.act("y", site.R, site.hidden)}, {site.R, site.hidden}, {}));
   return {};
 }
 

@@ -58,6 +58,9 @@ struct Builder {
   std::int64_t q_stride = 0;            // elements between rows of q_src
   std::int64_t q_width = 0;             // q columns of a qkv row (k starts there)
   std::uint32_t qkv = MET_NO_TENSOR;    // the qkv buffer the layer's projection last wrote
+  // Tensor parallelism: the fp32 partial sums a row-parallel op left for the residual after it to
+  // all-reduce (bind_residual_add); MET_NO_TENSOR when none waits.
+  std::uint32_t partial = MET_NO_TENSOR;
 
   // The program's buffer `name` of that shape, created on first use (scratch: placed in the arena).
   std::uint32_t buffer(const std::string& name, std::uint32_t dtype, std::vector<std::uint64_t> shape,

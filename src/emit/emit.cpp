@@ -251,6 +251,9 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
         MET_CHECK(emit_group(b, c, graph));
         info.groups.push_back(s.groups[gi].rule);
       }
+      if (b.partial != MET_NO_TENSOR)  // a row-parallel op's partial sums no residual all-reduced
+        return fail(fmt::format("emit: {}: --tp {}: a row-parallel op's fp32 partial sums reach no residual add in scope '{}'",
+                                sh.display, options.tp, label));
       return {};
     };
     std::size_t si = 0;

@@ -1,7 +1,10 @@
 // The split rules of tensor parallelism, one table by (op, role): what each node's parameters
 // become on one rank and which dimension of its weight is cut. A node the table does not name is
 // refused by name, so an architecture with a step between a row-parallel projection and its
-// residual (Gemma-3's post norms) or with experts (Qwen3-MoE) is refused, never split wrong.
+// residual (Gemma-3's post norms) is refused, never split wrong. Experts split like the dense MLP:
+// every rank routes every row (the router replicated) and holds its slice of each expert's
+// intermediate size, gate/up by rows and down by columns, the down's weighted sums left in fp32
+// for the all-reduce.
 #include "emit/tensor_parallel.hpp"
 
 #include <fmt/format.h>
@@ -15,7 +18,7 @@
 namespace met::emit::detail {
 namespace {
 
-enum class Rule { replicate, heads, column, row, inter_width };
+enum class Rule { replicate, heads, column, row, inter_width, expert_column, expert_row };
 
 // (op, role) -> rule; role "*" matches any role of the op.
 const std::map<std::pair<std::string, std::string>, Rule>& rules() {
@@ -35,6 +38,9 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"linear", "o"}, Rule::row},
       {{"linear", "down"}, Rule::row},
       {{"silu_mul", "*"}, Rule::inter_width},
+      {{"moe_router", "*"}, Rule::replicate},      // every rank routes every row the same way
+      {{"moe_gate_up", "*"}, Rule::expert_column}, // each expert's gate and up rows of the rank's slice
+      {{"moe_down", "*"}, Rule::expert_row},       // each expert's columns of that slice: fp32 partials
       {{"residual", "*"}, Rule::replicate},        // after a row-parallel projection: the all-reduce
       {{"argmax", "*"}, Rule::replicate},          // over the gathered logits
   };
@@ -57,8 +63,8 @@ void divide(model::Node& n, const char* key, int ranks) {
 int weight_split_dim(const model::Node& n) {
   const Rule* r = rule_of(n);
   if (!r) return -1;
-  if (*r == Rule::column) return 0;
-  if (*r == Rule::row) return 1;
+  if (*r == Rule::column || *r == Rule::expert_column) return 0;
+  if (*r == Rule::row || *r == Rule::expert_row) return 1;
   return -1;
 }
 
@@ -68,6 +74,7 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
   const std::pair<const char*, const char*> counts[] = {{"num_attention_heads", "heads"},
                                                         {"num_key_value_heads", "kv_heads"},
                                                         {"intermediate_size", "inter"},
+                                                        {"moe_intermediate_size", "moe_inter"},
                                                         {"vocab_size", "vocab"}};
   for (const auto& [key, param] : counts) {
     auto it = g.params.find(param);
@@ -78,7 +85,7 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
                               std::string(param) == "kv_heads" ? " (KV heads are split, never replicated across ranks)" : ""));
   }
   model::ModelGraph r = g;
-  for (const char* p : {"heads", "kv_heads", "inter"})
+  for (const char* p : {"heads", "kv_heads", "inter", "moe_inter"})
     if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
   // Every node without a rule is named at once: what an architecture lacks, not its first gap.
   std::vector<std::string> missing;
@@ -99,6 +106,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::column: divide(n, "out", ranks); break;
       case Rule::row: divide(n, "in", ranks); break;
       case Rule::inter_width: divide(n, "dim", ranks); break;
+      case Rule::expert_column:
+      case Rule::expert_row: divide(n, "inter", ranks); break;
     }
   };
   for (auto& n : r.pre) split(n);
@@ -110,7 +119,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
                             "attention and MLP layers: embed, the attention/mlp/final norms, qkv, q/k norms, rope, "
-                            "attention, o, gate_up, silu_mul, down, the residuals, lm_head, argmax)",
+                            "attention, o, gate_up, silu_mul, down, the residuals, lm_head, argmax; and routed experts: "
+                            "moe_router, moe_gate_up, moe_down)",
                             ctx, missing.size(), g.circuit, list));
   }
   return r;

@@ -41,8 +41,9 @@ std::string node_label(const model::Node& n) { return n.role.empty() ? n.op : n.
 std::string quantized_note(const planner::Exec& e) { return fmt::format("activations quantised to {} on the fly", e.act_math); }
 
 // Weight shards under TP, as `met circuit emit --tp` splits them: matrices split (the head by
-// vocabulary), the embedding table and small parameters (norm scales, conv taps, sinks) replicated.
-bool sharded(const model::Node& n) { return planner::is_matrix_op(n.op) && n.op != "embed"; }
+// vocabulary), the embedding table, the MoE router (every rank routes every row) and small
+// parameters (norm scales, conv taps, sinks) replicated.
+bool sharded(const model::Node& n) { return planner::is_matrix_op(n.op) && n.op != "embed" && n.op != "moe_router"; }
 
 bool tied_head(const model::ModelGraph& m, const model::Node& n) {
   return m.tied_embeddings && n.op == "linear" && n.role == "lm_head";

@@ -371,6 +371,12 @@ void body_moe_down(const MetArgs_moe_down& a, const InstrDesc& d, std::uint32_t 
                r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden, c.begin, c.end);
 }
 
+void body_moe_down_f32(const MetArgs_moe_down_f32& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
+  met_moe_down_f32(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
+                   r.end - r.begin, i32(a.top_k), i32(a.hidden), a.y + r.begin * a.hidden, c.begin, c.end);
+}
+
 template <class A, class Kernel>
 void biased_linear_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel kernel) {
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.w->rows);

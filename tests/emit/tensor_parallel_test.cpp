@@ -38,6 +38,23 @@ double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifes
   return bytes;
 }
 
+// The TP table of one decode row on h200-sxm (host-cpu has no interconnect, so no TP table): the
+// row of degree tp.
+estimate::CaseEstimate tp_row(const model::ModelGraph& graph, int tp) {
+  auto& tl = testing::tree_lib();
+  auto h200 = planner::resolve_target(tl.lib, "h200-sxm");
+  REQUIRE(h200.ok());
+  estimate::Options o;
+  o.mode = planner::Mode::decode;
+  o.rows = 1;
+  auto an = estimate::analyze(tl.lib, *h200, graph, o);
+  REQUIRE(an.ok());
+  for (const auto& c : an->tp)
+    if (c.tp == tp) return c;
+  FAIL("no TP " << tp << " row in the plan");
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP table and runs the planner's collectives per step (a split that drops or repeats a weight, or a missing all-reduce, fails)") {
@@ -45,14 +62,6 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
     CAPTURE(cfg);
     const auto ckpt = testing::tiny_checkpoint(std::string("tp-bytes-") + cfg, testing::oracle_config(cfg));
     const auto graph = testing::graph_of(ckpt);
-    auto& tl = testing::tree_lib();
-    auto h200 = planner::resolve_target(tl.lib, "h200-sxm");  // host-cpu has no interconnect, so no TP table
-    REQUIRE(h200.ok());
-    estimate::Options o;
-    o.mode = planner::Mode::decode;
-    o.rows = 1;
-    auto an = estimate::analyze(tl.lib, *h200, graph, o);
-    REQUIRE(an.ok());
     const double hidden = graph.params.at("hidden");
     const std::int64_t layers = static_cast<std::int64_t>(graph.params.at("layers"));
     for (int tp : {2, 4, 8}) {
@@ -63,10 +72,7 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
       auto a = testing::emit_checkpoint(ckpt, spec);
       REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
       REQUIRE(a->other_ranks.size() == static_cast<std::size_t>(tp - 1));
-      const estimate::CaseEstimate* row = nullptr;
-      for (const auto& c : an->tp)
-        if (c.tp == tp) row = &c;
-      REQUIRE(row != nullptr);
+      const auto row = tp_row(graph, tp);
       const auto coll = estimate::tp_collectives(graph, tp);
       CHECK(coll.all_reduces == 2 * layers);
       CHECK(coll.gathers == 1);
@@ -76,7 +82,7 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
         CAPTURE(r);
         CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
         CHECK(ranks[r]->tp_rank == r);
-        CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden) == doctest::Approx(row->weight_bytes).epsilon(1e-12));
+        CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden) == doctest::Approx(row.weight_bytes).epsilon(1e-12));
         for (const auto& p : ranks[r]->programs) {
           CAPTURE(p.name);
           CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
@@ -84,6 +90,68 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
         }
       }
     }
+  }
+}
+
+TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size and the whole router, reads the plan's TP bytes per device, and all-reduces the experts' fp32 sums at the residual (a router split, an expert cut by the wrong dimension or a missing all-reduce fails)") {
+  // 8 heads over 8 KV heads so that 2, 4 and 8 ranks split them; 8 experts of 64, top 2.
+  const std::string cfg = with(with(testing::oracle_config("tiny-qwen3-moe.json"), "num_attention_heads", "8"), "num_key_value_heads", "8");
+  const auto ckpt = testing::tiny_checkpoint("tp-moe", cfg);
+  const auto graph = testing::graph_of(ckpt);
+  const double hidden = graph.params.at("hidden"), experts = graph.params.at("experts"), top_k = graph.params.at("top_k");
+  const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
+  for (int tp : {2, 4, 8}) {
+    CAPTURE(tp);
+    testing::EmitSpec spec;
+    spec.tp = tp;
+    auto a = testing::emit_checkpoint(ckpt, spec);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    const auto row = tp_row(graph, tp);
+    const auto coll = estimate::tp_collectives(graph, tp);
+    CHECK(coll.all_reduces == 2 * layers);
+    std::vector<const emit::PacketFile*> ranks{&a->packet};
+    for (const auto& p : a->other_ranks) ranks.push_back(&p);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      CAPTURE(r);
+      // A decode step of one row reads top_k of the experts' slices (the planner's occupancy at C = 1).
+      double bytes = 0;
+      for (const auto& t : ranks[r]->tensors) {
+        if (t.source != MET_SOURCE_CHECKPOINT) continue;
+        const std::string& name = a->weights.tensors[t.ref].name;
+        const double share = name.find(".mlp.experts.") != std::string::npos ? top_k / experts : 1.0;
+        bytes += name == "model.embed_tokens.weight" ? hidden * 2 : static_cast<double>(t.bytes) * share;
+      }
+      CHECK(bytes == doctest::Approx(row.weight_bytes).epsilon(1e-12));
+      for (const auto& p : ranks[r]->programs) {
+        CAPTURE(p.name);
+        CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
+        CHECK(count_ops(p, "moe_down_f32") == layers - 1);  // layer 2 is dense (mlp_only_layers)
+        CHECK(count_ops(p, "moe_down") == 0);
+      }
+    }
+    // Rank 1's windows: gate and up rows [inter / tp, 2 inter / tp) of every expert, down's columns.
+    const std::uint64_t w = 64 / static_cast<std::uint64_t>(tp);
+    const emit::WeightEntry* gate_up = nullptr;
+    const emit::WeightEntry* down = nullptr;
+    const emit::WeightEntry* router = nullptr;
+    for (const auto& e : a->weights.tensors) {
+      if (e.name.starts_with("model.layers.0.") && e.name.ends_with(".rank1") && e.parts.size() == 16) gate_up = &e;
+      if (e.name.starts_with("model.layers.0.") && e.name.ends_with(".rank1") && e.parts.size() == 8) down = &e;
+      if (e.name.starts_with("model.layers.0.mlp.gate")) router = &e;
+    }
+    REQUIRE(gate_up != nullptr);
+    REQUIRE(down != nullptr);
+    REQUIRE(router != nullptr);
+    CHECK(router->name == "model.layers.0.mlp.gate.weight");  // one entry, shared by every rank
+    CHECK(router->parts[0].window.empty());
+    for (std::size_t i = 0; i < gate_up->parts.size(); ++i) {
+      CAPTURE(gate_up->parts[i].tensor);
+      CHECK(gate_up->parts[i].tensor.find(i % 2 == 0 ? "gate_proj" : "up_proj") != std::string::npos);
+      CHECK(gate_up->parts[i].window == std::vector<std::uint64_t>{w, w, 0, 128});
+    }
+    for (const auto& part : down->parts) CHECK(part.window == std::vector<std::uint64_t>{0, 128, w, w});
+    CHECK(gate_up->shape == std::vector<std::uint64_t>{8 * 2 * w, 128});
+    CHECK(down->shape == std::vector<std::uint64_t>{8 * 128, w});
   }
 }
 
@@ -128,6 +196,9 @@ TEST_CASE("--tp that does not divide the KV heads, the heads, the intermediate s
       {with(with(base, "num_attention_heads", "4"), "num_key_value_heads", "4"), 8, "num_attention_heads = 4 is not a multiple of 8"},
       {with(base, "intermediate_size", "516"), 8, "intermediate_size = 516 is not a multiple of 8"},
       {with(base, "vocab_size", "1020"), 8, "vocab_size = 1020 is not a multiple of 8"},
+      {with(with(with(testing::oracle_config("tiny-qwen3-moe.json"), "num_attention_heads", "8"), "num_key_value_heads", "8"),
+            "moe_intermediate_size", "68"),
+       8, "moe_intermediate_size = 68 is not a multiple of 8"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.want);
@@ -141,7 +212,7 @@ TEST_CASE("--tp that does not divide the KV heads, the heads, the intermediate s
   }
 }
 
-TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3 and Qwen3-MoE is refused by name") {
+TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3, gpt-oss and Gemma-4's MoE is refused by name") {
   const auto llama = testing::tiny_checkpoint("tp-class", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
   spec.tp = 2;
@@ -156,7 +227,8 @@ TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3
   CHECK(three.error().message.find("--tp 3 is not one of 1, 2, 4, 8") != std::string::npos);
   spec.tp = 2;
   const std::pair<const char*, const char*> refused[] = {{"tiny-gemma3.json", "rmsnorm:post_attn_norm (kernels/circuits/gemma3.toml:"},
-                                                         {"tiny-qwen3-moe.json", "moe_router (kernels/circuits/moe.toml:"}};
+                                                         {"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"},
+                                                         {"tiny-gemma4-moe.json", "expert_scale (kernels/circuits/gemma4.toml:"}};
   for (const auto& [cfg, node] : refused) {
     const std::string name = cfg, want = node;
     CAPTURE(name);

@@ -1,5 +1,5 @@
 // Test helpers of the cpu backend tests: assets of a checkpoint emitted at 4 and at 1 threads, and a
-// greedy (or sampled) generation over them with every step's logits kept.
+// greedy (or sampled, or teacher-forced) generation over them with every step's logits kept.
 #pragma once
 
 #include <memory>
@@ -28,7 +28,8 @@ struct Run {
 };
 
 inline Expected<Run> run_assets(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
-                                std::int64_t max_tokens, std::uint32_t threads = 0, interp::Sampling sampling = {}) {
+                                std::int64_t max_tokens, std::uint32_t threads = 0, interp::Sampling sampling = {},
+                                std::vector<std::vector<std::int32_t>> forced = {}) {
   MET_TRY(interp::Assets a, interp::load_assets(assets.string()));
   MET_TRY(std::unique_ptr<interp::CpuBackend> b, interp::CpuBackend::create(a, threads));
   interp::GenerateRequest req;
@@ -36,6 +37,7 @@ inline Expected<Run> run_assets(const std::filesystem::path& assets, const std::
   req.max_tokens = max_tokens;
   req.keep_logits = true;
   req.sampling = sampling;
+  req.forced = std::move(forced);  // teacher forcing (GenerateRequest::forced)
   MET_TRY(interp::GenerateResult r, interp::generate(*b, a.packet, a.build, req));
   return Run{r.tokens, r.logits};
 }

@@ -1109,6 +1109,36 @@ TEST_CASE("moe_down by hand: experts=3, expert e's down is (e + 1) x identity; y
   CHECK(met::cpu::bf16_to_f32(hh[0]) == doctest::Approx(ref_silu(2.0) * 2).epsilon(1e-2));
 }
 
+TEST_CASE("moe_down_f32 by hand: the weighted sum over the routed experts stays fp32 (no bf16 step), two halves of the intermediate size add up to the whole, and an expert no row picked is never read (catches a TP body that rounds, drops a slot or ignores its columns)") {
+  const float nan = std::nanf("");
+  // w_down [experts * hidden, inter], hidden = 2, inter = 2: expert e is (e + 1) x identity; expert 1 NaN.
+  const auto wd = bf16_weight({1, 0, 0, 1, nan, nan, nan, nan, 3, 0, 0, 3}, 6, 2);
+  const std::int32_t ids[4] = {2, 0, 0, 2};
+  const float wts[4] = {0.7f, 0.3f, 0.5f, 0.5f};  // 0.7 and 0.3 are not bf16 values: nothing rounds them
+  Bf16 h;
+  for (float v : {1.0f, 2.0f, 4.0f, 8.0f, 1.0f, -1.0f, 2.0f, 2.0f}) h.push_back(met::cpu::f32_to_bf16(v));
+  std::vector<float> y(4, nan);
+  met_moe_down_f32(h.data(), &wd.w, ids, wts, 2, 2, 2, y.data(), /*col0=*/0, /*col1=*/1);
+  met_moe_down_f32(h.data(), &wd.w, ids, wts, 2, 2, 2, y.data(), /*col0=*/1, /*col1=*/2);
+  const float want[4] = {0.7f * 3 * 1 + 0.3f * 4, 0.7f * 3 * 2 + 0.3f * 8, 0.5f * 1 + 0.5f * 3 * 2, 0.5f * -1 + 0.5f * 3 * 2};
+  for (int i = 0; i < 4; ++i) CHECK(y[sz(i)] == doctest::Approx(want[i]).epsilon(1e-6));
+  CHECK(met::cpu::round_bf16(y[0]) != y[0]);  // 3.3 kept unrounded
+  // Split the intermediate size in two ranks' halves (columns 0 and 1 of each expert's down, h's
+  // matching halves): their sums add up to the unsplit sums.
+  auto half = [&](std::int64_t c) {
+    std::vector<float> col;
+    for (std::int64_t r = 0; r < 6; ++r) col.push_back(met::cpu::bf16_to_f32(wd.bf16[sz(r * 2 + c)]));
+    TestWeight t = bf16_weight(col, 6, 1);
+    Bf16 hh;
+    for (std::int64_t s = 0; s < 4; ++s) hh.push_back(h[sz(s * 2 + c)]);
+    std::vector<float> part(4);
+    met_moe_down_f32(hh.data(), &t.w, ids, wts, 2, 2, 2, part.data(), 0, 2);
+    return part;
+  };
+  const auto p0 = half(0), p1 = half(1);
+  for (int i = 0; i < 4; ++i) CHECK(p0[sz(i)] + p1[sz(i)] == doctest::Approx(y[sz(i)]).epsilon(1e-6));
+}
+
 namespace {
 
 // One routed slot unfused: a gemv over expert e's [2 * inter, hidden] rows (gate, then up) of the
