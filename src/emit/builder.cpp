@@ -90,7 +90,14 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   if (auto it = sh.weight_handle.find(entry); it != sh.weight_handle.end()) return it->second;
   MET_TRY(WeightEntry e, make_entry(whole, names, *sh.layout, sh.display));
   if (split >= 0) {
-    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display));
+    // qkv's k and v parts (after q) in the KV heads' slices when there are fewer than ranks.
+    std::vector<int> groups;
+    if (node.op == "linear" && node.role == "qkv" && e.parts.size() < 2)
+      return fail(sh.display + ": tensor '" + whole + "': a qkv projection stored as one tensor is not split for tensor "
+                  "parallelism (its windows would cut across q, k and v)");
+    if (node.op == "linear" && node.role == "qkv" && sh.kv_groups < sh.tp)
+      for (std::size_t k = 0; k < e.parts.size(); ++k) groups.push_back(k == 0 ? 0 : sh.kv_groups);
+    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups));
   }
   TensorDesc t;
   t.name = e.name;

@@ -34,6 +34,7 @@ struct Shared {
   std::map<std::int64_t, std::uint32_t> inv_freq;             // rotary_dim -> generated table
   std::int64_t kv_slots = 0;
   int tp = 1, rank = 0;  // tensor parallelism: the ranks of the emit and the one being built
+  int kv_groups = 1;     // the KV heads' slices across ranks (tensor_parallel.hpp kv_groups)
 };
 
 // Appends a tensor to the packet; its handle.

@@ -69,9 +69,10 @@ std::vector<std::string> plan_group_rules(const planner::Plan& plan, const model
 
 namespace {
 
-// The packet of one rank (the whole emit without --tp): graph is the graph that rank runs.
+// The packet of one rank (the whole emit without --tp): graph is the graph that rank runs,
+// kv_groups the slices of the KV heads across ranks (tensor_parallel.hpp).
 Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
-                           const CheckpointLayout& layout, const EmitOptions& options, int rank) {
+                           const CheckpointLayout& layout, const EmitOptions& options, int rank, int kv_groups) {
   const auto& cls = target.chain.leaf();
   const bool cpu = cls.vendor == "host";
   Assets a;
@@ -116,6 +117,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   sh.kv_slots = a.max_seqs * a.max_ctx + a.pad_slots;
   sh.tp = options.tp;
   sh.rank = rank;
+  sh.kv_groups = kv_groups;
 
   // KV caches: one k and one v tensor per attention layer, shared by every program, in the graph's
   // KV format: bf16, or e4m3 with a per-tensor scale of 1 per cache (docs/arch/interpreter.md, The
@@ -303,7 +305,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
 
 Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
                       const CheckpointLayout& layout, const EmitOptions& options) {
-  if (options.tp == 1) return emit_rank(lib, target, graph, layout, options, 0);
+  if (options.tp == 1) return emit_rank(lib, target, graph, layout, options, 0, 1);
   const std::string display = options.checkpoint.empty() ? graph.id : options.checkpoint;
   if (options.tp < 1 || options.tp > static_cast<int>(kMaxTpRanks) || (options.tp & (options.tp - 1)) != 0)
     return fail(fmt::format("{}: --tp {} is not one of 1, 2, 4, 8", display, options.tp));
@@ -313,9 +315,10 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
                             "class (--hardware host-cpu) with simulated ranks",
                             display, options.tp, cls.id));
   MET_TRY(const model::ModelGraph rg, rank_graph(graph, options.tp, display));
-  MET_TRY(Assets a, emit_rank(lib, target, rg, layout, options, 0));
+  const int groups = kv_groups(graph, options.tp);
+  MET_TRY(Assets a, emit_rank(lib, target, rg, layout, options, 0, groups));
   for (int r = 1; r < options.tp; ++r) {
-    MET_TRY(Assets ar, emit_rank(lib, target, rg, layout, options, r));
+    MET_TRY(Assets ar, emit_rank(lib, target, rg, layout, options, r, groups));
     // One weights.json for every rank: the rank's entries join rank 0's (a replicated entry is
     // shared by name), and its packet's checkpoint tensors are renumbered to match.
     for (auto& t : ar.packet.tensors) {

@@ -68,11 +68,31 @@ int weight_split_dim(const model::Node& n) {
   return -1;
 }
 
+int kv_groups(const model::ModelGraph& g, int ranks) {
+  auto it = g.params.find("kv_heads");
+  if (it == g.params.end() || it->second >= ranks) return ranks;
+  return static_cast<int>(it->second);
+}
+
 Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, const std::string& display) {
   const std::string ctx = fmt::format("{}/config.json: --tp {}", display, ranks);
+  // Fewer KV heads than ranks: each rank holds the one KV head its query heads read, shared by
+  // ranks / kv_heads ranks (so ranks must be a multiple of the KV heads).
+  const int groups = kv_groups(g, ranks);
+  double kv_heads = 0;
+  if (auto it = g.params.find("kv_heads"); it != g.params.end()) {
+    kv_heads = it->second;
+    if (groups == ranks && std::fmod(kv_heads, ranks) != 0)
+      return fail(fmt::format("{}: num_key_value_heads = {} is not a multiple of {}: each rank takes an equal share of it",
+                              ctx, kv_heads, ranks));
+    if (groups < ranks && std::fmod(ranks, kv_heads) != 0)
+      return fail(fmt::format("{}: num_key_value_heads = {} is fewer than the {} ranks and does not divide them: a rank "
+                              "holds one KV head, shared by an equal number of ranks",
+                              ctx, kv_heads, ranks));
+  }
+  const double rank_kv = groups < ranks ? 1 : kv_heads / ranks;
   // What a rank must hold whole: config.json key -> circuit parameter.
   const std::pair<const char*, const char*> counts[] = {{"num_attention_heads", "heads"},
-                                                        {"num_key_value_heads", "kv_heads"},
                                                         {"intermediate_size", "inter"},
                                                         {"moe_intermediate_size", "moe_inter"},
                                                         {"vocab_size", "vocab"}};
@@ -81,14 +101,14 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     if (it == g.params.end()) continue;
     const double v = it->second;
     if (std::fmod(v, ranks) != 0)
-      return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it{}", ctx, key, v, ranks,
-                              std::string(param) == "kv_heads" ? " (KV heads are split, never replicated across ranks)" : ""));
+      return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it", ctx, key, v, ranks));
   }
   model::ModelGraph r = g;
-  for (const char* p : {"heads", "kv_heads", "inter", "moe_inter"})
+  for (const char* p : {"heads", "inter", "moe_inter"})
     if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
+  if (auto it = r.params.find("kv_heads"); it != r.params.end()) it->second = rank_kv;
   // Every node without a rule is named at once: what an architecture lacks, not its first gap.
-  std::vector<std::string> missing;
+  std::vector<std::string> missing, bad;
   auto split = [&](model::Node& n) {
     const Rule* rule = rule_of(n);
     if (!rule) {
@@ -100,10 +120,27 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::replicate: break;
       case Rule::heads:
         divide(n, "heads", ranks);
-        divide(n, "kv_heads", ranks);
-        divide(n, "count", ranks);
+        if (auto it = n.params.find("kv_heads"); it != n.params.end()) it->second = rank_kv;
+        // A per-head norm's count: the KV heads' (k_norm) become the rank's, the query heads' divide.
+        if (auto it = n.params.find("count"); it != n.params.end())
+          it->second = groups < ranks && it->second == kv_heads ? rank_kv : it->second / ranks;
         break;
-      case Rule::column: divide(n, "out", ranks); break;
+      case Rule::column:
+        if (n.op == "linear" && n.role == "qkv" && groups < ranks) {
+          // The rank's q heads, then its one KV head's k and v rows.
+          auto out = n.params.find("out");
+          const double q = g.params.count("heads") && g.params.count("head_dim") ? g.params.at("heads") * g.params.at("head_dim") : 0;
+          const double kv = out == n.params.end() ? 0 : out->second - q;
+          if (!(q > 0) || !(kv > 0) || std::fmod(kv, kv_heads) != 0) {
+            bad.push_back(fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
+                                      n.where, out == n.params.end() ? 0 : out->second, q));
+            break;
+          }
+          out->second = q / ranks + kv / kv_heads * rank_kv;
+        } else {
+          divide(n, "out", ranks);
+        }
+        break;
       case Rule::row: divide(n, "in", ranks); break;
       case Rule::inter_width: divide(n, "dim", ranks); break;
       case Rule::expert_column:
@@ -114,6 +151,7 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
   for (auto& k : r.kinds)
     for (auto& n : k.nodes) split(n);
   for (auto& n : r.post) split(n);
+  if (!bad.empty()) return fail(fmt::format("{}: {}", ctx, bad.front()));
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;

@@ -12,11 +12,17 @@
 
 namespace met::emit::detail {
 
-// The graph rank r of `ranks` runs: the split nodes' heads, KV heads and widths divided by ranks.
-// Refuses a node with no split rule (naming it and its template) and a count that ranks does not
-// divide: attention heads, KV heads (fewer KV heads than ranks are refused, not replicated),
-// intermediate size and vocabulary. display names the checkpoint in errors.
+// The graph rank r of `ranks` runs: the split nodes' heads, KV heads and widths divided by ranks;
+// with fewer KV heads than ranks, one KV head per rank (kv_groups). Refuses a node with no split
+// rule (naming it and its template) and a count that ranks does not divide: attention heads, KV
+// heads (unless ranks is a multiple of them), intermediate sizes and vocabulary. display names the
+// checkpoint in errors.
 Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, const std::string& display);
+
+// How many distinct slices of the KV heads the ranks hold: ranks when every rank has KV heads of its
+// own, else the KV heads (rank r holds KV head r * kv_heads / ranks, shared with the ranks beside
+// it).
+int kv_groups(const model::ModelGraph& g, int ranks);
 
 // How a node's weight is split: -1 replicated, 0 by rows (column-parallel), 1 by columns
 // (row-parallel).

@@ -420,20 +420,25 @@ std::vector<std::uint64_t> part_shape(const WeightPart& p) {
   return p.shape;
 }
 
-Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx) {
+Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
+                                 const std::vector<int>& part_groups) {
   const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
   if (!e.scale_parts.empty())
     return fail(where + ": block-scaled fp8 weights are not split for tensor parallelism yet (their scale blocks would be cut)");
   WeightEntry out = e;
   out.name = fmt::format("{}.rank{}", e.name, rank);
-  for (auto& p : out.parts) {
+  for (std::size_t k = 0; k < out.parts.size(); ++k) {
+    auto& p = out.parts[k];
     if (p.shape.size() != 2 || !p.window.empty())
       return fail(fmt::format("{}: tensor '{}' {} is not a whole 2-d matrix", where, p.tensor, shape_text(p.shape)));
-    const std::uint64_t n = p.shape[static_cast<std::size_t>(dim)], r = static_cast<std::uint64_t>(ranks);
+    // A part cut into fewer slices than ranks (a KV head shared by several ranks): rank r takes
+    // slice r * groups / ranks.
+    const int groups = k < part_groups.size() && part_groups[k] > 0 ? part_groups[k] : ranks;
+    const std::uint64_t n = p.shape[static_cast<std::size_t>(dim)], r = static_cast<std::uint64_t>(groups);
     if (n % r != 0)
       return fail(fmt::format("{}: tensor '{}' {}: {} {} do not divide into {} equal parts", where, p.tensor,
-                              shape_text(p.shape), n, dim == 0 ? "rows" : "columns", ranks));
-    const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank);
+                              shape_text(p.shape), n, dim == 0 ? "rows" : "columns", groups));
+    const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank * groups / ranks);
     p.window = dim == 0 ? std::vector<std::uint64_t>{at, w, 0, p.shape[1]} : std::vector<std::uint64_t>{0, p.shape[0], at, w};
   }
   MET_TRY(out.shape, stacked_shape(out.parts, where));

@@ -82,9 +82,12 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
 
 // Tensor parallelism: the entry of rank `rank` of `ranks`, each part cut into `ranks` equal windows
 // along dim (0: rows, for column-parallel projections; 1: columns, for row-parallel ones) and the
-// rank's window kept; named "<entry>.rank<r>". Refuses block-scaled fp8 entries, parts that are not
-// 2-d and a dim that `ranks` does not divide (ctx locates the error).
-Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx);
+// rank's window kept; named "<entry>.rank<r>". part_groups[k] > 0 cuts part k into that many
+// windows instead, of which rank r keeps window r * groups / ranks (the k and v parts of qkv when
+// KV heads are fewer than ranks). Refuses block-scaled fp8 entries, parts that are not 2-d and a dim
+// that does not divide (ctx locates the error).
+Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
+                                 const std::vector<int>& part_groups = {});
 
 // "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
 std::string network_slug(const std::string& checkpoint_dir_name);

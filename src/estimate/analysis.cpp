@@ -343,15 +343,16 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
   const double kvb = format_bytes(m.kv);
   double widest = param(m, "hidden");
   double kv_per_seq = 0, state_per_seq = 0;
-  auto weights_of = [&](const model::Node& n, double count) {
+  auto weights_of = [&](const model::Node& n, double count, const std::vector<model::Node>& layer) {
     const model::OpInfo* op = model::find_op(n.op);
     if (!op || tied_head(m, n)) return;
     const double elems = model::weight_elems(n);
     const double bytes = elems * (n.weight_format ? format_bytes(*n.weight_format) : a);
-    f.weights += count * (sharded(n) ? bytes / tp : bytes);
+    const double share = n.op == "linear" && n.role == "qkv" ? qkv_rank_share(layer, n, tp) : 1.0 / tp;
+    f.weights += count * (sharded(n) ? bytes * share : bytes);
   };
-  for (const auto& n : m.pre) weights_of(n, 1);
-  for (const auto& n : m.post) weights_of(n, 1);
+  for (const auto& n : m.pre) weights_of(n, 1, m.pre);
+  for (const auto& n : m.post) weights_of(n, 1, m.post);
   for (const auto& k : m.kinds) {
     const double count = static_cast<double>(k.layers.size());
     double window = 0;
@@ -360,9 +361,10 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
     }
     const double tokens = window > 0 ? std::min<double>(static_cast<double>(context), window) : static_cast<double>(context);
     for (const auto& n : k.nodes) {
-      weights_of(n, count);
+      weights_of(n, count, k.nodes);
       double kv = model::kv_elems_per_token(n) * kvb;
-      if (n.op == "kv_append" && n.params.count("kv_heads") && n.params.at("kv_heads") >= tp) kv /= tp;
+      if (n.op == "kv_append" && n.params.count("kv_heads") && n.params.at("kv_heads") > 0)  // a rank's KV heads
+        kv *= rank_kv_heads(n.params.at("kv_heads"), tp) / n.params.at("kv_heads");
       kv_per_seq += count * kv * tokens;
       const double st = model::state_elems_per_seq(n);
       state_per_seq += count * st * (n.op == "conv1d" ? a : kStateBytes) / tp;

@@ -26,6 +26,20 @@ double experts_touched(double experts, double top_k, double rows) {
 
 }  // namespace
 
+double rank_kv_heads(double kv_heads, int tp) { return kv_heads >= tp ? kv_heads / tp : std::min(kv_heads, 1.0); }
+
+double qkv_rank_share(const std::vector<model::Node>& layer, const model::Node& qkv, int tp) {
+  const double even = 1.0 / tp;
+  const model::Node* at = nullptr;
+  for (const auto& n : layer)
+    if (n.op == "attention") at = &n;
+  if (!at || tp <= 1) return even;
+  const double kvh = p(*at, "kv_heads"), q = p(*at, "heads") * p(*at, "head_dim"), out = p(qkv, "out");
+  const double kv = out - q;
+  if (kvh >= tp || !(kv > 0) || !(out > 0)) return even;
+  return (q / tp + kv / kvh * rank_kv_heads(kvh, tp)) / out;
+}
+
 PrefillAttention prefill_attention(std::int64_t prior, std::int64_t rows, std::int64_t window) {
   PrefillAttention out;
   auto visible = [&](std::int64_t pos) -> double {
@@ -66,18 +80,19 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.flops = 4 * R * width;
   } else if (op == "linear") {
     const double in = p(n, "in"), out = p(n, "out");
-    c.weight_bytes = in * out * wb / tp;
+    const double share = n.role == "qkv" && s.qkv_share > 0 ? s.qkv_share : 1.0 / tp;
+    c.weight_bytes = in * out * wb * share;
     c.in_bytes = R * in * a;
-    c.out_bytes = R * out * a / tp;
-    c.flops = 2 * R * in * out / tp;
+    c.out_bytes = R * out * a * share;
+    c.flops = 2 * R * in * out * share;
   } else if (op == "rope") {
-    const double heads = shard(p(n, "heads"), tp) + shard(p(n, "kv_heads"), tp);
+    const double heads = shard(p(n, "heads"), tp) + rank_kv_heads(p(n, "kv_heads"), tp);
     const double hd = p(n, "head_dim");
     c.in_bytes = R * heads * hd * a;
     c.out_bytes = R * heads * hd * a;
     c.flops = 3 * R * heads * p(n, "rotary_dim", hd);
   } else if (op == "kv_append") {
-    const double width = shard(p(n, "kv_heads"), tp) * (p(n, "head_dim") + p(n, "v_head_dim", p(n, "head_dim")));
+    const double width = rank_kv_heads(p(n, "kv_heads"), tp) * (p(n, "head_dim") + p(n, "v_head_dim", p(n, "head_dim")));
     c.in_bytes = R * width * a;
     c.kv_write = R * width * kvb;
   } else if (op == "kv_append_mla") {
@@ -93,7 +108,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
       qk = kv_width;
       vd = p(n, "kv_lora");
     } else {
-      const double kvh = shard(p(n, "kv_heads"), tp);
+      const double kvh = rank_kv_heads(p(n, "kv_heads"), tp);
       qk = p(n, "head_dim");
       vd = p(n, "v_head_dim", qk);
       kv_width = kvh * (qk + vd);
@@ -190,7 +205,10 @@ GroupCost group_cost(const planner::Group& g, const planner::Scope& scope, const
   double in_first = 0, out_last = 0, act_all = 0;
   bool first = true;
   for (int idx : g.nodes) {
-    const NodeCost c = node_cost(scope.nodes[static_cast<std::size_t>(idx)], s);
+    const model::Node& n = scope.nodes[static_cast<std::size_t>(idx)];
+    StepShape ns = s;
+    if (n.op == "linear" && n.role == "qkv") ns.qkv_share = qkv_rank_share(scope.nodes, n, s.tp);
+    const NodeCost c = node_cost(n, ns);
     out.weight_bytes += c.weight_bytes;
     out.kv_bytes += c.kv_read + c.kv_write;
     out.other_bytes += c.state_bytes;

@@ -20,6 +20,7 @@ struct StepShape {
   bool prefill = false;          // rows are consecutive positions of one sequence
   std::int64_t prior = 0;        // prefill: tokens already in the cache before this chunk
   int tp = 1;
+  double qkv_share = 0;          // a rank's share of the scope's qkv rows (qkv_rank_share); 0: 1 / tp
   Format act = Format::bf16;
   Format kv = Format::bf16;
 };
@@ -35,6 +36,15 @@ struct NodeCost {
 };
 
 NodeCost node_cost(const model::Node& n, const StepShape& s);
+
+// KV heads one of tp ranks holds, as `emit --tp` splits them: its share when there are at least tp,
+// else one (shared by tp / kv_heads ranks).
+double rank_kv_heads(double kv_heads, int tp);
+
+// The share of a layer's linear:qkv rows one of tp ranks holds: 1/tp of the query rows and its
+// rank_kv_heads of the KV heads' k and v rows (the layer's attention node gives heads, KV heads and
+// head_dim); 1/tp where the layer has no such attention node.
+double qkv_rank_share(const std::vector<model::Node>& layer, const model::Node& qkv, int tp);
 
 // Attention rows a prefill chunk computes under a window (0 = full): sum over its rows of the
 // tokens each sees, and the KV tokens a flash kernel streams (once per query tile).

@@ -15,6 +15,14 @@ trap 'rm -rf "$work"' EXIT
   { echo "setup: synth failed"; exit 1; }
 "$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 5 --out "$work/kv2" >/dev/null 2>&1 ||
   { echo "setup: synth failed"; exit 1; }
+# 12 heads over 3 KV heads: 4 ranks split the heads but cannot share 3 KV heads equally.
+python3 - "$root/tests/oracle/configs/tiny-llama3.json" "$work/kv3.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(num_attention_heads=12, num_key_value_heads=3, head_dim=32)
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+PY
+"$met" model synth --config "$work/kv3.json" --seed 5 --out "$work/kv3" >/dev/null 2>&1 || { echo "setup: synth failed"; exit 1; }
 
 emit() {  # emit DIR TP CKPT
   "$met" circuit emit --hardware host-cpu --checkpoint "$3" --out "$1" --tp "$2" --max-ctx 64 --decode-rungs 1 \
@@ -55,8 +63,18 @@ refused() {  # refused NAME PATTERN CMD...: non-zero exit, one `error:` line mat
   fi
 }
 
-refused "--tp 4 with 2 KV heads names the config key" "kv2/config.json: --tp 4: num_key_value_heads = 2 is not a multiple of 4" \
-  "$met" circuit emit --hardware host-cpu --checkpoint "$work/kv2" --out "$work/bad4" --tp 4
+# 2 KV heads at TP 4: each rank holds the one its query heads read, and the ids stay TP=1's.
+name="emit --tp 4 with 2 KV heads shares each KV head between 2 ranks and run prints TP=1's ids"
+if emit "$work/kv2-tp1" 1 "$work/kv2" && emit "$work/kv2-tp4" 4 "$work/kv2"; then
+  want2=$(run "$work/kv2-tp1")
+  got2=$(run "$work/kv2-tp4" --backend cpu)
+  if [[ -n $want2 && $got2 == "$want2" ]]; then ok "$name"; else bad "$name" "want: $want2" "got:  $got2" "$(cat "$work/run.err")"; fi
+else
+  bad "$name" "$(cat "$work/emit.err")"
+fi
+refused "--tp 4 with 3 KV heads names the config key" \
+  "kv3/config.json: --tp 4: num_key_value_heads = 3 is fewer than the 4 ranks and does not divide them" \
+  "$met" circuit emit --hardware host-cpu --checkpoint "$work/kv3" --out "$work/bad4" --tp 4
 [[ -e $work/bad4 ]] && bad "--tp 4 leaves no --out" "$work/bad4 exists"
 refused "--tp 3 is not a degree" "--tp 3 is not one of 1, 2, 4, 8" \
   "$met" circuit emit --hardware host-cpu --checkpoint "$work/kv8" --out "$work/bad3" --tp 3

@@ -58,7 +58,8 @@ estimate::CaseEstimate tp_row(const model::ModelGraph& graph, int tp) {
 }  // namespace
 
 TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP table and runs the planner's collectives per step (a split that drops or repeats a weight, or a missing all-reduce, fails)") {
-  for (const char* cfg : {"tiny-llama3-kv8.json", "tiny-llama3.json"}) {  // untied, and a tied head (TP 2 only: 2 KV heads)
+  // untied, and a tied head with 2 KV heads (at TP 4 and 8 each rank holds one, shared by 2 or 4 ranks)
+  for (const char* cfg : {"tiny-llama3-kv8.json", "tiny-llama3.json"}) {
     CAPTURE(cfg);
     const auto ckpt = testing::tiny_checkpoint(std::string("tp-bytes-") + cfg, testing::oracle_config(cfg));
     const auto graph = testing::graph_of(ckpt);
@@ -66,7 +67,6 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
     const std::int64_t layers = static_cast<std::int64_t>(graph.params.at("layers"));
     for (int tp : {2, 4, 8}) {
       CAPTURE(tp);
-      if (static_cast<int>(graph.params.at("kv_heads")) % tp != 0) continue;
       testing::EmitSpec spec;
       spec.tp = tp;
       auto a = testing::emit_checkpoint(ckpt, spec);
@@ -155,6 +155,37 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
   }
 }
 
+TEST_CASE("with fewer KV heads than ranks a rank holds the one KV head its query heads read: 2 KV heads at TP 8 give ranks 0-3 KV head 0 and ranks 4-7 KV head 1, their q rows split 8 ways (a k or v window cut 8 ways, or the wrong head, fails)") {
+  const auto ckpt = testing::tiny_checkpoint("tp-kv-shared", testing::oracle_config("tiny-llama3.json"));  // 8 heads of 32, 2 KV heads
+  testing::EmitSpec spec;
+  spec.tp = 8;
+  auto a = testing::emit_checkpoint(ckpt, spec);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  for (int r = 0; r < 8; ++r) {
+    CAPTURE(r);
+    const emit::WeightEntry* qkv = nullptr;
+    for (const auto& e : a->weights.tensors)
+      if (e.name == "model.layers.0.self_attn.qkv.rank" + std::to_string(r)) qkv = &e;
+    REQUIRE(qkv != nullptr);
+    REQUIRE(qkv->parts.size() == 3);
+    const std::uint64_t q0 = 32 * static_cast<std::uint64_t>(r), kv0 = 32 * static_cast<std::uint64_t>(r / 4);
+    CHECK(qkv->parts[0].window == std::vector<std::uint64_t>{q0, 32, 0, 256});
+    CHECK(qkv->parts[1].window == std::vector<std::uint64_t>{kv0, 32, 0, 256});
+    CHECK(qkv->parts[2].window == std::vector<std::uint64_t>{kv0, 32, 0, 256});
+    CHECK(qkv->shape == std::vector<std::uint64_t>{96, 256});
+  }
+  // Each rank's cache holds one KV head: every op of its packet with a kv_heads operand says 1.
+  int seen = 0;
+  for (const auto& ins : a->other_ranks[3].programs.front().instrs) {
+    const auto* op = emit::find_opcode(ins.opcode);
+    const int at = emit::int_index(*op, "kv_heads");
+    if (at < 0) continue;
+    ++seen;
+    CHECK(ins.ints[static_cast<std::size_t>(at)] == 1);
+  }
+  CHECK(seen >= 8);  // 4 layers: the qkv projection that appends K and V, and attention
+}
+
 TEST_CASE("a rank holds whole heads: its qkv window is its q heads then its k and v heads, its o window their columns (a split by rows of the fused qkv, or o cut by rows, fails)") {
   const auto ckpt = testing::tiny_checkpoint("tp-windows", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
@@ -184,7 +215,7 @@ TEST_CASE("a rank holds whole heads: its qkv window is its q heads then its k an
   CHECK(emit::to_json(*back) == emit::to_json(a->weights));
 }
 
-TEST_CASE("--tp that does not divide the KV heads, the heads, the intermediate size or the vocabulary is refused with the config key (never replicated or rounded)") {
+TEST_CASE("--tp that does not divide the heads, the intermediate size or the vocabulary, or the KV heads (unless it is a multiple of them), is refused with the config key (never rounded)") {
   const std::string base = testing::oracle_config("tiny-llama3-kv8.json");
   struct Case {
     std::string config;
@@ -192,7 +223,9 @@ TEST_CASE("--tp that does not divide the KV heads, the heads, the intermediate s
     std::string want;
   };
   const Case cases[] = {
-      {testing::oracle_config("tiny-llama3.json"), 4, "num_key_value_heads = 2 is not a multiple of 4"},
+      {with(with(base, "num_attention_heads", "24"), "num_key_value_heads", "6"), 4, "num_key_value_heads = 6 is not a multiple of 4"},
+      {with(with(base, "num_attention_heads", "12"), "num_key_value_heads", "3"), 4,
+       "num_key_value_heads = 3 is fewer than the 4 ranks and does not divide them"},
       {with(with(base, "num_attention_heads", "4"), "num_key_value_heads", "4"), 8, "num_attention_heads = 4 is not a multiple of 8"},
       {with(base, "intermediate_size", "516"), 8, "intermediate_size = 516 is not a multiple of 8"},
       {with(base, "vocab_size", "1020"), 8, "vocab_size = 1020 is not a multiple of 8"},

@@ -40,12 +40,12 @@ TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1'
   }
   const Model models[] = {{"tiny-llama3-kv8.json", testing::oracle_config("tiny-llama3-kv8.json"), {2, 4, 8}},
                           {"tiny-qwen3-kv8.json", testing::oracle_config("tiny-qwen3-kv8.json"), {2, 4, 8}},
-                          // tied head, 2 KV heads
-                          {"tiny-llama3.json", testing::oracle_config("tiny-llama3.json"), {2}},
-                          // tied head, q/k norms, 2 KV heads
-                          {"tiny-qwen3.json", testing::oracle_config("tiny-qwen3.json"), {2}},
+                          // tied head, 2 KV heads (at TP 4 and 8 one per rank, each shared by 2 or 4 ranks)
+                          {"tiny-llama3.json", testing::oracle_config("tiny-llama3.json"), {2, 4, 8}},
+                          // tied head, q/k norms, 4 heads over 2 KV heads
+                          {"tiny-qwen3.json", testing::oracle_config("tiny-qwen3.json"), {2, 4}},
                           // routed experts: the router replicated, each expert's intermediate size split
-                          {"tiny-qwen3-moe.json", testing::oracle_config("tiny-qwen3-moe.json"), {2}, true},
+                          {"tiny-qwen3-moe.json", testing::oracle_config("tiny-qwen3-moe.json"), {2, 4}, true},
                           {"tiny-qwen3-moe-kv8", moe8, {2, 4, 8}, true}};
   for (const auto& m : models) {
     const std::string cfg = m.name;
