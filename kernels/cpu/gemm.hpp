@@ -41,7 +41,7 @@ extern "C" void met_gemm_f32(const std::uint16_t* x, const MetHostWeight* w, flo
     const std::int64_t r1 = std::min(rows, r0 + met::cpu::kGemmRowBlock);
     for (std::int64_t o = out0; o < out1; ++o) {
       met::cpu::weight_row(*w, o, wrow.data());
-      for (std::int64_t r = r0; r < r1; ++r) y[r * w->rows + o] = met::cpu::dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols);
+      for (std::int64_t r = r0; r < r1; ++r) y[r * w->rows + o] = met::cpu::dot_act(*w, x + r * w->cols, wrow.data(), w->cols);
     }
   }
 }

@@ -236,8 +236,9 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
     MET_TRY(e.block, get_dims(j, "block", ctx));
   }
   for (const auto& p : e.parts)
-    if (!p.window.empty() && !e.scale_parts.empty())
-      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut bf16, f16 and f32 tensors only", ctx, p.tensor));
+    if (!p.window.empty() && (!e.block.empty() || e.dtype == "mxfp4"))
+      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut unscaled tensors and fp8 tensors of "
+                              "per-tensor scales only", ctx, p.tensor));
   MET_TRY(auto shape, stacked_shape(e.parts, ctx));
   if (shape != e.shape) {
     return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
@@ -423,8 +424,8 @@ std::vector<std::uint64_t> part_shape(const WeightPart& p) {
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
                                  const std::vector<int>& part_groups) {
   const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
-  if (!e.scale_parts.empty())
-    return fail(where + ": block-scaled fp8 weights are not split for tensor parallelism yet (their scale blocks would be cut)");
+  if (!e.block.empty() || e.dtype == "mxfp4")
+    return fail(where + ": block-scaled weights are not split for tensor parallelism yet (their scale blocks would be cut)");
   WeightEntry out = e;
   out.name = fmt::format("{}.rank{}", e.name, rank);
   for (std::size_t k = 0; k < out.parts.size(); ++k) {

@@ -84,8 +84,9 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
 // along dim (0: rows, for column-parallel projections; 1: columns, for row-parallel ones) and the
 // rank's window kept; named "<entry>.rank<r>". part_groups[k] > 0 cuts part k into that many
 // windows instead, of which rank r keeps window r * groups / ranks (the k and v parts of qkv when
-// KV heads are fewer than ranks). Refuses block-scaled fp8 entries, parts that are not 2-d and a dim
-// that does not divide (ctx locates the error).
+// KV heads are fewer than ranks). Per-tensor scales (modelopt fp8) go with every window of their
+// tensor. Refuses block-scaled entries (fp8 128x128, MXFP4), parts that are not 2-d and a dim that
+// does not divide (ctx locates the error).
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
                                  const std::vector<int>& part_groups = {});
 

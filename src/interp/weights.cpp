@@ -190,7 +190,8 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     } else if (!e.scale_parts.empty() && e.block.empty()) {
       // Per-tensor scales (modelopt): one float per row, each part's rows repeating its scale, so the
       // view is a block of 1 x cols and a fused q/k/v keeps each projection's own scale.
-      const std::uint64_t cols = e.parts[0].shape.size() == 2 ? e.parts[0].shape[1] : 0;
+      // A tensor-parallel window keeps its tensor's scale over the window's rows and columns.
+      const std::uint64_t cols = e.parts[0].shape.size() == 2 ? emit::part_shape(e.parts[0])[1] : 0;
       s.scale_bytes = e.shape.at(0) * sizeof(float);
       std::byte* buf = own(s.scale_bytes);
       std::uint64_t row = 0;
@@ -198,7 +199,8 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
         MET_TRY(auto ptr, part_bytes(e.scale_parts[k], e.name));
         float v = 0;
         std::memcpy(&v, ptr, sizeof v);
-        for (std::uint64_t j = 0; j < e.parts[k].shape[0]; ++j, ++row) std::memcpy(buf + row * sizeof v, &v, sizeof v);
+        const std::uint64_t rows = emit::part_shape(e.parts[k])[0];
+        for (std::uint64_t j = 0; j < rows; ++j, ++row) std::memcpy(buf + row * sizeof v, &v, sizeof v);
       }
       s.scales = buf;
       s.block_rows = 1;

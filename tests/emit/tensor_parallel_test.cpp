@@ -259,6 +259,15 @@ TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3
   REQUIRE_FALSE(three.ok());
   CHECK(three.error().message.find("--tp 3 is not one of 1, 2, 4, 8") != std::string::npos);
   spec.tp = 2;
+  // Block-scaled fp8 (128 x 128 scale blocks) is refused; modelopt's per-tensor scales split
+  // (tests/interp/tensor_parallel_test.cpp runs them).
+  const auto block = testing::tiny_checkpoint("tp-fp8-block", testing::oracle_config("tiny-llama3-kv8.json"), 7, Format::fp8_e4m3);
+  auto blocked = testing::emit_checkpoint(block, spec);
+  REQUIRE_FALSE(blocked.ok());
+  CHECK(blocked.error().message.find("block-scaled weights are not split for tensor parallelism yet") != std::string::npos);
+  const auto per_tensor = testing::tiny_checkpoint("tp-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), 7,
+                                                   Format::fp8_e4m3, model::Fp8Layout::modelopt);
+  CHECK(testing::emit_checkpoint(per_tensor, spec).ok());
   const std::pair<const char*, const char*> refused[] = {{"tiny-gemma3.json", "rmsnorm:post_attn_norm (kernels/circuits/gemma3.toml:"},
                                                          {"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"},
                                                          {"tiny-gemma4-moe.json", "expert_scale (kernels/circuits/gemma4.toml:"}};

@@ -282,6 +282,24 @@ TEST_CASE("gemm rows=70 in=128 out=48 bf16 and fp8-e4m3 matches fp64 and equals 
   }
 }
 
+TEST_CASE("gemv_f32 and gemm_f32 read activations as the weight's path does: with an fp8 weight of a static activation scale (W8A8, modelopt) bf16 of their sums is met_gemv and met_gemm bit for bit (a body that reads the activations as bf16 fails)") {
+  std::mt19937 g(41);
+  auto t = make_weight(g, MET_WEIGHT_FP8_E4M3, 48, 128, 1, 128);
+  t.w.act_scale = 0.0173f;  // coarse enough that e4m3(x / s) * s moves most activations
+  const auto x = random_bf16(g, 70 * 128);
+  Bf16 yv(70 * 48), ym(70 * 48);
+  met_gemv(x.data(), &t.w, yv.data(), 70, 0, t.w.rows);
+  met_gemm(x.data(), &t.w, ym.data(), 70, 0, t.w.rows);
+  std::vector<float> fv(70 * 48), fm(70 * 48);
+  met_gemv_f32(x.data(), &t.w, fv.data(), 70, 0, t.w.rows);
+  met_gemm_f32(x.data(), &t.w, fm.data(), 70, 0, t.w.rows);
+  CHECK(fm == fv);
+  Bf16 rounded(fv.size());
+  for (std::size_t i = 0; i < fv.size(); ++i) rounded[i] = met::cpu::f32_to_bf16(fm[i]);
+  CHECK(rounded == yv);
+  CHECK(rounded == ym);
+}
+
 TEST_CASE("gemv_f32 and gemm_f32 rows=70 in=128 out=48 keep gemv's fp32 sums unrounded: bf16 of them is met_gemv bit for bit, and they match fp64 (a body that rounds or drops a tile fails)") {
   std::mt19937 g(37);
   const auto t = make_weight(g, MET_WEIGHT_BF16, 48, 128, 16, 64);
