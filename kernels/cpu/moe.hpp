@@ -252,10 +252,12 @@ extern "C" void met_moe_router_scaled(const std::uint16_t* x, const MetHostWeigh
 namespace met::cpu {
 
 // The down projection's sums: acc [rows, n] (columns [col0, col1)) = each row's weighted copies
-// bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T)) added in fp32 in (expert, slot) order.
+// bf16(weights[k] * bf16(h[k] W_down[ids[k]]^T)) added in fp32 in (expert, slot) order; with
+// rounded false, weights[k] * (h[k] W_down[ids[k]]^T) unrounded (a tensor-parallel rank's partial
+// sums, which round only after the ranks' are added).
 inline std::vector<float> moe_down_sums(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids,
                                         const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden,
-                                        std::int64_t col0, std::int64_t col1) {
+                                        std::int64_t col0, std::int64_t col1, bool rounded = true) {
   const std::int64_t inter = w_down->cols, n = col1 - col0;
   const auto by_expert = routed_slots(ids, rows, top_k, w_down->rows / hidden);
   std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f);
@@ -264,9 +266,10 @@ inline std::vector<float> moe_down_sums(const std::uint16_t* h, const MetHostWei
     if (by_expert[e].empty()) continue;
     for (std::int64_t o = col0; o < col1; ++o) {
       weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
-      for (const std::int64_t t : by_expert[e])
-        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] +=
-            round_bf16(weights[t] * round_bf16(dot_act(*w_down, h + t * inter, row.data(), inter)));
+      for (const std::int64_t t : by_expert[e]) {
+        const float y = dot_act(*w_down, h + t * inter, row.data(), inter);
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += rounded ? round_bf16(weights[t] * round_bf16(y)) : weights[t] * y;
+      }
     }
   }
   return acc;
@@ -292,20 +295,11 @@ extern "C" void met_moe_down(const std::uint16_t* h, const MetHostWeight* w_down
 // hold this rank's slice of the intermediate size; the ranks' sums are added before any rounding
 // (met_allreduce_residual), so the expert outputs and their weighted copies round once, at the end.
 extern "C" void met_moe_down_f32(const std::uint16_t* h, const MetHostWeight* w_down, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, float* y, std::int64_t col0, std::int64_t col1) {
-  const std::int64_t inter = w_down->cols, n = col1 - col0;
+  const std::int64_t n = col1 - col0;
   if (n <= 0) return;
+  const auto sums = met::cpu::moe_down_sums(h, w_down, ids, weights, rows, top_k, hidden, col0, col1, /*rounded=*/false);
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t o = col0; o < col1; ++o) y[r * hidden + o] = 0.0f;
-  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, w_down->rows / hidden);
-  std::vector<float> row(static_cast<std::size_t>(inter));
-  for (std::size_t e = 0; e < by_expert.size(); ++e) {
-    if (by_expert[e].empty()) continue;
-    for (std::int64_t o = col0; o < col1; ++o) {
-      met::cpu::weight_row(*w_down, static_cast<std::int64_t>(e) * hidden + o, row.data());
-      for (const std::int64_t t : by_expert[e])
-        y[(t / top_k) * hidden + o] += weights[t] * met::cpu::dot_act(*w_down, h + t * inter, row.data(), inter);
-    }
-  }
+    for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = sums[static_cast<std::size_t>(r * n + o)];
 }
 
 // met_moe_down that also leaves each row's fp32 sums in acc [rows, hidden] (columns [col0, col1)),

@@ -108,7 +108,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
   if (auto it = r.params.find("kv_heads"); it != r.params.end()) it->second = rank_kv;
   // Every node without a rule is named at once: what an architecture lacks, not its first gap.
-  std::vector<std::string> missing, bad;
+  std::vector<std::string> missing;
+  std::string bad;  // the first node whose numbers the split cannot divide
   auto split = [&](model::Node& n) {
     const Rule* rule = rule_of(n);
     if (!rule) {
@@ -132,8 +133,9 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
           const double q = g.params.count("heads") && g.params.count("head_dim") ? g.params.at("heads") * g.params.at("head_dim") : 0;
           const double kv = out == n.params.end() ? 0 : out->second - q;
           if (!(q > 0) || !(kv > 0) || std::fmod(kv, kv_heads) != 0) {
-            bad.push_back(fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
-                                      n.where, out == n.params.end() ? 0 : out->second, q));
+            if (bad.empty())
+              bad = fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
+                                n.where, out == n.params.end() ? 0 : out->second, q);
             break;
           }
           out->second = q / ranks + kv / kv_heads * rank_kv;
@@ -151,7 +153,7 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
   for (auto& k : r.kinds)
     for (auto& n : k.nodes) split(n);
   for (auto& n : r.post) split(n);
-  if (!bad.empty()) return fail(fmt::format("{}: {}", ctx, bad.front()));
+  if (!bad.empty()) return fail(fmt::format("{}: {}", ctx, bad));
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;

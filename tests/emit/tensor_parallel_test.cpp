@@ -3,6 +3,7 @@
 // without collective bodies and architectures without split rules are refused by name.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -27,15 +28,24 @@ std::int64_t count_ops(const emit::ProgramDesc& p, const std::string& name) {
 }
 
 // Weight bytes one decode step of one row reads on a rank: every checkpoint tensor of its packet,
-// the embedding table replaced by the one row a token gathers (what the planner charges).
-double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifest& w, double hidden) {
+// the embedding table replaced by the one row a token gathers, the experts' tensors at the share of
+// experts one row routes to (what the planner charges at C = 1).
+double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifest& w, double hidden, double expert_share = 1.0) {
   double bytes = 0;
   for (const auto& t : f.tensors) {
     if (t.source != MET_SOURCE_CHECKPOINT) continue;
-    const bool table = w.tensors[t.ref].name == "model.embed_tokens.weight";
-    bytes += table ? hidden * 2 : static_cast<double>(t.bytes);
+    const std::string& name = w.tensors[t.ref].name;
+    const double share = name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0;
+    bytes += name == "model.embed_tokens.weight" ? hidden * 2 : static_cast<double>(t.bytes) * share;
   }
   return bytes;
+}
+
+// Every rank's packet of a TP emit, rank 0 first.
+std::vector<const emit::PacketFile*> rank_packets(const emit::Assets& a) {
+  std::vector<const emit::PacketFile*> ranks{&a.packet};
+  for (const auto& p : a.other_ranks) ranks.push_back(&p);
+  return ranks;
 }
 
 // The TP table of one decode row on h200-sxm (host-cpu has no interconnect, so no TP table): the
@@ -76,8 +86,7 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
       const auto coll = estimate::tp_collectives(graph, tp);
       CHECK(coll.all_reduces == 2 * layers);
       CHECK(coll.gathers == 1);
-      std::vector<const emit::PacketFile*> ranks{&a->packet};
-      for (const auto& p : a->other_ranks) ranks.push_back(&p);
+      const auto ranks = rank_packets(*a);
       for (std::size_t r = 0; r < ranks.size(); ++r) {
         CAPTURE(r);
         CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
@@ -100,6 +109,12 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
   const auto graph = testing::graph_of(ckpt);
   const double hidden = graph.params.at("hidden"), experts = graph.params.at("experts"), top_k = graph.params.at("top_k");
   const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
+  std::int64_t moe_layers = 0;  // the layers of a kind with experts (mlp_only_layers are dense)
+  for (const auto& k : graph.kinds)
+    if (std::any_of(k.nodes.begin(), k.nodes.end(), [](const model::Node& n) { return n.op == "moe_down"; }))
+      moe_layers += static_cast<std::int64_t>(k.layers.size());
+  REQUIRE(moe_layers > 0);
+  REQUIRE(moe_layers < layers);
   for (int tp : {2, 4, 8}) {
     CAPTURE(tp);
     testing::EmitSpec spec;
@@ -109,35 +124,30 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
     const auto row = tp_row(graph, tp);
     const auto coll = estimate::tp_collectives(graph, tp);
     CHECK(coll.all_reduces == 2 * layers);
-    std::vector<const emit::PacketFile*> ranks{&a->packet};
-    for (const auto& p : a->other_ranks) ranks.push_back(&p);
+    const auto ranks = rank_packets(*a);
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       CAPTURE(r);
       // A decode step of one row reads top_k of the experts' slices (the planner's occupancy at C = 1).
-      double bytes = 0;
-      for (const auto& t : ranks[r]->tensors) {
-        if (t.source != MET_SOURCE_CHECKPOINT) continue;
-        const std::string& name = a->weights.tensors[t.ref].name;
-        const double share = name.find(".mlp.experts.") != std::string::npos ? top_k / experts : 1.0;
-        bytes += name == "model.embed_tokens.weight" ? hidden * 2 : static_cast<double>(t.bytes) * share;
-      }
-      CHECK(bytes == doctest::Approx(row.weight_bytes).epsilon(1e-12));
+      CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden, top_k / experts) ==
+            doctest::Approx(row.weight_bytes).epsilon(1e-12));
       for (const auto& p : ranks[r]->programs) {
         CAPTURE(p.name);
         CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
-        CHECK(count_ops(p, "moe_down_f32") == layers - 1);  // layer 2 is dense (mlp_only_layers)
+        CHECK(count_ops(p, "moe_down_f32") == moe_layers);
         CHECK(count_ops(p, "moe_down") == 0);
       }
     }
     // Rank 1's windows: gate and up rows [inter / tp, 2 inter / tp) of every expert, down's columns.
-    const std::uint64_t w = 64 / static_cast<std::uint64_t>(tp);
+    const auto w = static_cast<std::uint64_t>(graph.params.at("moe_inter")) / static_cast<std::uint64_t>(tp);
+    const auto h = static_cast<std::uint64_t>(hidden), e = static_cast<std::uint64_t>(experts);
     const emit::WeightEntry* gate_up = nullptr;
     const emit::WeightEntry* down = nullptr;
     const emit::WeightEntry* router = nullptr;
-    for (const auto& e : a->weights.tensors) {
-      if (e.name.starts_with("model.layers.0.") && e.name.ends_with(".rank1") && e.parts.size() == 16) gate_up = &e;
-      if (e.name.starts_with("model.layers.0.") && e.name.ends_with(".rank1") && e.parts.size() == 8) down = &e;
-      if (e.name.starts_with("model.layers.0.mlp.gate")) router = &e;
+    for (const auto& entry : a->weights.tensors) {
+      const bool rank1 = entry.name.starts_with("model.layers.0.") && entry.name.ends_with(".rank1");
+      if (rank1 && entry.parts.size() == 2 * e) gate_up = &entry;
+      if (rank1 && entry.parts.size() == e) down = &entry;
+      if (entry.name.starts_with("model.layers.0.mlp.gate")) router = &entry;
     }
     REQUIRE(gate_up != nullptr);
     REQUIRE(down != nullptr);
@@ -147,16 +157,20 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
     for (std::size_t i = 0; i < gate_up->parts.size(); ++i) {
       CAPTURE(gate_up->parts[i].tensor);
       CHECK(gate_up->parts[i].tensor.find(i % 2 == 0 ? "gate_proj" : "up_proj") != std::string::npos);
-      CHECK(gate_up->parts[i].window == std::vector<std::uint64_t>{w, w, 0, 128});
+      CHECK(gate_up->parts[i].window == std::vector<std::uint64_t>{w, w, 0, h});
     }
-    for (const auto& part : down->parts) CHECK(part.window == std::vector<std::uint64_t>{0, 128, w, w});
-    CHECK(gate_up->shape == std::vector<std::uint64_t>{8 * 2 * w, 128});
-    CHECK(down->shape == std::vector<std::uint64_t>{8 * 128, w});
+    for (const auto& part : down->parts) CHECK(part.window == std::vector<std::uint64_t>{0, h, w, w});
+    CHECK(gate_up->shape == std::vector<std::uint64_t>{e * 2 * w, h});
+    CHECK(down->shape == std::vector<std::uint64_t>{e * h, w});
   }
 }
 
 TEST_CASE("with fewer KV heads than ranks a rank holds the one KV head its query heads read: 2 KV heads at TP 8 give ranks 0-3 KV head 0 and ranks 4-7 KV head 1, their q rows split 8 ways (a k or v window cut 8 ways, or the wrong head, fails)") {
-  const auto ckpt = testing::tiny_checkpoint("tp-kv-shared", testing::oracle_config("tiny-llama3.json"));  // 8 heads of 32, 2 KV heads
+  const auto ckpt = testing::tiny_checkpoint("tp-kv-shared", testing::oracle_config("tiny-llama3.json"));
+  const auto graph = testing::graph_of(ckpt);
+  const auto hd = static_cast<std::uint64_t>(graph.params.at("head_dim")), hidden = static_cast<std::uint64_t>(graph.params.at("hidden"));
+  REQUIRE(graph.params.at("heads") == 8);
+  REQUIRE(graph.params.at("kv_heads") == 2);
   testing::EmitSpec spec;
   spec.tp = 8;
   auto a = testing::emit_checkpoint(ckpt, spec);
@@ -168,11 +182,11 @@ TEST_CASE("with fewer KV heads than ranks a rank holds the one KV head its query
       if (e.name == "model.layers.0.self_attn.qkv.rank" + std::to_string(r)) qkv = &e;
     REQUIRE(qkv != nullptr);
     REQUIRE(qkv->parts.size() == 3);
-    const std::uint64_t q0 = 32 * static_cast<std::uint64_t>(r), kv0 = 32 * static_cast<std::uint64_t>(r / 4);
-    CHECK(qkv->parts[0].window == std::vector<std::uint64_t>{q0, 32, 0, 256});
-    CHECK(qkv->parts[1].window == std::vector<std::uint64_t>{kv0, 32, 0, 256});
-    CHECK(qkv->parts[2].window == std::vector<std::uint64_t>{kv0, 32, 0, 256});
-    CHECK(qkv->shape == std::vector<std::uint64_t>{96, 256});
+    const std::uint64_t q0 = hd * static_cast<std::uint64_t>(r), kv0 = hd * static_cast<std::uint64_t>(r / 4);
+    CHECK(qkv->parts[0].window == std::vector<std::uint64_t>{q0, hd, 0, hidden});
+    CHECK(qkv->parts[1].window == std::vector<std::uint64_t>{kv0, hd, 0, hidden});
+    CHECK(qkv->parts[2].window == std::vector<std::uint64_t>{kv0, hd, 0, hidden});
+    CHECK(qkv->shape == std::vector<std::uint64_t>{3 * hd, hidden});
   }
   // Each rank's cache holds one KV head: every op of its packet with a kv_heads operand says 1.
   int seen = 0;
