@@ -9,6 +9,7 @@
 #define MET_WAVE 64  // CDNA wavefront width: what the matrix cores work on
 #else
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 #define MET_WAVE 32
 #endif

@@ -32,11 +32,18 @@ __device__ __forceinline__ GemvSmem gemv_smem(unsigned char* base) {
   return s;
 }
 
+// kF16: fp16 operands (the fp8 loop on staged activations), else bf16.
+template <bool kF16 = false>
 __device__ __forceinline__ void mma_pair(float d[4], const uint4& wa, const uint4& wb, const uint4& xa) {
   const uint32_t a0[4] = {wa.x, wb.x, wa.y, wb.y}, b0[2] = {xa.x, xa.y};
   const uint32_t a1[4] = {wa.z, wb.z, wa.w, wb.w}, b1[2] = {xa.z, xa.w};
-  met_mma_bf16_16816(d, a0, b0);
-  met_mma_bf16_16816(d, a1, b1);
+  if constexpr (kF16) {
+    met_mma_f16_16816(d, a0, b0);
+    met_mma_f16_16816(d, a1, b1);
+  } else {
+    met_mma_bf16_16816(d, a0, b0);
+    met_mma_bf16_16816(d, a1, b1);
+  }
 }
 
 // A warp's two D fragments of `tile` (16 weight rows): [0],[1] at (weight row g, act rows 2t,
@@ -152,13 +159,14 @@ __device__ __forceinline__ int gemv_ksplit(int tiles) {
 #if MET_HAS_MMA_SYNC  // fp8 weights: the e4m3 conversions are NVIDIA's (common/interp/prims.cuh)
 // One K block of fp8 weights against one group of 8 activation rows (x null: rows past R): the
 // block's products into fresh accumulators, then each weight row's (D [0],[1]: row g; [2],[3]:
-// row g + 8) scaled and added.
+// row g + 8) scaled and added. kF16: codes and activations as fp16 (below), else bf16.
+template <bool kF16>
 __device__ __forceinline__ void gemv_fp8_fold(const uint4& alo, const uint4& ahi, const uint4& blo, const uint4& bhi, bool hi,
                                               const u16* x, int64_t k, float s_a, float s_b, float (&acc)[4]) {
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float p[4] = {0.f, 0.f, 0.f, 0.f};
-  mma_pair(p, alo, blo, x ? *reinterpret_cast<const uint4*>(x + k) : zero);
-  if (hi) mma_pair(p, ahi, bhi, x ? *reinterpret_cast<const uint4*>(x + k + 8) : zero);
+  mma_pair<kF16>(p, alo, blo, x ? *reinterpret_cast<const uint4*>(x + k) : zero);
+  if (hi) mma_pair<kF16>(p, ahi, bhi, x ? *reinterpret_cast<const uint4*>(x + k + 8) : zero);
 #pragma unroll
   for (int e = 0; e < 4; ++e) acc[e] += (e < 2 ? s_a : s_b) * p[e];
 }
@@ -168,19 +176,37 @@ __device__ __forceinline__ void gemv_fp8_fold(const uint4& alo, const uint4& ahi
 // fp32: the cpu's sum of x * (code * scale) reassociated, with no rounding of the weight. `alo`,
 // `ahi` (row g) and `blo`, `bhi` (row g + 8) hold the thread's K, `k` where its activations start;
 // a 32-wide block (the tail of K % 64 == 32) has no hi half.
+template <bool kF16>
 __device__ __forceinline__ void gemv_fp8_block(const uint4& alo, const uint4& ahi, const uint4& blo, const uint4& bhi, bool hi,
                                                const u16* x0, const u16* x1, int64_t k, int R, float s_a, float s_b,
                                                float (&acc0)[4], float (&acc1)[4]) {
-  gemv_fp8_fold(alo, ahi, blo, bhi, hi, x0, k, s_a, s_b, acc0);
-  if (R > 8) gemv_fp8_fold(alo, ahi, blo, bhi, hi, x1, k, s_a, s_b, acc1);
+  gemv_fp8_fold<kF16>(alo, ahi, blo, bhi, hi, x0, k, s_a, s_b, acc0);
+  if (R > 8) gemv_fp8_fold<kF16>(alo, ahi, blo, bhi, hi, x1, k, s_a, s_b, acc1);
+}
+
+// 16 e4m3 codes as the fold's operands: fp16 (exact, one conversion per two codes from sm_89 on)
+// or bf16 (exact, through floats).
+template <bool kF16>
+__device__ __forceinline__ void fp8_operands(const uint4& v, uint4& lo, uint4& hi) {
+  if constexpr (kF16)
+    fp8x16_to_f16(v, lo, hi);
+  else
+    fp8x16_to_bf16(v, 1.f, lo, hi);
 }
 
 // fp8 weights: weight rows ra, rb (of a [*, K] code matrix) over 64-wide K blocks [b0, b1), then the
 // 32-wide tail when `tail`. Thread t reads 16 consecutive K of each 64 with one 16-byte load (16
 // weights, half the bf16 body's bytes per load; the same 8 loads of each row in flight) and the
 // matching 16 activations as two.
+//
+// kF16 (x staged by gemv_stage_f16, inv_s its rows' scales): the codes go to the tensor cores as
+// fp16, one conversion instruction per two codes, against the bf16 operands' conversion through
+// floats and back, which left the fp8 gemv issue-bound (Qwen3-8B fp8-block128 on the H200, decode
+// C=1: 5.27 ms a step, 4.57 of it gemv for 8.2 GB); at the end each output is multiplied by its
+// activation row's 1 / scale, a power of two (exact).
+template <bool kF16>
 __device__ __forceinline__ void gemv_tile_fp8(const GemvW& w, int64_t K, int64_t ra, int64_t rb, const u16* x0, const u16* x1,
-                                              int R, int64_t b0, int64_t b1, bool tail, float (&acc0)[4],
+                                              int R, int64_t b0, int64_t b1, bool tail, const float* inv_s, float (&acc0)[4],
                                               float (&acc1)[4]) {
   const int t = threadIdx.x % 4;
   const unsigned char* W8 = static_cast<const unsigned char*>(w.w);
@@ -199,37 +225,100 @@ __device__ __forceinline__ void gemv_tile_fp8(const GemvW& w, int64_t K, int64_t
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
       uint4 alo, ahi, blo, bhi;
-      fp8x16_to_bf16(qa[u], 1.f, alo, ahi);
-      fp8x16_to_bf16(qb[u], 1.f, blo, bhi);
+      fp8_operands<kF16>(qa[u], alo, ahi);
+      fp8_operands<kF16>(qb[u], blo, bhi);
       const int64_t kb = (b + u) >> w.kb_shift;
-      gemv_fp8_block(alo, ahi, blo, bhi, true, x0, x1, (b + u) * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+      gemv_fp8_block<kF16>(alo, ahi, blo, bhi, true, x0, x1, (b + u) * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
     }
   }
   for (; b < b1; ++b) {
     uint4 alo, ahi, blo, bhi;
-    fp8x16_to_bf16(load_weight16(pa + b * 64), 1.f, alo, ahi);
-    fp8x16_to_bf16(load_weight16(pb + b * 64), 1.f, blo, bhi);
+    fp8_operands<kF16>(load_weight16(pa + b * 64), alo, ahi);
+    fp8_operands<kF16>(load_weight16(pb + b * 64), blo, bhi);
     const int64_t kb = b >> w.kb_shift;
-    gemv_fp8_block(alo, ahi, blo, bhi, true, x0, x1, b * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+    gemv_fp8_block<kF16>(alo, ahi, blo, bhi, true, x0, x1, b * 64 + 16 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
   }
   if (tail) {  // K % 64 == 32: 8 codes per thread from the row's last 32
     const int64_t k = (K / 64) * 64;
     const uint2 ca = __ldg(reinterpret_cast<const uint2*>(W8 + ra * K + k + 8 * t));
     const uint2 cb = __ldg(reinterpret_cast<const uint2*>(W8 + rb * K + k + 8 * t));
     uint4 alo, blo, unused;
-    fp8x16_to_bf16(make_uint4(ca.x, ca.y, 0, 0), 1.f, alo, unused);
-    fp8x16_to_bf16(make_uint4(cb.x, cb.y, 0, 0), 1.f, blo, unused);
+    fp8_operands<kF16>(make_uint4(ca.x, ca.y, 0, 0), alo, unused);
+    fp8_operands<kF16>(make_uint4(cb.x, cb.y, 0, 0), blo, unused);
     const int64_t kb = (K / 64) >> w.kb_shift;
-    gemv_fp8_block(alo, unused, blo, unused, false, x0, x1, k + 8 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
+    gemv_fp8_block<kF16>(alo, unused, blo, unused, false, x0, x1, k + 8 * t, R, __ldg(sa + kb), __ldg(sb + kb), acc0, acc1);
   }
+  if constexpr (kF16) {
+    // D [0],[1] hold act rows 2t, 2t + 1 ([2],[3] the same rows of weight row g + 8); acc1 rows 8 on.
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 2 * t + (e & 1);
+      acc0[e] *= r < R ? inv_s[r] : 0.f;
+      acc1[e] *= r + 8 < R ? inv_s[r + 8] : 0.f;
+    }
+  }
+}
+
+// Rows [0, R) of x (K apart, 16-byte aligned; global or shared memory, xh itself for in place) to xh
+// (K apart) as fp16 times 2^e_r, e_r chosen so that the row's largest magnitude lands in [2^14,
+// 2^15): the fp16 of each value is exact down to 2^-28 of that magnitude (fp16 keeps 11 bits over
+// 30 binades; bf16 has 8), no value overflows, and inv_s[r] = 2^-e_r undoes it exactly. A row
+// holding inf or NaN keeps them. Warps split rows as rmsnorm_rows_to_smem does; each thread copies
+// and then converts the same words. Block-uniform; ends with a barrier. Scratch: sm.part.
+__device__ void gemv_stage_f16(const u16* x, int R, int64_t K, u16* xh, float* inv_s, GemvSmem sm) {
+  constexpr int kWarps = MET_INTERP_THREADS / MET_WARP;
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  const int groups = min(R, kWarps), G = kWarps / groups;
+  const int grp = warp / G, sub = warp % G;
+  const int64_t n = K / 8, i0 = sub * n / G, i1 = (sub + 1) * n / G;  // this warp's 16-byte words of a row
+  unsigned* top = reinterpret_cast<unsigned*>(sm.part);                // [row][G] largest |bf16| bits
+  if (grp < groups)
+    for (int r = grp; r < R; r += groups) {
+      unsigned m = 0;
+      for (int64_t i = i0 + lane; i < i1; i += MET_WARP) {
+        const uint4 v = *reinterpret_cast<const uint4*>(x + r * K + i * 8);
+        if (xh != x) *reinterpret_cast<uint4*>(xh + r * K + i * 8) = v;
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) m = max(m, max(w[k] & 0x7fffu, (w[k] >> 16) & 0x7fffu));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (lane == 0) top[r * G + sub] = m;
+    }
+  __syncthreads();
+  if (grp < groups)
+    for (int r = grp; r < R; r += groups) {
+      unsigned m = 0;
+      for (int k = 0; k < G; ++k) m = max(m, top[r * G + k]);
+      // The largest magnitude is below 2^(e - 126) for bf16 exponent field e: scale by 2^(141 - e).
+      const int e = static_cast<int>(m >> 7), se = min(126, max(-126, 141 - e));
+      const float sc = __int_as_float((se + 127) << 23);
+      if (sub == 0 && lane == 0) inv_s[r] = __int_as_float((127 - se) << 23);
+      for (int64_t i = i0 + lane; i < i1; i += MET_WARP) {
+        uint4* p = reinterpret_cast<uint4*>(xh + r * K + i * 8);
+        float f[8];
+        unpack8(*p, f);
+        uint32_t o[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const __half2 h = __floats2half2_rn(f[2 * k] * sc, f[2 * k + 1] * sc);  // .x (lower K) in the low half
+          o[k] = *reinterpret_cast<const uint32_t*>(&h);
+        }
+        *p = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+  __syncthreads();
 }
 
 // res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk); W is [*, K] bf16 (32-wide
 // K blocks) or, kFp8, e4m3 with its scales (64-wide K blocks, the last k part taking the 32-wide
 // tail of K % 64 == 32); K % 32 == 0; x rows are `xs` elements apart (global or shared memory).
 // Block-uniform call.
+// With kFp8 and inv_s, x holds the rows staged by gemv_stage_f16 (the fp16 tensor-core loop).
 template <bool kFp8>
-__device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm) {
+__device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R, GemvSmem sm,
+                             const float* inv_s = nullptr) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tiles = (n + 15) / 16, ks = gemv_ksplit(tiles);
   const int64_t nb = kFp8 ? K / 64 : K / 32;
@@ -240,7 +329,12 @@ __device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const
     const u16* x1 = g + 8 < R ? x + (g + 8) * xs : nullptr;
     float acc0[4] = {0.f, 0.f, 0.f, 0.f}, acc1[4] = {0.f, 0.f, 0.f, 0.f};
     if constexpr (kFp8) {
-      gemv_tile_fp8(W, K, w0 + ra, w0 + rb, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, kp == ks - 1 && K % 64 != 0, acc0, acc1);
+      if (inv_s)
+        gemv_tile_fp8<true>(W, K, w0 + ra, w0 + rb, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, kp == ks - 1 && K % 64 != 0,
+                            inv_s, acc0, acc1);
+      else
+        gemv_tile_fp8<false>(W, K, w0 + ra, w0 + rb, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks, kp == ks - 1 && K % 64 != 0,
+                             nullptr, acc0, acc1);
     } else {
       const u16* w16 = static_cast<const u16*>(W.w);
       gemv_tile_bf16(w16 + (w0 + ra) * K + 8 * t, w16 + (w0 + rb) * K + 8 * t, x0, x1, R, kp * nb / ks, (kp + 1) * nb / ks,
@@ -254,9 +348,9 @@ __device__ void gemv_chunk_t(const GemvW& W, int64_t K, int64_t w0, int n, const
 // res[r * kChunk + j] = x[r] . W[w0 + j] for r < R, j < n (n <= kChunk), W bf16 or fp8 with its
 // scales; K % 32 == 0. Block-uniform call.
 __device__ __forceinline__ void gemv_chunk(const GemvW& W, int64_t K, int64_t w0, int n, const u16* x, int64_t xs, int R,
-                                           GemvSmem sm) {
+                                           GemvSmem sm, const float* inv_s = nullptr) {
   if (W.fp8)
-    gemv_chunk_t<true>(W, K, w0, n, x, xs, R, sm);
+    gemv_chunk_t<true>(W, K, w0, n, x, xs, R, sm, inv_s);
   else
     gemv_chunk_t<false>(W, K, w0, n, x, xs, R, sm);
 }
@@ -352,15 +446,24 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
     rmsnorm_rows_to_smem(x, norm_w, K, R, eps, sm);
     x = sm.xn;
   }
+  // fp8 weights: the rows as scaled fp16 for the fp16 tensor cores, in place of the normalised ones
+  // or, when they fit (the host sizes shared memory by the same rule), copied in there; their scales
+  // in sm.red, which nothing else uses until the lm_head's argmax.
+  const float* inv_s = nullptr;
+  if (gw.fp8 && aligned16(x) && (norm_w || static_cast<int64_t>(R) * K * 2 <= MET_GEMV_FP8_STAGE_MAX)) {
+    gemv_stage_f16(x, R, K, sm.xn, sm.red, sm);
+    x = sm.xn;
+    inv_s = sm.red;
+  }
   const int width = gate_up ? kChunk / 2 : kChunk;
   for (int64_t c0 = c.begin; c0 < c.end; c0 += width) {
     const int n = static_cast<int>(min(static_cast<int64_t>(width), c.end - c0));
-    gemv_chunk(gw, K, c0, n, x, K, R, sm);
+    gemv_chunk(gw, K, c0, n, x, K, R, sm, inv_s);
     if (gate_up) {
       // gate values stay in res[.., 0..n); the up rows go to res[.., 128..128+n).
       GemvSmem up = sm;
       up.res = sm.res + kChunk / 2;
-      gemv_chunk(gw, K, N + c0, n, x, K, R, up);
+      gemv_chunk(gw, K, N + c0, n, x, K, R, up, inv_s);
     }
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
@@ -468,6 +571,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   const int64_t n0 = u.begin * ur, n1 = u.end * ur;  // output rows of the fused weight
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
   rmsnorm_rows_to_smem(x, a.norm_w, K, R, a.eps, sm);
+  if constexpr (kFp8) gemv_stage_f16(sm.xn, R, K, sm.xn, sm.red, sm);  // as gemv_slice stages them
   const int* pos = a.positions;
   const int64_t* slots = a.slots;
   const int64_t kw = static_cast<int64_t>(kvh) * hd;
@@ -480,7 +584,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   };
   for (int64_t c0 = n0; c0 < n1; c0 += kChunk) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), n1 - c0));
-    gemv_chunk_t<kFp8>(gemv_weight(*a.geom.instr, a.w_qkv), K, c0, n, sm.xn, K, R, sm);
+    gemv_chunk_t<kFp8>(gemv_weight(*a.geom.instr, a.w_qkv), K, c0, n, sm.xn, K, R, sm, kFp8 ? sm.red : nullptr);
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
       const int64_t m = c0 + j;

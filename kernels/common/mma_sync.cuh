@@ -30,6 +30,16 @@ __device__ __forceinline__ void met_mma_bf16_16816(float d[4], const uint32_t a[
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The same with fp16 operands (the fp8 gemv: e4m3 codes convert exactly to fp16, one instruction
+// per two on sm_89 and later).
+__device__ __forceinline__ void met_mma_f16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 __device__ __forceinline__ uint32_t met_pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (lower column) in the low half
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -61,6 +71,7 @@ __device__ __forceinline__ void met_copy_wait() {
 // Declarations only: shared helpers outside the guards (gemv.cuh's fragment loops) still parse for
 // a class without mma.sync; nothing it compiles calls them, so no definition is needed.
 __device__ void met_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]);
+__device__ void met_mma_f16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]);
 __device__ void met_ldmatrix_x4_trans(uint32_t r[4], const void* smem_row);
 __device__ uint32_t met_pack_bf16x2(float lo, float hi);
 __device__ void met_copy16(void* smem, const void* gmem, bool valid);

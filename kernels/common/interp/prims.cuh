@@ -89,6 +89,33 @@ __device__ __forceinline__ void fp8x4_to_f32(uint32_t w, float (&f)[4]) {
 #endif
 }
 
+// 16 e4m3 codes (one 16-byte load) as 16 fp16 values in the same order (`lo` codes 0-7, code 0 in
+// the low half of lo.x; `hi` codes 8-15), exactly: every e4m3 value, subnormals included, is an
+// fp16 value. sm_89 and later convert two codes per instruction; earlier archs go through floats.
+__device__ __forceinline__ void fp8x16_to_f16(const uint4& v, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    asm("{\n\t.reg .b16 c01, c23;\n\t"
+        "mov.b32 {c01, c23}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, c01;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %1, c23;\n\t}"
+        : "=r"(o[2 * k]), "=r"(o[2 * k + 1])
+        : "r"(w[k]));
+#else
+    float f[4];
+    fp8x4_to_f32(w[k], f);
+    const __half2 p01 = __floats2half2_rn(f[0], f[1]), p23 = __floats2half2_rn(f[2], f[3]);
+    o[2 * k] = *reinterpret_cast<const uint32_t*>(&p01);
+    o[2 * k + 1] = *reinterpret_cast<const uint32_t*>(&p23);
+#endif
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
 // 16 e4m3 codes (one 16-byte load) times `scale` as 16 bf16 values in the same order: `lo` holds
 // codes 0-7 (code 0 in the low half of lo.x), `hi` codes 8-15. Exact for scale 1 (every e4m3 value
 // is a bf16); otherwise each product is rounded once.

@@ -7,6 +7,10 @@
 /* gemv family: 64 reduction floats, results [rows][256] floats, k-split partials [warps][256]
  * floats, one bf16 head per warp; then rows x K bf16 normalised activations. */
 #define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
+/* fp8 weights (W8A16): the gemv bodies stage a slice's activations as scaled fp16 for the fp16
+ * tensor cores, in place of the normalised ones (normed ops) or, for the others, in the same place
+ * when rows x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX (kernels/common/gemv.cuh gemv_stage_f16). */
+#define MET_GEMV_FP8_STAGE_MAX (64 * 1024)
 /* fused qkv: a GPU slice covers a range of units of the qkv output of unit_rows rows each, a
  * multiple of MET_QKV_UNIT_ROWS (one mma tile) that divides head_dim (src/emit/slice.cpp); a head
  * split over slices is finished by the last of them (kernels/common/gemv.cuh), which counts
