@@ -259,6 +259,14 @@ __device__ __forceinline__ void gemv_tile_fp8(const GemvW& w, int64_t K, int64_t
   }
 }
 
+// The most rows a slice of the instruction carries (the host's rule, src/interp/cuda_backend.cpp):
+// what shared memory was sized for, so every slice of an instruction takes the same path.
+__device__ __forceinline__ int64_t gemv_rows_per_slice(const MetDevInstr& in) {
+  const int64_t cols = in.col_parts > 0 ? in.col_parts : 1;
+  const int64_t parts = max(static_cast<int64_t>(1), static_cast<int64_t>(in.slices) / cols);
+  return (in.ints[0] + parts - 1) / parts;
+}
+
 // Rows [0, R) of x (K apart, 16-byte aligned; global or shared memory, xh itself for in place) to xh
 // (K apart) as fp16 times 2^e_r, e_r chosen so that the row's largest magnitude lands in [2^14,
 // 2^15): the fp16 of each value is exact down to 2^-28 of that magnitude (fp16 keeps 11 bits over
@@ -447,10 +455,12 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
     x = sm.xn;
   }
   // fp8 weights: the rows as scaled fp16 for the fp16 tensor cores, in place of the normalised ones
-  // or, when they fit (the host sizes shared memory by the same rule), copied in there; their scales
+  // or, when the instruction's slices fit (the host sizes shared memory by the same rule), copied in
+  // there; their scales
   // in sm.red, which nothing else uses until the lm_head's argmax.
   const float* inv_s = nullptr;
-  if (gw.fp8 && aligned16(x) && (norm_w || static_cast<int64_t>(R) * K * 2 <= MET_GEMV_FP8_STAGE_MAX)) {
+  const int64_t rmax = gemv_rows_per_slice(*in);
+  if (gw.fp8 && aligned16(x) && rmax <= MET_GEMV_FP8_F16_MAX_ROWS && (norm_w || rmax * K * 2 <= MET_GEMV_FP8_STAGE_MAX)) {
     gemv_stage_f16(x, R, K, sm.xn, sm.red, sm);
     x = sm.xn;
     inv_s = sm.red;
@@ -571,7 +581,8 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   const int64_t n0 = u.begin * ur, n1 = u.end * ur;  // output rows of the fused weight
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
   rmsnorm_rows_to_smem(x, a.norm_w, K, R, a.eps, sm);
-  if constexpr (kFp8) gemv_stage_f16(sm.xn, R, K, sm.xn, sm.red, sm);  // as gemv_slice stages them
+  const bool f16 = kFp8 && gemv_rows_per_slice(*a.geom.instr) <= MET_GEMV_FP8_F16_MAX_ROWS;
+  if (f16) gemv_stage_f16(sm.xn, R, K, sm.xn, sm.red, sm);  // as gemv_slice stages them
   const int* pos = a.positions;
   const int64_t* slots = a.slots;
   const int64_t kw = static_cast<int64_t>(kvh) * hd;
@@ -584,7 +595,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   };
   for (int64_t c0 = n0; c0 < n1; c0 += kChunk) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kChunk), n1 - c0));
-    gemv_chunk_t<kFp8>(gemv_weight(*a.geom.instr, a.w_qkv), K, c0, n, sm.xn, K, R, sm, kFp8 ? sm.red : nullptr);
+    gemv_chunk_t<kFp8>(gemv_weight(*a.geom.instr, a.w_qkv), K, c0, n, sm.xn, K, R, sm, f16 ? sm.red : nullptr);
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
       const int64_t m = c0 + j;

@@ -452,12 +452,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                     std::to_string(MET_DEV_MAX_ROWS));
       if (gemv && emit::tensor_index(*op, "norm_w") >= 0)
         rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
-      else if (gemv && di.w_format == MET_DEV_WEIGHT_FP8_E4M3 && di.w_cols > 0) {
-        // fp8 weights: the gemv bodies stage a slice's rows as fp16 where rows x K x 2 bytes fit
-        // MET_GEMV_FP8_STAGE_MAX (gemv.cuh gemv_slice): room for the most rows of a slice that fit.
-        const std::int64_t fit = std::min<std::int64_t>(slice_rows, MET_GEMV_FP8_STAGE_MAX / (2 * di.w_cols));
-        rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(std::max<std::int64_t>(0, fit) * di.w_cols));
-      }
+      else if (gemv && di.w_format == MET_DEV_WEIGHT_FP8_E4M3 && slice_rows <= MET_GEMV_FP8_F16_MAX_ROWS &&
+               slice_rows * di.w_cols * 2 <= MET_GEMV_FP8_STAGE_MAX)
+        // fp8 weights: the gemv bodies stage a slice's rows as fp16 where the instruction's rows per
+        // slice x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX (gemv.cuh gemv_slice).
+        rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
       const std::int64_t hd = named(*op, d, "head_dim");
       const std::int64_t vhd = qkv ? hd : named(*op, d, "v_head_dim");
       if (qkv || op->family == "attention_decode" || op->family == "attention_prefill") {

@@ -9,8 +9,16 @@
 #define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
 /* fp8 weights (W8A16): the gemv bodies stage a slice's activations as scaled fp16 for the fp16
  * tensor cores, in place of the normalised ones (normed ops) or, for the others, in the same place
- * when rows x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX (kernels/common/gemv.cuh gemv_stage_f16). */
+ * when the instruction's rows per slice x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX
+ * (kernels/common/gemv.cuh gemv_stage_f16). */
 #define MET_GEMV_FP8_STAGE_MAX (64 * 1024)
+/* ... and only for slices of at most this many rows: staging costs about R x K / 256 conversions a
+ * thread, so at 8 and 16 rows the fp16 path lost (Qwen3-8B fp8-block128 on the H200, decode C=8
+ * 8.33 ms against 8.22 with the limit at 4, C=16 11.31 against 11.15;
+ * perf-data/h200-sxm/20261203T2045Z-fp8-gemv-f16). An A/B switch of the bodies. */
+#ifndef MET_GEMV_FP8_F16_MAX_ROWS
+#define MET_GEMV_FP8_F16_MAX_ROWS 4
+#endif
 /* fused qkv: a GPU slice covers a range of units of the qkv output of unit_rows rows each, a
  * multiple of MET_QKV_UNIT_ROWS (one mma tile) that divides head_dim (src/emit/slice.cpp); a head
  * split over slices is finished by the last of them (kernels/common/gemv.cuh), which counts
