@@ -21,19 +21,20 @@ struct MfmaGemvLds {
   float res[MET_DEV_MAX_ROWS][kMfmaCols];
   float part[kMfmaWaves][16][16];  // k-split partial tiles: [weight row][activation row]
   float inv[MET_DEV_MAX_ROWS];     // 1 / rms of each row (normed ops)
+  NormKind norm;                   // and the kind of norm (ops.def norm_once, norm_offset)
   float red[64];
   u16 head[MET_INTERP_WARPS][256];  // one bf16 head per 32-lane warp (qkv)
 };
 
 // 8 activations of row x at k, as the B operand: normalised when norm_w is given.
-__device__ __forceinline__ uint4 mfma_act8(const u16* x, int64_t k, const u16* norm_w, float inv) {
+__device__ __forceinline__ uint4 mfma_act8(const u16* x, int64_t k, const u16* norm_w, float inv, const NormKind& nk) {
   const uint4 v = *reinterpret_cast<const uint4*>(x + k);
   if (!norm_w) return v;
   float f[8], g[8];
   unpack8(v, f);
   unpack8(*reinterpret_cast<const uint4*>(norm_w + k), g);
 #pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = rms_scale(f[i], inv, g[i]);
+  for (int i = 0; i < 8; ++i) f[i] = rms_scale_kind(f[i], inv, g[i], nk);
   return pack8(f);
 }
 
@@ -56,6 +57,7 @@ __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t 
     const u16* px = x + (act ? m : 0) * K + 8 * q;
     const u16* pn = norm_w ? norm_w + 8 * q : nullptr;
     const float inv = norm_w && act ? lds.inv[m] : 0.f;
+    const NormKind nk = lds.norm;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     met_f32x4 acc = met_f32x4{};
     int64_t b = b0;
@@ -64,13 +66,13 @@ __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t 
 #pragma unroll
       for (int u = 0; u < 4; ++u) w[u] = load_weight16(pw + (b + u) * 32);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) xv[u] = act ? mfma_act8(px, (b + u) * 32, pn, inv) : zero;
+      for (int u = 0; u < 4; ++u) xv[u] = act ? mfma_act8(px, (b + u) * 32, pn, inv, nk) : zero;
 #pragma unroll
       for (int u = 0; u < 4; ++u) acc = met_mfma_16x16_k32(acc, w[u], xv[u]);
     }
     for (; b < b1; ++b) {
       const uint4 w = load_weight16(pw + b * 32);
-      const uint4 xv = act ? mfma_act8(px, b * 32, pn, inv) : zero;
+      const uint4 xv = act ? mfma_act8(px, b * 32, pn, inv, nk) : zero;
       acc = met_mfma_16x16_k32(acc, w, xv);
     }
     // acc[v] = C[weight row 4q + v][activation row m]
@@ -97,12 +99,13 @@ __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t 
   __syncthreads();
 }
 
-// 1 / rms of each of the R rows of x (K apart) into lds.inv.
-__device__ __forceinline__ void mfma_row_inv_rms(const u16* x, int64_t K, int R, float eps, MfmaGemvLds& lds) {
+// 1 / rms of each of the R rows of x (K apart) into lds.inv, and the norm's kind into lds.norm.
+__device__ __forceinline__ void mfma_row_inv_rms(const u16* x, int64_t K, int R, const NormKind& nk, MfmaGemvLds& lds) {
   for (int r = 0; r < R; ++r) {
-    const float inv = inv_rms_block(x + r * K, K, eps, lds.red);
+    const float inv = inv_rms_block(x + r * K, K, nk.eps, lds.red);
     if (threadIdx.x == 0) lds.inv[r] = inv;
   }
+  if (threadIdx.x == 0) lds.norm = nk;
   __syncthreads();
 }
 
@@ -112,7 +115,7 @@ enum class MfmaGemvOut { plain, residual, silu, gelu, lm_head };
 // stride K = w_cols, first row in_row0) against the output rows [c) of W (gate_up: N = w_rows / 2
 // gate rows, then as many up rows); norm_w folds an RMSNorm of x in first.
 __device__ __forceinline__ void mfma_gemv_slice(MfmaGemvOut out, const MetGeom& geom, SliceRange rr, SliceRange c,
-                                                const u16* x_in, int64_t in_row0, const u16* norm_w, float eps, const u16* W,
+                                                const u16* x_in, int64_t in_row0, const u16* norm_w, NormKind nk, const u16* W,
                                                 u16* y, int* tokens, float cap) {
   __shared__ MfmaGemvLds lds;
   const int R = static_cast<int>(rr.end - rr.begin);
@@ -121,7 +124,7 @@ __device__ __forceinline__ void mfma_gemv_slice(MfmaGemvOut out, const MetGeom& 
   const int64_t N = gate_up ? geom.w_rows / 2 : geom.w_rows;
   const u16* x = x_in + (in_row0 + rr.begin) * K;
   if (R <= 0 || c.begin >= c.end) return;
-  if (norm_w) mfma_row_inv_rms(x, K, R, eps, lds);
+  if (norm_w) mfma_row_inv_rms(x, K, R, nk, lds);
   const int width = gate_up ? kMfmaCols / 2 : kMfmaCols;
   for (int64_t c0 = c.begin; c0 < c.end; c0 += width) {
     const int n = static_cast<int>(min(static_cast<int64_t>(width), c.end - c0));
@@ -165,37 +168,37 @@ __device__ __forceinline__ void mfma_gemv_slice(MfmaGemvOut out, const MetGeom& 
 
 MET_ENTRY(gemv) {
   mfma_gemv_slice(MfmaGemvOut::plain, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows), a.x, a.in_row0, nullptr,
-                  0.f, a.w, a.y, nullptr, 0.f);
+                  NormKind{}, a.w, a.y, nullptr, 0.f);
 }
 
 MET_ENTRY(gemv_o_residual) {
   mfma_gemv_slice(MfmaGemvOut::residual, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows), a.attn, a.in_row0,
-                  nullptr, 0.f, a.w_o, a.x, nullptr, 0.f);
+                  nullptr, NormKind{}, a.w_o, a.x, nullptr, 0.f);
 }
 
 MET_ENTRY(gemv_down_residual) {
   mfma_gemv_slice(MfmaGemvOut::residual, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows), a.h, a.in_row0,
-                  nullptr, 0.f, a.w_down, a.x, nullptr, 0.f);
+                  nullptr, NormKind{}, a.w_down, a.x, nullptr, 0.f);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
   mfma_gemv_slice(MfmaGemvOut::silu, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows / 2), a.x, a.in_row0,
-                  a.norm_w, a.eps, a.w_gate_up, a.out, nullptr, 0.f);
+                  a.norm_w, norm_kind(a), a.w_gate_up, a.out, nullptr, 0.f);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
   mfma_gemv_slice(MfmaGemvOut::gelu, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows / 2), a.x, a.in_row0,
-                  a.norm_w, a.eps, a.w_gate_up, a.out, nullptr, 0.f);
+                  a.norm_w, norm_kind(a), a.w_gate_up, a.out, nullptr, 0.f);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
   mfma_gemv_slice(MfmaGemvOut::lm_head, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows), a.x, a.in_row0,
-                  a.norm_w, a.eps, a.w_lm_head, a.logits, a.tokens, 0.f);
+                  a.norm_w, norm_kind(a), a.w_lm_head, a.logits, a.tokens, 0.f);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
   mfma_gemv_slice(MfmaGemvOut::lm_head, a.geom, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows), a.x, a.in_row0,
-                  a.norm_w, a.eps, a.w_lm_head, a.logits, a.tokens, a.cap);
+                  a.norm_w, norm_kind(a), a.w_lm_head, a.logits, a.tokens, a.cap);
 }
 
 // rmsnorm -> qkv over head units [u) -> [q/k norm] -> rope -> q out, K/V to the cache slot; qn and
@@ -211,7 +214,8 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
   const SliceRange u = slice_cols(a, s, heads + 2 * kvh);
   if (R <= 0 || u.begin >= u.end) return;
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
-  mfma_row_inv_rms(x, K, R, a.eps, lds);
+  const NormKind nk = norm_kind(a);
+  mfma_row_inv_rms(x, K, R, nk, lds);
   const int per_pass = kMfmaCols / hd;  // whole heads per pass
   const int64_t kw = static_cast<int64_t>(kvh) * hd;
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
@@ -227,8 +231,8 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
       if (unit < heads + kvh) {
         const u16* nw = unit < heads ? qn : kn;
         if (nw) {
-          const float inv = inv_rms_warp(hbuf, hd, a.eps);
-          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i])));
+          const float inv = inv_rms_warp(hbuf, hd, nk.eps);
+          for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(rms_scale_kind(bf(hbuf[i]), inv, bf(nw[i]), nk));
           __syncwarp();
         }
         rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, a.positions[row]);

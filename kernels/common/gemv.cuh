@@ -364,15 +364,15 @@ __device__ __forceinline__ void gemv_chunk(const GemvW& W, int64_t K, int64_t w0
 }
 #endif  // MET_HAS_MMA_SYNC
 
-// xn[r] = bf16(bf16(x[r] * inv_rms(x[r])) * w) (rms_scale) for the slice's rows, in shared
-// memory. Rows go to groups of warps (8 / R warps per row up to 8 rows, one warp per row beyond): each warp sums the
+// xn[r] = bf16(bf16(x[r] * inv_rms(x[r])) * w) (rms_scale), or Gemma's bf16(x[r] * inv_rms(x[r]) *
+// (offset + w)) (nk.once), for the slice's rows, in shared memory. Rows go to groups of warps (8 / R warps per row up to 8 rows, one warp per row beyond): each warp sums the
 // squares of its part of a row with 16-byte loads, the group's partials meet in sm.red after one
 // barrier, and the same warps write their part of xn. One block-wide reduction per row, as
 // before, cost about 4.5 us more per instruction than o and down at one row and 22 us at 16 on the
 // H200 (perf-data/h200-sxm/20261201T1400Z-gemv-balance); by groups of warps the Llama-3.1-8B step
 // went from 5.74 to 5.57 ms at C=1 and from 10.81 to 10.12 ms at C=16
 // (perf-data/h200-sxm/20261201T1700Z-norm-warps).
-__device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int R, float eps, GemvSmem sm) {
+__device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int R, NormKind nk, GemvSmem sm) {
   constexpr int kWarps = MET_INTERP_THREADS / MET_WARP;
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   const int groups = min(R, kWarps), G = kWarps / groups;  // R * G <= max(R, kWarps) <= 64
@@ -405,7 +405,7 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
     for (int r = grp; r < R; r += groups) {
       float ss = 0.f;
       for (int k = 0; k < G; ++k) ss += sm.red[r * G + k];  // fixed order
-      const float inv = 1.0f / sqrtf(ss / static_cast<float>(K) + eps);
+      const float inv = 1.0f / sqrtf(ss / static_cast<float>(K) + nk.eps);
       const u16* xr = x + r * K;
       u16* o = sm.xn + r * K;
       if (vec) {
@@ -415,11 +415,11 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
           unpack8(*reinterpret_cast<const uint4*>(xr + i * 8), f);
           unpack8(load_weight16(w + i * 8), g);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) f[e] = rms_scale(f[e], inv, g[e]);
+          for (int e = 0; e < 8; ++e) f[e] = rms_scale_kind(f[e], inv, g[e], nk);
           *reinterpret_cast<uint4*>(o + i * 8) = pack8(f);
         }
       } else {
-        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(rms_scale(bf(xr[i]), inv, bf(w[i])));
+        for (int64_t i = i0 + lane; i < i1; i += MET_WARP) o[i] = to_bf(rms_scale_kind(bf(xr[i]), inv, bf(w[i]), nk));
       }
     }
   __syncthreads();
@@ -440,7 +440,7 @@ enum class GemvOut { plain, residual, silu, gelu, lm_head, bias };
 // The weight's shape and format are read from the instruction (global memory): a reference to the
 // caller's MetGeom puts the fields read through it in the loop kernel's local memory.
 __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, SliceRange rr, SliceRange c, const u16* x_in,
-                                        int64_t in_row0, const u16* norm_w, float eps, const u16* W, u16* y, int* tokens,
+                                        int64_t in_row0, const u16* norm_w, NormKind nk, const u16* W, u16* y, int* tokens,
                                         float cap, const u16* bias, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
   const int R = static_cast<int>(rr.end - rr.begin);
@@ -451,7 +451,7 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
   const GemvW gw = gemv_weight(*in, W);
   if (R <= 0 || c.begin >= c.end) return;
   if (norm_w) {
-    rmsnorm_rows_to_smem(x, norm_w, K, R, eps, sm);
+    rmsnorm_rows_to_smem(x, norm_w, K, R, nk, sm);
     x = sm.xn;
   }
   // fp8 weights: the rows as scaled fp16 for the fp16 tensor cores, in place of the normalised ones
@@ -509,49 +509,49 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
 
 MET_ENTRY(gemv) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, nullptr,
+  gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w, a.y, nullptr, 0.f, nullptr,
              smem);
 }
 
 MET_ENTRY(gemv_bias) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::bias, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, 0.f, a.w, a.y, nullptr, 0.f, a.b,
+  gemv_slice(GemvOut::bias, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w, a.y, nullptr, 0.f, a.b,
              smem);
 }
 
 MET_ENTRY(gemv_o_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, 0.f, a.w_o, a.x, nullptr, 0.f,
+  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.attn, a.in_row0, nullptr, NormKind{}, a.w_o, a.x, nullptr, 0.f,
              nullptr, smem);
 }
 
 MET_ENTRY(gemv_down_residual) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, 0.f, a.w_down, a.x, nullptr, 0.f,
+  gemv_slice(GemvOut::residual, a.geom.instr, slice_rows(a, slice), c, a.h, a.in_row0, nullptr, NormKind{}, a.w_down, a.x, nullptr, 0.f,
              nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_silu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
-  gemv_slice(GemvOut::silu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+  gemv_slice(GemvOut::silu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, norm_kind(a), a.w_gate_up, a.out, nullptr,
                             0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_gate_up_gelu) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows / 2);
-  gemv_slice(GemvOut::gelu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_gate_up, a.out, nullptr,
+  gemv_slice(GemvOut::gelu, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, norm_kind(a), a.w_gate_up, a.out, nullptr,
                             0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, norm_kind(a), a.w_lm_head, a.logits,
                                a.tokens, 0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
-  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, a.eps, a.w_lm_head, a.logits,
+  gemv_slice(GemvOut::lm_head, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, a.norm_w, norm_kind(a), a.w_lm_head, a.logits,
                                a.tokens, a.cap, nullptr, smem);
 }
 
@@ -580,7 +580,8 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   if (R <= 0 || u.begin >= u.end) return;
   const int64_t n0 = u.begin * ur, n1 = u.end * ur;  // output rows of the fused weight
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
-  rmsnorm_rows_to_smem(x, a.norm_w, K, R, a.eps, sm);
+  const NormKind nk = norm_kind(a);
+  rmsnorm_rows_to_smem(x, a.norm_w, K, R, nk, sm);
   const bool f16 = kFp8 && gemv_rows_per_slice(*a.geom.instr) <= MET_GEMV_FP8_F16_MAX_ROWS;
   if (f16) gemv_stage_f16(sm.xn, R, K, sm.xn, sm.red, sm);  // as gemv_slice stages them
   const int* pos = a.positions;
@@ -630,8 +631,8 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
       __syncwarp();
       const u16* nw = h < heads ? qn : kn;
       if (nw) {
-        const float inv = inv_rms_warp(hbuf, hd, a.eps);
-        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale(bf(hbuf[i]), inv, bf(nw[i])));
+        const float inv = inv_rms_warp(hbuf, hd, nk.eps);
+        for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale_kind(bf(hbuf[i]), inv, bf(nw[i]), nk));
         __syncwarp();
       }
       rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, pos[row]);

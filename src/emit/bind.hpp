@@ -70,6 +70,14 @@ Expected<void> bind_scale(const KernelSite& site);
 Expected<void> bind_gelu_mul_split(const KernelSite& site);
 // The group's softcap node's cap; refused unless positive.
 Expected<float> softcap_of(const KernelSite& site);
+// The RMSNorm a fused gemv op folds in (kernels/common/ops.def: norm_once, norm_offset), from its
+// norm nodes (a qkv op's attn_norm, then its q and k norms): their eps (the node's, else
+// config.json's) and kind, which must be one for all of them, with a weight and an integral offset.
+struct FusedNormKind {
+  float eps = 0;
+  std::int64_t once = 0, offset = 0;
+};
+Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vector<const model::Node*>& norms);
 
 // Gemma-4's expert branch runs beside the dense MLP (the layer has a moe_norm node): its experts
 // read kMoeXn (moe_norm of the residual) and write kMoeY, which post_moe_norm normalises in place

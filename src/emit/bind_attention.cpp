@@ -24,15 +24,18 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   const auto q = b.act("q", R, heads * hd);
   const auto& kv = b.sh->kv.at(c.layer);
   std::vector<std::uint32_t> t{site.x, nw, wq};
+  std::vector<const model::Node*> norms{norm};
   if (site.k == "gemv_rmsnorm_qkv_qknorm_rope") {
     const auto* qn = site.node("rmsnorm", "q_norm");
     const auto* kn = site.node("rmsnorm", "k_norm");
     if (!qn || !kn) return site.where("expects rmsnorm:q_norm and rmsnorm:k_norm");
+    norms.insert(norms.end(), {qn, kn});
     MET_TRY(auto qw, site.weight(qn));
     MET_TRY(auto kw, site.weight(kn));
     t.push_back(qw);
     t.push_back(kw);
   }
+  MET_TRY(const auto nk, fused_norm_kind(site, norms));
   const std::int64_t rotary = param(*rope, "rotary_dim");
   const RopeConfig rc = node_rope(b.cfg, *rope);
   if (rc.attention_scale() != 1.0f)
@@ -42,8 +45,8 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
                      inv_freq_table(*b.sh, rc, rotary)});
   const std::pair<float, float> ks = b.sh->kv_scale.at(c.layer);
   MET_CHECK(site.add(t, {R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
-                      /*unit_rows=*/hd, b.sh->kv_fp8},
-                     {b.cfg.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
+                      /*unit_rows=*/hd, b.sh->kv_fp8, nk.once, nk.offset},
+                     {nk.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
   b.q_src = q;
   b.q_stride = heads * hd;
   return {};

@@ -11,6 +11,7 @@ namespace {
 struct NormLinear {
   const model::Node* lin = nullptr;
   std::uint32_t norm_w = 0, w = 0;
+  FusedNormKind norm;
 };
 Expected<NormLinear> norm_linear(const KernelSite& site, const std::string& role) {
   const auto* norm = site.node("rmsnorm");
@@ -18,7 +19,8 @@ Expected<NormLinear> norm_linear(const KernelSite& site, const std::string& role
   if (!norm || !lin) return site.where("expects rmsnorm and linear:" + role);
   MET_TRY(auto nw, site.weight(norm));
   MET_TRY(auto w, site.weight(lin));
-  return NormLinear{lin, nw, w};
+  MET_TRY(auto kind, fused_norm_kind(site, {norm}));
+  return NormLinear{lin, nw, w, kind};
 }
 
 // Tensor parallelism (--tp): a row-parallel projection (`plain`: gemv_f32 or gemm_f32) writes this
@@ -148,7 +150,7 @@ Expected<void> bind_gemm_residual(const KernelSite& site) {
 Expected<void> bind_gate_up(const KernelSite& site) {
   MET_TRY(const auto nl, norm_linear(site, "gate_up"));
   MET_CHECK(site.add({site.x, nl.norm_w, nl.w, site.b.act("h", site.R, param(*nl.lin, "out") / 2)},
-                     {site.R, /*in_row0=*/0, /*col_slices=*/1}, {site.b.cfg.eps}));
+                     {site.R, /*in_row0=*/0, /*col_slices=*/1, nl.norm.once, nl.norm.offset}, {nl.norm.eps}));
   return {};
 }
 
@@ -158,18 +160,18 @@ Expected<void> bind_lm_head(const KernelSite& site) {
   const std::int64_t R = site.R;
   MET_TRY(const auto nl, norm_linear(site, "lm_head"));
   const std::int64_t vocab = param(*nl.lin, "out");
-  std::vector<float> imms{b.cfg.eps};
+  std::vector<float> imms{nl.norm.eps};
+  const std::vector<std::int64_t> ints{R, /*in_row0=*/0, /*col_slices=*/1, nl.norm.once, nl.norm.offset};
   if (site.k == "gemv_rmsnorm_lm_head_softcap_argmax") {
     MET_TRY(const float cap, softcap_of(site));
     imms.push_back(cap);
   }
   if (b.sh->tp > 1) {  // this rank's vocabulary slice, then the gather and the argmax over all of it
     const auto local = b.act(site.pre + "logits.rank", R, vocab);
-    MET_CHECK(site.add({site.x, nl.norm_w, nl.w, local, MET_NO_TENSOR}, {R, /*in_row0=*/0, /*col_slices=*/1}, imms));
+    MET_CHECK(site.add({site.x, nl.norm_w, nl.w, local, MET_NO_TENSOR}, ints, imms));
     return gather_logits(site, local, vocab, /*tokens=*/true);
   }
-  MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)},
-                     {R, /*in_row0=*/0, /*col_slices=*/1}, imms));
+  MET_CHECK(site.add({site.x, nl.norm_w, nl.w, b.io(IoField::logits, R, vocab), b.io(IoField::out_tokens, R)}, ints, imms));
   return {};
 }
 

@@ -2,6 +2,7 @@
 // columns of the qkv buffer), the residual add, the gated activations, argmax and the head's
 // softcap over the logits.
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "emit/bind.hpp"
@@ -93,6 +94,27 @@ Expected<void> bind_rmsnorm(const KernelSite& site) {
     MET_CHECK(site.add({site.x, w, y}, {R, /*in_row0=*/0, count, dim, site.hidden, 0, dim * count, 0}, imms));
   }
   return {};
+}
+
+Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vector<const model::Node*>& norms) {
+  FusedNormKind k;
+  for (std::size_t i = 0; i < norms.size(); ++i) {
+    const model::Node& n = *norms[i];
+    if (param(n, "weighted") == 0) return site.where("a weightless " + n.role + " on '" + site.kname + "', whose body reads a weight");
+    const double offset = n.params.count("offset") ? n.params.at("offset") : 0.0;
+    if (offset != std::floor(offset) || std::fabs(offset) > 1024)
+      return site.where(n.role + " offset " + std::to_string(offset) + " on '" + site.kname + "', whose body takes a whole number");
+    const double node_eps = n.params.count("eps") ? n.params.at("eps") : 0.0;
+    FusedNormKind nk{node_eps > 0 ? static_cast<float>(node_eps) : site.b.cfg.eps,
+                     offset != 0 || param(n, "round_once") != 0 ? 1 : 0, static_cast<std::int64_t>(offset)};
+    if (i == 0) {
+      k = nk;
+    } else if (nk.once != k.once || nk.offset != k.offset || nk.eps != k.eps) {
+      return site.where(n.role + " on '" + site.kname + "' is another kind of norm than " + norms[0]->role +
+                        " (one eps, offset and rounding per instruction)");
+    }
+  }
+  return k;
 }
 
 // x += y; per_layer_sum: the per-layer inputs' projection plus their token part (ple_in += ple);

@@ -128,7 +128,7 @@ void body_gemv_rmsnorm_qkv_rope(const MetArgs_gemv_rmsnorm_qkv_rope& a, const In
   const MetRopeShape sh = rope_shape(a, a.theta);
   const std::int64_t qw = a.heads * a.head_dim;
   const RowRange u = qkv_heads(a, d, s);
-  met_gemv_rmsnorm_qkv_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.positions + r.begin,
+  met_gemv_rmsnorm_qkv_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), a.w_qkv, a.positions + r.begin,
                             a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq, a.q_out + r.begin * qw, a.k_cache,
                             a.v_cache, u.begin, u.end);
 }
@@ -138,7 +138,7 @@ void body_gemv_rmsnorm_qkv_qknorm_rope(const MetArgs_gemv_rmsnorm_qkv_qknorm_rop
   const MetRopeShape sh = rope_shape(a, a.theta);
   const std::int64_t qw = a.heads * a.head_dim;
   const RowRange u = qkv_heads(a, d, s);
-  met_gemv_rmsnorm_qkv_qknorm_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, a.w_qkv, a.q_norm_w,
+  met_gemv_rmsnorm_qkv_qknorm_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), a.w_qkv, a.q_norm_w,
                                    a.k_norm_w, a.positions + r.begin, a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq,
                                    a.q_out + r.begin * qw, a.k_cache, a.v_cache, u.begin, u.end);
 }
@@ -199,14 +199,14 @@ void body_gemv_o_residual(const MetArgs_gemv_o_residual& a, const InstrDesc& d, 
 void body_gemv_rmsnorm_gate_up_silu(const MetArgs_gemv_rmsnorm_gate_up_silu& a, const InstrDesc& d, std::uint32_t s) {
   const std::int64_t n = a.w_gate_up->rows / 2;
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, n);
-  met_gemv_rmsnorm_gate_up_silu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, a.w_gate_up,
+  met_gemv_rmsnorm_gate_up_silu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), a.w_gate_up,
                                 a.out + r.begin * n, r.end - r.begin, c.begin, c.end);
 }
 
 void body_gemv_rmsnorm_gate_up_gelu(const MetArgs_gemv_rmsnorm_gate_up_gelu& a, const InstrDesc& d, std::uint32_t s) {
   const std::int64_t n = a.w_gate_up->rows / 2;
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, n);
-  met_gemv_rmsnorm_gate_up_gelu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, a.w_gate_up,
+  met_gemv_rmsnorm_gate_up_gelu(a.x + (a.in_row0 + r.begin) * a.w_gate_up->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), a.w_gate_up,
                                 a.out + r.begin * n, r.end - r.begin, c.begin, c.end);
 }
 
@@ -219,7 +219,7 @@ void body_gemv_down_residual(const MetArgs_gemv_down_residual& a, const InstrDes
 void body_gemv_rmsnorm_lm_head_argmax(const MetArgs_gemv_rmsnorm_lm_head_argmax& a, const InstrDesc& d, std::uint32_t s) {
   const auto* w = a.w_lm_head;
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, w->rows);
-  met_gemv_rmsnorm_lm_head_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, w,
+  met_gemv_rmsnorm_lm_head_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), w,
                                   a.logits ? a.logits + r.begin * w->rows : nullptr, a.tokens ? a.tokens + r.begin : nullptr,
                                   r.end - r.begin, c.begin, c.end);
 }
@@ -228,7 +228,7 @@ void body_gemv_rmsnorm_lm_head_softcap_argmax(const MetArgs_gemv_rmsnorm_lm_head
                                               std::uint32_t s) {
   const auto* w = a.w_lm_head;
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, w->rows);
-  met_gemv_rmsnorm_lm_head_softcap_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, w, a.cap,
+  met_gemv_rmsnorm_lm_head_softcap_argmax(a.x + (a.in_row0 + r.begin) * w->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), w, a.cap,
                                           a.logits ? a.logits + r.begin * w->rows : nullptr,
                                           a.tokens ? a.tokens + r.begin : nullptr, r.end - r.begin, c.begin, c.end);
 }

@@ -81,10 +81,11 @@ FormatMatch match_format(const Rule& r, const std::vector<model::Node>& nodes, s
 }
 
 // The first requirement of the rule the window's nodes fail, with the values it read ("" when all
-// hold).
-std::string failed_requirement(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos) {
+// hold). `rows`: the case's row count (decode sequences, prefill tokens), beside the nodes' params.
+std::string failed_requirement(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos, std::int64_t rows) {
   if (r.requirements.empty()) return {};
   model::Env env;
+  env.emplace("rows", model::Value::num(static_cast<double>(rows)));
   for (std::size_t k = 0; k < r.pattern.size(); ++k)
     for (const auto& [name, v] : nodes[pos + k].params) env.emplace(name, model::Value::num(v));
   for (const auto& e : r.requirements) {
@@ -139,7 +140,7 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
       const FormatMatch fm = match_format(r, nodes, pos, activation);
       const bool free = std::all_of(owner.begin() + static_cast<long>(pos), owner.begin() + static_cast<long>(pos + len),
                                     [](int o) { return o < 0; });
-      const std::string unmet = fm.entry && missing_kernels.empty() ? failed_requirement(r, nodes, pos) : std::string();
+      const std::string unmet = fm.entry && missing_kernels.empty() ? failed_requirement(r, nodes, pos, rows) : std::string();
       if (!unmet.empty()) {
         // The kernels exist but their bodies do not handle this shape: a port-list entry like a
         // missing kernel, with the shape as the reason.

@@ -104,7 +104,7 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
     r.formats.push_back(e);
   }
   MET_TRY(auto reqs, f.str_list("requires"));
-  std::set<std::string> known;  // the params of the pattern's ops
+  std::set<std::string> known{"rows"};  // the case's row count, and the params of the pattern's ops
   for (const auto& e : r.pattern) {
     if (const auto* op = model::find_op(e.op)) {
       known.insert(op->required.begin(), op->required.end());

@@ -47,7 +47,8 @@ struct Rule {
   int priority = 0;
   std::vector<FormatEntry> formats;
   // Shapes the kernels' bodies handle (`requires`): expressions over the params of the window's
-  // nodes (the first node that has a name gives its value), each nonzero for the rule to apply.
+  // nodes (the first node that has a name gives its value) and `rows` (the case's row count), each
+  // nonzero for the rule to apply.
   std::vector<model::Expr> requirements;
   std::string klass;     // class whose FUSIONS.toml defined it
   std::string location;  // file:line

@@ -545,6 +545,26 @@ const std::string kTinyGemma3 = R"({"architectures": ["Gemma3ForCausalLM"], "mod
 
 }  // namespace
 
+namespace {
+
+// The norms an instruction computes: 1 for rmsnorm and rmsnorm_offset, the folded ones of a fused
+// gemv op (a qkv op with q/k norms folds three), 0 for the rest.
+int norms_of(const std::string& op) {
+  if (op == "rmsnorm" || op == "rmsnorm_offset") return 1;
+  if (op == "gemv_rmsnorm_qkv_qknorm_rope") return 3;
+  return op.starts_with("gemv_rmsnorm_") ? 1 : 0;
+}
+
+// A fused gemv op's norm kind (ops.def norm_once, norm_offset) and eps.
+void check_fused_norm(const emit::InstrDesc& d, std::int64_t once, std::int64_t offset, float eps) {
+  const auto* info = emit::find_opcode(d.opcode);
+  CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "norm_once"))] == once);
+  CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "norm_offset"))] == offset);
+  CHECK(d.imms[0] == eps);
+}
+
+}  // namespace
+
 TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scale in bf16, (1 + w) norms, window and rope per layer kind, query_pre_attn_scalar, the final soft cap and no score soft cap (a step bound from a default fails)") {
   const auto dir = testing::tiny_checkpoint("gemma3-cpu", kTinyGemma3);
   testing::EmitSpec s;
@@ -556,6 +576,7 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
   for (const auto& p : a->packet.programs) {
     INFO(p.name);
     std::map<std::string, int> count;
+    int norms = 0;
     for (const auto& d : p.instrs) {
       const std::string op = emit::find_opcode(d.opcode)->name;
       INFO(op << " in " << d.scope);
@@ -568,12 +589,18 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
         REQUIRE(d.imms.size() == 2);
         CHECK(d.imms[0] == 1e-6f);
         CHECK(d.imms[1] == 1.0f);
-      } else if (op == "rope") {
+      } else if (op.starts_with("gemv_rmsnorm_")) {
+        check_fused_norm(d, 1, 1, 1e-6f);  // (1 + w), rounded once, as rmsnorm_offset
+      }
+      if (op == "rope" || op == "gemv_rmsnorm_qkv_qknorm_rope") {
         // Local layers: a plain rope of base rope_local_base_freq; global: rope_theta, scaled by
         // the generated table of the linear rope.
-        CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f, /*attn_scale=*/1.0f});
-        CHECK((d.tensors[2] == MET_NO_TENSOR) == sliding);
-        if (!sliding) CHECK(tensors[d.tensors[2]].source == MET_SOURCE_GENERATED);
+        const auto* info = emit::find_opcode(d.opcode);
+        const auto inv_freq = d.tensors[static_cast<std::size_t>(emit::tensor_index(*info, "inv_freq"))];
+        CHECK(d.imms[op == "rope" ? 0 : 1] == (sliding ? 10000.0f : 1000000.0f));
+        if (op == "rope") CHECK(d.imms[1] == 1.0f);  // attn_scale
+        CHECK((inv_freq == MET_NO_TENSOR) == sliding);
+        if (!sliding) CHECK(tensors[inv_freq].source == MET_SOURCE_GENERATED);
       } else if (op == "attn_prefill" || op == "attn_decode_split" || op == "attn_decode_merge") {
         const auto* info = emit::find_opcode(d.opcode);
         CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "window"))] == (sliding ? 16 : 0));
@@ -582,15 +609,21 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
         CHECK(d.imms[1] == static_cast<float>(1 / std::sqrt(96.0)));
       } else if (op == "softcap") {
         CHECK(d.imms == std::vector<float>{3.0f});
+      } else if (op == "gemv_rmsnorm_lm_head_softcap_argmax") {
+        CHECK(d.imms[1] == 3.0f);
       }
+      norms += norms_of(op);
     }
-    // Six norms a layer and the final one, all with the offset; none without it.
-    CHECK(count["rmsnorm_offset"] == 6 * 3 + 1);
+    // Six norms a layer and the final one, all with the offset (alone or folded into a gemv op);
+    // none without it. Decode folds the qkv, q/k norms, rope and append, the MLP's norm and GeGLU,
+    // and the final norm, head and cap.
+    CHECK(norms == 6 * 3 + 1);
     CHECK(count["rmsnorm"] == 0);
     CHECK(count["scale"] == 1);
-    CHECK(count["rope"] == 3);
-    CHECK(count["softcap"] == 1);
-    CHECK(count["gelu_mul"] + count["gemm_gelu"] == 3);
+    CHECK(count["rope"] + count["gemv_rmsnorm_qkv_qknorm_rope"] == 3);
+    CHECK(count["softcap"] + count["gemv_rmsnorm_lm_head_softcap_argmax"] == 1);
+    CHECK(count["gelu_mul"] + count["gemm_gelu"] + count["gemv_rmsnorm_gate_up_gelu"] == 3);
+    if (p.kind != MET_PROGRAM_PREFILL) CHECK(count["rmsnorm_offset"] == 2 * 3);  // the post norms
   }
   // build.json carries the global layers' rope (the loader computes the table from it).
   const auto b = nlohmann::json::parse(a->build_json);
@@ -599,7 +632,7 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
   CHECK(b.dump().find("1000000") != std::string::npos);
 }
 
-TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset, never as plain norms, a batch of 16 on the gemv family, and every wgmma GEMM in tiles the body takes (a norm bound without its offset, a GEMM planned at 16 rows, or a GEMM cut into one part per stream, fails)") {
+TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset or folded into the gemv ops with their offset, never as plain norms, a batch of 16 on the gemv family, and every wgmma GEMM in tiles the body takes (a norm bound without its offset, a GEMM planned at 16 rows, or a GEMM cut into one part per stream, fails)") {
   const auto dir = testing::tiny_checkpoint("gemma3-h200", kTinyGemma3);
   testing::EmitSpec s;
   s.device = "h200-sxm";
@@ -613,11 +646,14 @@ TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset, never a
   for (const auto& p : a->packet.programs) {
     INFO(p.name);
     std::map<std::string, int> count;
+    int norms = 0;
     for (const auto& d : p.instrs) {
       const auto* op = emit::find_opcode(d.opcode);
       INFO(op->name << " in " << d.scope);
       ++count[op->name];
+      norms += norms_of(op->name);
       if (op->name == "rmsnorm_offset") CHECK(d.imms == std::vector<float>{1e-6f, 1.0f});
+      if (op->name.starts_with("gemv_rmsnorm_")) check_fused_norm(d, 1, 1, 1e-6f);
       if (p.kind != MET_PROGRAM_PREFILL) CHECK(op->family != "gemm");
       if (op->family != "gemm" || !op->name.ends_with("_wgmma")) continue;
       ++wgmma;
@@ -629,8 +665,13 @@ TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset, never a
       const bool tiles = parts == (n_out + 127) / 128 || (!gated && parts == (n_out + 255) / 256);
       CHECK(tiles);
     }
-    CHECK(count["rmsnorm_offset"] == 6 * 3 + 1);
+    CHECK(norms == 6 * 3 + 1);
     CHECK(count["rmsnorm"] == 0);
+    if (p.kind != MET_PROGRAM_PREFILL) {  // decode folds all but the post norms, at 1 row and at 16
+      CHECK(count["rmsnorm_offset"] == 2 * 3);
+      CHECK(count["gemv_rmsnorm_qkv_qknorm_rope"] == 3);
+      CHECK(count["gemv_rmsnorm_gate_up_gelu"] == 3);
+    }
   }
   CHECK(wgmma > 0);
 }
@@ -794,15 +835,18 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
   for (const auto& p : a->packet.programs) {
     INFO(p.name);
     std::map<std::string, int> count;
-    int weightless = 0;
+    int weightless = 0, norms = 0;
     for (const auto& d : p.instrs) {
       const std::string op = emit::find_opcode(d.opcode)->name;
       INFO(op << " in " << d.scope);
       ++count[op];
       const bool sliding = d.scope.find("sliding") != std::string::npos;
+      norms += norms_of(op);
       if (op == "rmsnorm_offset") {
         CHECK(d.imms == std::vector<float>{1e-6f, 0.0f});
         if (d.tensors[1] == MET_NO_TENSOR) ++weightless;
+      } else if (op.starts_with("gemv_rmsnorm_")) {
+        check_fused_norm(d, 1, 0, 1e-6f);  // w rounded once, as rmsnorm_offset
       } else if (op == "rope") {
         CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f, /*attn_scale=*/1.0f});
         CHECK(d.ints[4] == (sliding ? 64 : 128));  // head_dim
@@ -824,7 +868,7 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
     }
     // Seven norms a layer (four on the residual stream, three per head) and the final one; one
     // v_norm a layer.
-    CHECK(count["rmsnorm_offset"] == 7 * 6 + 1);
+    CHECK(norms == 7 * 6 + 1);
     CHECK(weightless == 6);
     CHECK(count["rmsnorm"] == 0);
     CHECK(count["scale"] == 1);

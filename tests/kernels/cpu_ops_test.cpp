@@ -639,7 +639,25 @@ struct QkvCase {
   MetRopeShape s{4, 2, 64, 64, 10000.0f};
   bool qknorm = false;
   MetWeightFormat fmt = MET_WEIGHT_BF16;
+  std::int32_t norm_once = 0;  // the fused norm's kind (ops.def): 1 with offset 1 is Gemma-3's, with 0 Gemma-4's
+  float norm_offset = 0;
 };
+
+// The unfused norm of the kind a fused body takes: met_rmsnorm, or met_rmsnorm_offset (Gemma).
+void unfused_norm(const std::uint16_t* x, const std::uint16_t* w, std::uint16_t* y, std::int64_t rows, std::int64_t count,
+                  std::int64_t dim, std::int32_t once, float offset) {
+  if (once)
+    met_rmsnorm_offset(x, w, y, rows, count, dim, kEps, offset);
+  else
+    met_rmsnorm(x, w, y, rows, count, dim, kEps);
+}
+
+// fp64 norm weights of a kind: w, or offset + w.
+Dbl norm_weights(const Bf16& w, float offset) {
+  Dbl d = to_dbl(w);
+  for (auto& v : d) v += offset;
+  return d;
+}
 
 void run_qkv_case(const QkvCase& c) {
   std::mt19937 g(101);
@@ -657,22 +675,22 @@ void run_qkv_case(const QkvCase& c) {
   // Two head-unit ranges (the second starts inside the k heads) make the whole row.
   for (auto [u0, u1] : {std::pair<std::int64_t, std::int64_t>{0, c.s.heads + 1}, {c.s.heads + 1, units}}) {
     if (c.qknorm)
-      met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s,
+      met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, c.norm_once, c.norm_offset, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s,
                                        /*inv_freq=*/nullptr, q.data(), kc.data(), vc.data(), u0, u1);
     else
-      met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
+      met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, c.norm_once, c.norm_offset, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
                                 kc.data(), vc.data(), u0, u1);
   }
 
   // Unfused sequence of cpu ops: rmsnorm, gemv, [q/k rmsnorm], rope, kv_append.
   Bf16 xn(x.size()), qkv(sz(c.rows * width)), kc2(kc.size()), vc2(vc.size()), q2(q.size());
-  met_rmsnorm(x.data(), nw.data(), xn.data(), c.rows, 1, c.hidden, kEps);
+  unfused_norm(x.data(), nw.data(), xn.data(), c.rows, 1, c.hidden, c.norm_once, c.norm_offset);
   met_gemv(xn.data(), &t.w, qkv.data(), c.rows, 0, t.w.rows);
   if (c.qknorm)
     for (std::int64_t r = 0; r < c.rows; ++r) {
       std::uint16_t* row = qkv.data() + r * width;
-      met_rmsnorm(row, qn.data(), row, 1, c.s.heads, c.s.head_dim, kEps);
-      met_rmsnorm(row + qw, kn.data(), row + qw, 1, c.s.kv_heads, c.s.head_dim, kEps);
+      unfused_norm(row, qn.data(), row, 1, c.s.heads, c.s.head_dim, c.norm_once, c.norm_offset);
+      unfused_norm(row + qw, kn.data(), row + qw, 1, c.s.kv_heads, c.s.head_dim, c.norm_once, c.norm_offset);
     }
   met_rope(qkv.data(), width, qkv.data() + qw, width, pos, c.rows, &c.s, /*inv_freq=*/nullptr);
   met_kv_append(qkv.data() + qw, width, qkv.data() + qw + kw, width, kc2.data(), vc2.data(), slots, c.rows,
@@ -684,12 +702,12 @@ void run_qkv_case(const QkvCase& c) {
   CHECK(vc == vc2);
 
   // fp64 reference.
-  auto ref = ref_linear(ref_rmsnorm(to_dbl(x), to_dbl(nw), 1, c.hidden), t, c.rows);
+  auto ref = ref_linear(ref_rmsnorm(to_dbl(x), norm_weights(nw, c.norm_offset), 1, c.hidden), t, c.rows);
   for (std::int64_t r = 0; r < c.rows; ++r) {
     double* row = ref.data() + r * width;
     if (c.qknorm) {
-      const Dbl qr = ref_rmsnorm(Dbl(row, row + qw), to_dbl(qn), c.s.heads, c.s.head_dim);
-      const Dbl kr = ref_rmsnorm(Dbl(row + qw, row + qw + kw), to_dbl(kn), c.s.kv_heads, c.s.head_dim);
+      const Dbl qr = ref_rmsnorm(Dbl(row, row + qw), norm_weights(qn, c.norm_offset), c.s.heads, c.s.head_dim);
+      const Dbl kr = ref_rmsnorm(Dbl(row + qw, row + qw + kw), norm_weights(kn, c.norm_offset), c.s.kv_heads, c.s.head_dim);
       std::copy(qr.begin(), qr.end(), row);
       std::copy(kr.begin(), kr.end(), row + qw);
     }
@@ -721,7 +739,16 @@ TEST_CASE("gemv_rmsnorm_qkv_rope hidden=256 heads=4 kv_heads=2 head_dim=64 equal
 TEST_CASE("gemv_rmsnorm_qkv_qknorm_rope hidden=256 heads=4 kv_heads=2 head_dim=64 equals the unfused sequence with q/k norm before rope") {
   QkvCase c;
   c.qknorm = true;
-  run_qkv_case(c);
+  SUBCASE("Llama's norms") { run_qkv_case(c); }
+  SUBCASE("Gemma-3's norms: 1 + w, one rounding (rmsnorm_offset)") {
+    c.norm_once = 1;
+    c.norm_offset = 1;
+    run_qkv_case(c);
+  }
+  SUBCASE("Gemma-4's norms: w, one rounding (rmsnorm_offset)") {
+    c.norm_once = 1;
+    run_qkv_case(c);
+  }
 }
 
 TEST_CASE("gemv_o_residual and gemv_down_residual rows=3 in=192 hidden=128 equal gemv+residual_add and fp64") {
@@ -769,9 +796,9 @@ TEST_CASE("column ranges [0,37) [37,38) [38,N) of gemv, o/down residual, gate_up
     CHECK(d1 == d2);
     Bf16 l1(2 * n), l2(2 * n);
     std::int32_t tok[2];
-    met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, 3.0f, l1.data(), tok, 2, 0, n);
+    met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, 0, 0.f, &t.w, 3.0f, l1.data(), tok, 2, 0, n);
     pieces([&](std::int64_t a, std::int64_t b) {
-      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, 3.0f, l2.data(), nullptr, 2, a, b);
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, 0, 0.f, &t.w, 3.0f, l2.data(), nullptr, 2, a, b);
     });
     CHECK(l1 == l2);
     std::int32_t tok2[2];
@@ -780,26 +807,30 @@ TEST_CASE("column ranges [0,37) [37,38) [38,N) of gemv, o/down residual, gate_up
     CHECK(tok[1] == tok2[1]);
     const std::int64_t inter = n / 2, icuts[] = {0, 17, 18, inter};
     Bf16 u1(2 * inter), u2(2 * inter);
-    met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, &t.w, u1.data(), 2, 0, inter);
+    met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, 0, 0.f, &t.w, u1.data(), 2, 0, inter);
     for (int p = 0; p < 3; ++p)
-      met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, &t.w, u2.data(), 2, icuts[p], icuts[p + 1]);
+      met_gemv_rmsnorm_gate_up_silu(x.data(), nw.data(), kEps, 0, 0.f, &t.w, u2.data(), 2, icuts[p], icuts[p + 1]);
     CHECK(u1 == u2);
   }
 }
 
-TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal rmsnorm+gemv+silu_mul/gelu_mul and fp64") {
-  for (bool gelu : {false, true}) {
+TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal rmsnorm+gemv+silu_mul/gelu_mul and fp64, with Llama's and Gemma's norms") {
+  for (auto [gelu, once, offset] : {std::tuple{false, 0, 0.f}, {true, 0, 0.f}, {true, 1, 1.f}, {true, 1, 0.f}}) {
+    CAPTURE(gelu);
+    CAPTURE(once);
+    CAPTURE(offset);
     std::mt19937 g(121);
     const auto t = make_weight(g, MET_WEIGHT_FP8_E4M3, 192, 128, 96, 128);
     const auto x = random_bf16(g, 2 * 128, -2, 2);
     const auto nw = random_bf16(g, 128, 0.5f, 1.5f);
     Bf16 out(2 * 96), out2(2 * 96), xn(2 * 128), gu(2 * 192);
-    (gelu ? met_gemv_rmsnorm_gate_up_gelu : met_gemv_rmsnorm_gate_up_silu)(x.data(), nw.data(), kEps, &t.w, out.data(), 2, 0, t.w.rows / 2);
-    met_rmsnorm(x.data(), nw.data(), xn.data(), 2, 1, 128, kEps);
+    (gelu ? met_gemv_rmsnorm_gate_up_gelu : met_gemv_rmsnorm_gate_up_silu)(x.data(), nw.data(), kEps, once, offset, &t.w, out.data(), 2, 0,
+                                                                           t.w.rows / 2);
+    unfused_norm(x.data(), nw.data(), xn.data(), 2, 1, 128, once, offset);
     met_gemv(xn.data(), &t.w, gu.data(), 2, 0, t.w.rows);
     (gelu ? met_gelu_mul : met_silu_mul)(gu.data(), out2.data(), 2, 96);
     CHECK(out == out2);
-    const auto gr = ref_linear(ref_rmsnorm(to_dbl(x), to_dbl(nw), 1, 128), t, 2);
+    const auto gr = ref_linear(ref_rmsnorm(to_dbl(x), norm_weights(nw, offset), 1, 128), t, 2);
     Dbl ref(2 * 96);
     for (int r = 0; r < 2; ++r)
       for (int i = 0; i < 96; ++i) {
@@ -810,8 +841,10 @@ TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal 
   }
 }
 
-TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 vocab=500 cap=30 equal rmsnorm+gemv+[softcap]+argmax") {
-  for (float cap : {0.0f, 30.0f}) {
+TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 vocab=500 cap=30 equal rmsnorm+gemv+[softcap]+argmax, with Llama's and Gemma's norms") {
+  for (auto [cap, once, offset] : {std::tuple{0.0f, 0, 0.f}, {30.0f, 0, 0.f}, {30.0f, 1, 1.f}, {0.0f, 1, 0.f}}) {
+    CAPTURE(cap);
+    CAPTURE(once);
     std::mt19937 g(131);
     const auto t = make_weight(g, MET_WEIGHT_BF16, 500, 128);
     const auto x = random_bf16(g, 4 * 128, -2, 2);
@@ -819,13 +852,13 @@ TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 voc
     Bf16 logits(4 * 500), logits2(4 * 500), xn(4 * 128);
     std::int32_t tok[4], tok2[4], tok_nolog[4];
     if (cap > 0) {
-      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, logits.data(), tok, 4, 0, t.w.rows);
-      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, &t.w, cap, nullptr, tok_nolog, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, once, offset, &t.w, cap, logits.data(), tok, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_softcap_argmax(x.data(), nw.data(), kEps, once, offset, &t.w, cap, nullptr, tok_nolog, 4, 0, t.w.rows);
     } else {
-      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, logits.data(), tok, 4, 0, t.w.rows);
-      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, &t.w, nullptr, tok_nolog, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, once, offset, &t.w, logits.data(), tok, 4, 0, t.w.rows);
+      met_gemv_rmsnorm_lm_head_argmax(x.data(), nw.data(), kEps, once, offset, &t.w, nullptr, tok_nolog, 4, 0, t.w.rows);
     }
-    met_rmsnorm(x.data(), nw.data(), xn.data(), 4, 1, 128, kEps);
+    unfused_norm(x.data(), nw.data(), xn.data(), 4, 1, 128, once, offset);
     met_gemv(xn.data(), &t.w, logits2.data(), 4, 0, t.w.rows);
     if (cap > 0) met_softcap(logits2.data(), 4 * 500, cap);
     met_argmax(logits2.data(), tok2, 4, 500);
@@ -835,7 +868,7 @@ TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 voc
       CHECK(tok_nolog[r] == tok2[r]);
     }
     // fp64: the chosen token's logit is within bf16 tolerance of the true maximum.
-    auto ref = ref_linear(ref_rmsnorm(to_dbl(x), to_dbl(nw), 1, 128), t, 4);
+    auto ref = ref_linear(ref_rmsnorm(to_dbl(x), norm_weights(nw, offset), 1, 128), t, 4);
     if (cap > 0)
       for (auto& v : ref) v = cap * std::tanh(v / cap);
     check_close(logits, ref);

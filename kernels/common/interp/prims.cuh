@@ -236,6 +236,19 @@ __device__ __forceinline__ float gated_act(float g, float u, bool gelu) { return
 // Gemma-3, w on Gemma-4): x * inv_rms * (offset + w) in fp32, rounded once on store.
 __device__ __forceinline__ float rms_scale(float x, float inv, float w) { return bf_round(x * inv) * w; }
 __device__ __forceinline__ float rms_scale_once(float x, float inv, float w, float offset) { return x * inv * (offset + w); }
+// The kind a fused gemv op's norm is (ops.def norm_once, norm_offset), chosen per instruction.
+struct NormKind {
+  float eps;
+  bool once;
+  float offset;
+};
+__device__ __forceinline__ float rms_scale_kind(float x, float inv, float w, const NormKind& k) {
+  return k.once ? rms_scale_once(x, inv, w, k.offset) : rms_scale(x, inv, w);
+}
+template <class A>
+__device__ __forceinline__ NormKind norm_kind(const A& a) {
+  return NormKind{a.eps, a.norm_once != 0, static_cast<float>(a.norm_offset)};
+}
 
 // Index of the largest value of a bf16 row: ties to the lowest index, NaN never wins, 0 when
 // nothing beats -inf (the cpu's argmax_row).
