@@ -815,7 +815,10 @@ TEST_CASE("column ranges [0,37) [37,38) [38,N) of gemv, o/down residual, gate_up
 }
 
 TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal rmsnorm+gemv+silu_mul/gelu_mul and fp64, with Llama's and Gemma's norms") {
-  for (auto [gelu, once, offset] : {std::tuple{false, 0, 0.f}, {true, 0, 0.f}, {true, 1, 1.f}, {true, 1, 0.f}}) {
+  for (const auto& kind : {std::tuple{false, 0, 0.f}, {true, 0, 0.f}, {true, 1, 1.f}, {true, 1, 0.f}}) {
+    const bool gelu = std::get<0>(kind);
+    const std::int32_t once = std::get<1>(kind);
+    const float offset = std::get<2>(kind);
     CAPTURE(gelu);
     CAPTURE(once);
     CAPTURE(offset);
@@ -842,7 +845,10 @@ TEST_CASE("gemv_rmsnorm_gate_up_silu and _gelu rows=2 hidden=128 inter=96 equal 
 }
 
 TEST_CASE("gemv_rmsnorm_lm_head_argmax and _softcap_argmax rows=4 hidden=128 vocab=500 cap=30 equal rmsnorm+gemv+[softcap]+argmax, with Llama's and Gemma's norms") {
-  for (auto [cap, once, offset] : {std::tuple{0.0f, 0, 0.f}, {30.0f, 0, 0.f}, {30.0f, 1, 1.f}, {0.0f, 1, 0.f}}) {
+  for (const auto& kind : {std::tuple{0.0f, 0, 0.f}, {30.0f, 0, 0.f}, {30.0f, 1, 1.f}, {0.0f, 1, 0.f}}) {
+    const float cap = std::get<0>(kind);
+    const std::int32_t once = std::get<1>(kind);
+    const float offset = std::get<2>(kind);
     CAPTURE(cap);
     CAPTURE(once);
     std::mt19937 g(131);
