@@ -21,7 +21,6 @@ struct MfmaGemvLds {
   float res[MET_DEV_MAX_ROWS][kMfmaCols];
   float part[kMfmaWaves][16][16];  // k-split partial tiles: [weight row][activation row]
   float inv[MET_DEV_MAX_ROWS];     // 1 / rms of each row (normed ops)
-  NormKind norm;                   // and the kind of norm (ops.def norm_once, norm_offset)
   float red[64];
   u16 head[MET_INTERP_WARPS][256];  // one bf16 head per 32-lane warp (qkv)
 };
@@ -42,7 +41,7 @@ __device__ __forceinline__ uint4 mfma_act8(const u16* x, int64_t k, const u16* n
 // K % 32 == 0, x rows K apart. Wavefronts take 16-row tiles, splitting K when tiles are few.
 // Block-uniform call; ends in a barrier.
 __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t w0, int n, const u16* x, int R, const u16* norm_w,
-                                               MfmaGemvLds& lds, int col0) {
+                                               const NormKind& nk, MfmaGemvLds& lds, int col0) {
   const int wave = threadIdx.x / MET_WAVE, lane = threadIdx.x % MET_WAVE;
   const int m = lane % 16, q = lane / 16;  // operand row of this lane, and its 8-wide k chunk
   const int tiles = (n + 15) / 16;
@@ -57,7 +56,6 @@ __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t 
     const u16* px = x + (act ? m : 0) * K + 8 * q;
     const u16* pn = norm_w ? norm_w + 8 * q : nullptr;
     const float inv = norm_w && act ? lds.inv[m] : 0.f;
-    const NormKind nk = lds.norm;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     met_f32x4 acc = met_f32x4{};
     int64_t b = b0;
@@ -99,13 +97,12 @@ __device__ __forceinline__ void mfma_gemv_cols(const u16* W, int64_t K, int64_t 
   __syncthreads();
 }
 
-// 1 / rms of each of the R rows of x (K apart) into lds.inv, and the norm's kind into lds.norm.
-__device__ __forceinline__ void mfma_row_inv_rms(const u16* x, int64_t K, int R, const NormKind& nk, MfmaGemvLds& lds) {
+// 1 / rms of each of the R rows of x (K apart) into lds.inv.
+__device__ __forceinline__ void mfma_row_inv_rms(const u16* x, int64_t K, int R, float eps, MfmaGemvLds& lds) {
   for (int r = 0; r < R; ++r) {
-    const float inv = inv_rms_block(x + r * K, K, nk.eps, lds.red);
+    const float inv = inv_rms_block(x + r * K, K, eps, lds.red);
     if (threadIdx.x == 0) lds.inv[r] = inv;
   }
-  if (threadIdx.x == 0) lds.norm = nk;
   __syncthreads();
 }
 
@@ -124,12 +121,12 @@ __device__ __forceinline__ void mfma_gemv_slice(MfmaGemvOut out, const MetGeom& 
   const int64_t N = gate_up ? geom.w_rows / 2 : geom.w_rows;
   const u16* x = x_in + (in_row0 + rr.begin) * K;
   if (R <= 0 || c.begin >= c.end) return;
-  if (norm_w) mfma_row_inv_rms(x, K, R, nk, lds);
+  if (norm_w) mfma_row_inv_rms(x, K, R, nk.eps, lds);
   const int width = gate_up ? kMfmaCols / 2 : kMfmaCols;
   for (int64_t c0 = c.begin; c0 < c.end; c0 += width) {
     const int n = static_cast<int>(min(static_cast<int64_t>(width), c.end - c0));
-    mfma_gemv_cols(W, K, c0, n, x, R, norm_w, lds, /*col0=*/0);
-    if (gate_up) mfma_gemv_cols(W, K, N + c0, n, x, R, norm_w, lds, /*col0=*/kMfmaCols / 2);
+    mfma_gemv_cols(W, K, c0, n, x, R, norm_w, nk, lds, /*col0=*/0);
+    if (gate_up) mfma_gemv_cols(W, K, N + c0, n, x, R, norm_w, nk, lds, /*col0=*/kMfmaCols / 2);
     for (int i = threadIdx.x; i < R * n; i += MET_INTERP_THREADS) {
       const int r = i / n, j = i % n;
       const float v = lds.res[r][j];
@@ -215,14 +212,14 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
   if (R <= 0 || u.begin >= u.end) return;
   const u16* x = a.x + (a.in_row0 + rr.begin) * K;
   const NormKind nk = norm_kind(a);
-  mfma_row_inv_rms(x, K, R, nk, lds);
+  mfma_row_inv_rms(x, K, R, nk.eps, lds);
   const int per_pass = kMfmaCols / hd;  // whole heads per pass
   const int64_t kw = static_cast<int64_t>(kvh) * hd;
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   u16* hbuf = lds.head[warp];
   for (int64_t h0 = u.begin; h0 < u.end; h0 += per_pass) {
     const int nh = static_cast<int>(min(static_cast<int64_t>(per_pass), u.end - h0));
-    mfma_gemv_cols(a.w_qkv, K, h0 * hd, nh * hd, x, R, a.norm_w, lds, /*col0=*/0);
+    mfma_gemv_cols(a.w_qkv, K, h0 * hd, nh * hd, x, R, a.norm_w, nk, lds, /*col0=*/0);
     for (int item = warp; item < R * nh; item += MET_INTERP_WARPS) {
       const int r = item / nh, j = item % nh;
       const int64_t unit = h0 + j, row = rr.begin + r;

@@ -3,6 +3,7 @@
 // softcap over the logits.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "emit/bind.hpp"
@@ -102,8 +103,10 @@ Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vecto
     const model::Node& n = *norms[i];
     if (param(n, "weighted") == 0) return site.where("a weightless " + n.role + " on '" + site.kname + "', whose body reads a weight");
     const double offset = n.params.count("offset") ? n.params.at("offset") : 0.0;
-    if (offset != std::floor(offset) || std::fabs(offset) > 1024)
-      return site.where(n.role + " offset " + std::to_string(offset) + " on '" + site.kname + "', whose body takes a whole number");
+    // The bodies take the offset as a float from a whole-number int: exact up to 2^24.
+    if (offset != std::floor(offset) || std::fabs(offset) > static_cast<double>(1 << std::numeric_limits<float>::digits))
+      return site.where(n.role + " offset " + std::to_string(offset) + " on '" + site.kname +
+                        "', whose body takes a whole number a float holds exactly");
     const double node_eps = n.params.count("eps") ? n.params.at("eps") : 0.0;
     FusedNormKind nk{node_eps > 0 ? static_cast<float>(node_eps) : site.b.cfg.eps,
                      offset != 0 || param(n, "round_once") != 0 ? 1 : 0, static_cast<std::int64_t>(offset)};
