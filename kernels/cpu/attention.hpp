@@ -25,6 +25,7 @@ struct MetAttnShape {
   std::int32_t kv_fp8 = 0;
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  std::int32_t ring = 0;  // > 0: the layer's cache is a ring of `ring` rows a sequence (cache_row)
 };
 
 namespace met::cpu {
@@ -40,8 +41,14 @@ inline std::int64_t window_start(std::int64_t pos, std::int32_t window) {
   return window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
 }
 
+// The cache slot of a sequence's position p: base + p, or base + p % ring in a sliding-window
+// layer's ring (kernels/common/ops.def).
+inline std::int64_t cache_row(std::int64_t base, std::int64_t p, const MetAttnShape& s) {
+  return base + (s.ring > 0 ? p % s.ring : p);
+}
+
 // Folds keys [lo, hi) of one (query head, kv head) into state/o (o has v_head_dim floats).
-// Caches are [slot][kv_heads][dim]; the sequence's position p is slot base + p. The range is one
+// Caches are [slot][kv_heads][dim]; the sequence's position p is slot cache_row(base, p). The range is one
 // block: its scores first, then the state rescaled to the block's running max m, then each
 // exp(s - m) added to l in fp32 and, rounded to bf16, times v to o (as a flash kernel rounds its
 // probabilities to bf16 for the P.V product).
@@ -54,7 +61,7 @@ inline void attend_range(const std::uint16_t* q, const std::uint16_t* k_cache, c
   std::vector<float> scores(static_cast<std::size_t>(hi - lo));
   float m_new = st.m;
   for (std::int64_t j = lo; j < hi; ++j) {
-    const std::int64_t k = (base + j) * kw + static_cast<std::int64_t>(kv_head) * s.head_dim;
+    const std::int64_t k = cache_row(base, j, s) * kw + static_cast<std::int64_t>(kv_head) * s.head_dim;
     float dot = 0.0f;
     for (std::int32_t d = 0; d < s.head_dim; ++d) dot += bf16_to_f32(q[d]) * kv_load(k_cache, k + d, s.kv_fp8, s.k_scale);
     float score = dot * s.scale;
@@ -66,7 +73,7 @@ inline void attend_range(const std::uint16_t* q, const std::uint16_t* k_cache, c
   st.l *= carry;
   for (std::int32_t d = 0; d < s.v_head_dim; ++d) o[d] *= carry;
   for (std::int64_t j = lo; j < hi; ++j) {
-    const std::int64_t v = (base + j) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
+    const std::int64_t v = cache_row(base, j, s) * vw + static_cast<std::int64_t>(kv_head) * s.v_head_dim;
     const float p = std::exp(scores[static_cast<std::size_t>(j - lo)] - m_new);
     st.l += p;
     const float pb = round_bf16(p);

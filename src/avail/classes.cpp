@@ -60,6 +60,8 @@ Expected<Defaults> load_defaults(const std::string& file, const toml::table& t, 
   MET_TRY(d.prefill_buckets, ladder(f, "prefill_buckets"));
   MET_TRY(auto reserve, f.opt_number("runtime_reserve_gib"));
   MET_TRY(auto workspace, f.opt_number("workspace_mib"));
+  MET_TRY(auto ring, f.opt_boolean("kv_ring"));
+  d.kv_ring = ring.value_or(false);
   d.runtime_reserve_gib = reserve.value_or(0);
   d.workspace_mib = workspace.value_or(0);
   if (d.runtime_reserve_gib < 0) return f.error_at("runtime_reserve_gib", "must not be negative");

@@ -22,6 +22,10 @@ struct Defaults {
   std::vector<int> prefill_buckets;  // ascending, > 0
   double runtime_reserve_gib = 0;
   double workspace_mib = 0;
+  // Whether the class's attention bodies read a sliding-window layer's KV cache as a ring
+  // (model/kv_ring.hpp; kernels/common/ops.def `ring`): the emit makes rings, and the memory fit
+  // counts them, only where it is true.
+  bool kv_ring = false;
 };
 
 struct ClassInfo {

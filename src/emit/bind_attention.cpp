@@ -2,11 +2,14 @@
 // V to the cache), split-KV decode attention and its merge, flash prefill attention, and the
 // separate rope and kv_append of the unfused path. Attention reads q where its producer left it
 // (Builder::q_src, q_stride).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
 #include "emit/bind.hpp"
 #include "emit/rope.hpp"
+#include "model/kv_ring.hpp"
 
 namespace met::emit::detail {
 
@@ -41,10 +44,15 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   if (rc.attention_scale() != 1.0f)
     return site.where("the fused qkv + rope bodies take no YaRN attention factor (config.json's is " +
                       std::to_string(rc.attention_scale()) + "); its rope runs unfused");
-  t.insert(t.end(), {b.io(IoField::positions, R), b.io(IoField::slots, R), q, kv.first, kv.second,
-                     inv_freq_table(*b.sh, rc, rotary)});
+  // A ring cache's writes go to the ring's slots (emit.hpp, runtime contract).
+  const IoField slots = b.sh->kv_ring.at(c.layer) > 0 ? IoField::ring_slots : IoField::slots;
+  // push_back, not insert of a list: gcc 12 takes the list's copy for an overflow of t's first three.
+  for (const std::uint32_t h : {b.io(IoField::positions, R), b.io(slots, R), q, kv.first, kv.second, inv_freq_table(*b.sh, rc, rotary)})
+    t.push_back(h);
   const std::pair<float, float> ks = b.sh->kv_scale.at(c.layer);
-  MET_CHECK(site.add(t, {R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, b.max_ctx, /*col_slices=*/1,
+  // seq_slots: the cache rows a sequence owns (the verifier's extent of a decode row's writes).
+  const std::int64_t seq_slots = model::kv_rows_per_seq(b.sh->kv_ring.at(c.layer), b.max_ctx);
+  MET_CHECK(site.add(t, {R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, seq_slots, /*col_slices=*/1,
                       /*unit_rows=*/hd, b.sh->kv_fp8, nk.once, nk.offset},
                      {nk.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
   b.q_src = q;
@@ -100,19 +108,27 @@ Expected<void> bind_attention(const KernelSite& site) {
   const std::int64_t window = param(*at, "window");
   const auto& ks = b.sh->kv_scale.at(kv_layer);
   const std::int64_t fp8 = b.sh->kv_fp8;
+  // The cache's ring (0: linear): its sequences start at ring_base (emit.hpp, runtime contract).
+  const std::int64_t ring = b.sh->kv_ring.at(kv_layer);
+  // A prefill launch appends up to R positions of one sequence before reading them; a decode row one.
+  const std::int64_t appended = k == "attn_decode_split" || fused || k == "attn_decode_merge" ? 1 : R;
+  if (ring > 0 && (window <= 0 || window + appended - 1 > ring))
+    return site.where(fmt::format("attention of window {} after {} appended positions cannot read a KV ring of {} rows",
+                                  window, appended, ring));
+  const auto base = b.io(ring > 0 ? IoField::ring_base : IoField::seq_base, R);
   if (k == "attn_decode_split") {
-    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), po, pml},
-                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8},
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, base, b.io(IoField::seq_len, R), po, pml},
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8, ring},
                        {softcap, scale, ks.first, ks.second}));
   } else if (fused) {
-    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::seq_base, R), b.io(IoField::seq_len, R), sinks, po, pml, out},
-                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8},
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, base, b.io(IoField::seq_len, R), sinks, po, pml, out},
+                       {R, heads, kvh, hd, vhd, window, splits, qstride, /*col_slices=*/1, fp8, ring},
                        {softcap, scale, ks.first, ks.second}));
   } else if (k == "attn_decode_merge") {
     MET_CHECK(site.add({po, pml, sinks, out}, {R, heads, kvh, hd, vhd, window, splits, /*col_slices=*/1}, {softcap, scale}));
   } else {
-    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::positions, R), b.io(IoField::seq_base, R), sinks, out},
-                       {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1, fp8}, {softcap, scale, ks.first, ks.second}));
+    MET_CHECK(site.add({qsrc, kv.first, kv.second, b.io(IoField::positions, R), base, sinks, out},
+                       {R, heads, kvh, hd, vhd, window, qstride, /*col_slices=*/1, fp8, ring}, {softcap, scale, ks.first, ks.second}));
   }
   return {};
 }
@@ -141,7 +157,8 @@ Expected<void> bind_kv_append(const KernelSite& site) {
   const std::int64_t kcol = qkv.stride - kvh * (hd + vhd);
   const auto& kv = b.sh->kv.at(site.c.layer);
   const auto& ks = b.sh->kv_scale.at(site.c.layer);
-  MET_CHECK(site.add({qkv.handle, b.io(IoField::slots, R), kv.first, kv.second},
+  const IoField slots = b.sh->kv_ring.at(site.c.layer) > 0 ? IoField::ring_slots : IoField::slots;
+  MET_CHECK(site.add({qkv.handle, b.io(slots, R), kv.first, kv.second},
                      {R, qkv.stride, kcol, kcol + kvh * hd, kvh, hd, vhd, b.sh->kv_fp8}, {ks.first, ks.second}));
   return {};
 }

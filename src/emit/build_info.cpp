@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emit/packet.hpp"
+#include "model/kv_ring.hpp"
 
 #ifndef MET_VERSION_STRING
 #define MET_VERSION_STRING "0.0.0"
@@ -37,6 +38,7 @@ std::string write_build_json(const BuildRecord& r) {
   j["max_ctx"] = r.max_ctx;
   j["max_seqs"] = r.max_seqs;
   j["pad_slots"] = r.pad_slots;
+  if (r.kv_ring > 0) j["kv_ring"] = r.kv_ring;  // the sliding-window layers' rings (emit.hpp)
   j["decode_rungs"] = r.decode_rungs;
   j["prefill_buckets"] = r.prefill_buckets;
   j["attn_splits"] = r.attn_splits;
@@ -76,6 +78,7 @@ Expected<BuildInfo> parse_build_json(const std::string& text, const std::string&
     b.max_ctx = j.at("max_ctx").get<std::int64_t>();
     b.max_seqs = j.at("max_seqs").get<std::int64_t>();
     b.pad_slots = j.at("pad_slots").get<std::int64_t>();
+    b.kv_ring = j.contains("kv_ring") ? j.at("kv_ring").get<std::int64_t>() : 0;
     b.abi_hash = j.at("abi").at("hash").get<std::uint32_t>();
     b.checkpoint = j.at("checkpoint").get<std::string>();
     b.tp = j.contains("tp") ? j.at("tp").get<int>() : 1;  // emits from before --tp are rank 0 of 1
@@ -83,6 +86,9 @@ Expected<BuildInfo> parse_build_json(const std::string& text, const std::string&
     return fail(display + ": " + e.what());
   }
   if (b.tp < 1 || b.tp > static_cast<int>(kMaxTpRanks)) return fail(display + ": tp " + std::to_string(b.tp) + " is not 1 to 8");
+  if (b.kv_ring < 0 || b.kv_ring % model::kKvRingAlign != 0 || (b.kv_ring > 0 && b.kv_ring + 1 >= b.max_ctx))
+    return fail(display + ": kv_ring " + std::to_string(b.kv_ring) + " is not 0 or a multiple of " +
+                std::to_string(model::kKvRingAlign) + " below max_ctx - 1 (" + std::to_string(b.max_ctx - 1) + ")");
   if (j.contains("programs")) {
     const auto& ps = j["programs"];
     if (!ps.is_array()) return fail(display + ": programs: not an array");

@@ -17,7 +17,7 @@ struct BuildRecord {
   const EmitOptions* options = nullptr;  // flags, checkpoint, network
   std::string target_class, device, model;
   std::uint32_t sm_count = 0;
-  std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
+  std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0, kv_ring = 0;
   std::vector<std::int64_t> decode_rungs, prefill_buckets;
   std::int64_t attn_splits = 0;
   Config cfg;

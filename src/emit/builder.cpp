@@ -30,6 +30,10 @@ const char* io_field_name(IoField f) {
       return "sampled_tokens";
     case IoField::head_rows:
       return "head_rows";
+    case IoField::ring_slots:
+      return "ring_slots";
+    case IoField::ring_base:
+      return "ring_base";
   }
   return "?";
 }
@@ -43,6 +47,8 @@ bool io_input(IoField f) {
     case IoField::seq_len:
     case IoField::sample_params:
     case IoField::head_rows:
+    case IoField::ring_slots:
+    case IoField::ring_base:
       return true;
     case IoField::out_tokens:
     case IoField::logits:
@@ -165,7 +171,8 @@ std::uint32_t Builder::act(const std::string& name, std::int64_t r, std::int64_t
 
 std::uint32_t Builder::io(IoField f, std::int64_t r, std::int64_t width) {
   const bool wide = f == IoField::logits || f == IoField::sample_params;
-  const std::uint32_t dt = f == IoField::slots || f == IoField::seq_base ? MET_DTYPE_I64
+  const std::uint32_t dt = f == IoField::slots || f == IoField::seq_base || f == IoField::ring_slots || f == IoField::ring_base
+                               ? MET_DTYPE_I64
                            : f == IoField::logits                        ? MET_DTYPE_BF16
                            : f == IoField::sample_params                 ? MET_DTYPE_F32
                                                                          : MET_DTYPE_I32;

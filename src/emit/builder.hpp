@@ -31,6 +31,7 @@ struct Shared {
   std::map<int, std::pair<std::uint32_t, std::uint32_t>> kv;  // layer -> (k, v)
   std::int64_t kv_fp8 = 0;                                    // the caches hold e4m3 (the ops' kv_fp8)
   std::map<int, std::pair<float, float>> kv_scale;            // layer -> (k_scale, v_scale); 1 with bf16 caches
+  std::map<int, std::int64_t> kv_ring;                        // layer -> its cache's ring rows (0: linear)
   std::map<std::int64_t, std::uint32_t> inv_freq;             // rotary_dim -> generated table
   std::int64_t kv_slots = 0;
   int tp = 1, rank = 0;  // tensor parallelism: the ranks of the emit and the one being built

@@ -17,6 +17,7 @@
 #include "emit/schedule.hpp"
 #include "emit/slice.hpp"
 #include "emit/tensor_parallel.hpp"
+#include "model/kv_ring.hpp"
 
 namespace met::emit {
 
@@ -137,8 +138,20 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   const bool kv_fp8 = graph.kv == Format::fp8_e4m3;
   sh.kv_fp8 = kv_fp8 ? 1 : 0;
   const std::uint64_t kv_elem = kv_fp8 ? 1 : 2;
+  // A sliding-window layer's cache is a ring where that is smaller (model/kv_ring.hpp): one ring
+  // size for every such layer, from the widest window, so layers that share a cache agree.
+  std::int64_t widest_window = 0;
+  for (const auto& kind : graph.kinds)
+    for (const auto& n : kind.nodes)
+      if (n.op == "attention") widest_window = std::max(widest_window, param(n, "window"));
+  a.kv_ring = cls.defaults.kv_ring ? model::kv_ring(widest_window, buckets.back(), a.max_ctx) : 0;
+  const std::int64_t ring_slots = a.max_seqs * model::kv_rows_per_seq(a.kv_ring, a.max_ctx) + a.pad_slots;
   for (std::size_t l = 0; l < graph.layer_kinds.size(); ++l) {
     const auto& kind = graph.kinds[static_cast<std::size_t>(graph.layer_kinds[l])];
+    std::int64_t window = 0;
+    for (const auto& n : kind.nodes)
+      if (n.op == "attention") window = param(n, "window");
+    const std::int64_t ring = window > 0 ? a.kv_ring : 0;
     for (const auto& n : kind.nodes) {
       if (n.op != "kv_append") continue;
       const std::int64_t kvh = param(n, "kv_heads"), hd = param(n, "head_dim");
@@ -147,7 +160,8 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
         TensorDesc t;
         t.name = "kv.L" + std::to_string(l) + "." + which;
         t.dtype = kv_fp8 ? MET_DTYPE_FP8_E4M3 : MET_DTYPE_BF16;
-        t.shape = {static_cast<std::uint64_t>(sh.kv_slots), static_cast<std::uint64_t>(kvh), static_cast<std::uint64_t>(dim)};
+        t.shape = {static_cast<std::uint64_t>(ring > 0 ? ring_slots : sh.kv_slots), static_cast<std::uint64_t>(kvh),
+                   static_cast<std::uint64_t>(dim)};
         t.bytes = kv_elem * t.shape[0] * t.shape[1] * t.shape[2];
         t.source = MET_SOURCE_KV;
         t.ref = l;
@@ -156,6 +170,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
       const auto kh = make("k", hd);
       sh.kv[static_cast<int>(l)] = {kh, make("v", vhd)};
       sh.kv_scale[static_cast<int>(l)] = {1.0f, 1.0f};
+      sh.kv_ring[static_cast<int>(l)] = ring;
     }
   }
 
@@ -292,6 +307,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   rec.max_ctx = a.max_ctx;
   rec.max_seqs = a.max_seqs;
   rec.pad_slots = a.pad_slots;
+  rec.kv_ring = a.kv_ring;
   rec.decode_rungs = rungs;
   rec.prefill_buckets = buckets;
   rec.attn_splits = splits;

@@ -8,6 +8,12 @@
 //    sequence s owns slots [s*max_ctx, (s+1)*max_ctx); the last pad_slots slots take the writes of
 //    prefill padding rows. In a decode program row r IS sequence r (padding row r writes slot
 //    the last slot of its own region: a prompt never fills it, and its own decode writes it first).
+//  - a sliding-window layer whose ring (model::kv_ring over the window, the largest prefill bucket
+//    and max_ctx) is smaller has a cache of [max_seqs * (R + 1) + pad_slots, ...] rows instead:
+//    sequence s owns rows [s*(R+1), (s+1)*(R+1)), position p at row s*(R+1) + p % R, and its last
+//    row takes the writes of the sequence's idle decode rows; pad rows follow at max_seqs*(R+1).
+//    Those layers' writes read the IO field ring_slots and their attention ring_base (the host
+//    fills both from the linear slots with KvRing::map); their attention ops carry ring = R.
 //  - prefill: the rows hold one or more prompts (packed: each row carries its own position, slot
 //    and seq_base), then padding rows with position 0, seq_base and slot in the pad region. The
 //    head runs over planner::prefill_head_rows(rows) rows: head row h reads row head_rows[h] (a
@@ -46,9 +52,30 @@ enum class IoField : std::uint32_t {
   sample_params = 7,   // f32 [head rows, 4]: temperature (<= 0: greedy, the row is skipped), top_p, top_k, u
   sampled_tokens = 8,  // i32 [head rows]: the sampled token of each non-greedy row
   head_rows = 9,       // i32 [head rows]: prefill: the row of the program each head row reads
+  ring_slots = 10,     // i64 [rows]: the row's KV slot in the ring caches (KvRing::map)
+  ring_base = 11,      // i64 [rows]: the first ring row of the row's sequence
 };
-inline constexpr std::uint32_t kIoFields = 10;
+inline constexpr std::uint32_t kIoFields = 12;
 const char* io_field_name(IoField f);
+
+// The ring caches' rows of the runtime contract above, from the linear layout's (build.json's
+// max_ctx, max_seqs and kv_ring). ring 0: the emit made no ring.
+struct KvRing {
+  std::int64_t max_ctx = 0, max_seqs = 0, ring = 0;
+  struct Rows {
+    std::int64_t slot = 0, base = 0;
+  };
+  // A row that writes linear `slot` of the region starting at `base` at position `pos`: a padding
+  // row (base at or past max_seqs * max_ctx: the pad region), an idle decode row (slot - base !=
+  // pos: the spare row of its sequence) or a sequence's row (position pos % ring).
+  Rows map(std::int64_t slot, std::int64_t base, std::int64_t pos) const {
+    if (ring <= 0 || max_ctx <= 0) return {slot, base};
+    const std::int64_t per = ring + 1, pad = max_seqs * max_ctx;
+    if (base >= pad) return {max_seqs * per + (slot - base), max_seqs * per};
+    const std::int64_t first = base / max_ctx * per;
+    return {slot - base == pos ? first + pos % ring : first + ring, first};
+  }
+};
 // Whether the host writes the field before a launch (else the program writes it).
 bool io_input(IoField f);
 
@@ -118,6 +145,7 @@ struct Assets {
   std::string build_json;
   std::vector<ProgramInfo> programs;
   std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
+  std::int64_t kv_ring = 0;  // the rows of the sliding-window layers' rings (0: no ring)
 };
 
 Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
@@ -134,6 +162,7 @@ struct BuildInfo {
   std::uint32_t sm_count = 0;
   int tp = 1;  // build.json "tp": tensor-parallel ranks
   std::int64_t max_ctx = 0, max_seqs = 0, pad_slots = 0;
+  std::int64_t kv_ring = 0;  // build.json "kv_ring" (absent: 0)
   std::uint32_t abi_hash = 0;
   std::string checkpoint;
   RopeConfig rope;  // build.json "rope"

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/strings.hpp"
+#include "model/kv_ring.hpp"
 #include "model/ops.hpp"
 #include "planner/matrix_ops.hpp"
 
@@ -353,13 +354,25 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
   };
   for (const auto& n : m.pre) weights_of(n, 1, m.pre);
   for (const auto& n : m.post) weights_of(n, 1, m.post);
+  // The longest launch a sequence's prefill writes at once: the class's largest bucket.
+  const auto& buckets = cls.defaults.prefill_buckets;
+  const std::int64_t chunk = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
+  // A sliding-window layer keeps its keys in a ring where the class's bodies read one and that is
+  // smaller, as the emit allocates it (model/kv_ring.hpp: one ring for every such layer, from the
+  // widest window); elsewhere a full-length cache.
+  std::int64_t widest_window = 0;
+  for (const auto& k : m.kinds)
+    for (const auto& n : k.nodes)
+      if (n.op == "attention" && n.params.count("window"))
+        widest_window = std::max(widest_window, static_cast<std::int64_t>(n.params.at("window")));
+  const std::int64_t ring = cls.defaults.kv_ring ? model::kv_ring(widest_window, chunk, context) : 0;
   for (const auto& k : m.kinds) {
     const double count = static_cast<double>(k.layers.size());
     double window = 0;
     for (const auto& n : k.nodes) {
       if (n.op == "attention") window = n.params.count("window") ? n.params.at("window") : 0;
     }
-    const double tokens = window > 0 ? std::min<double>(static_cast<double>(context), window) : static_cast<double>(context);
+    const double tokens = static_cast<double>(window > 0 ? model::kv_rows_per_seq(ring, context) : context);
     for (const auto& n : k.nodes) {
       weights_of(n, count, k.nodes);
       double kv = model::kv_elems_per_token(n) * kvb;
@@ -378,11 +391,9 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
         widest = std::max({widest, node_param(n, "top_k") * node_param(n, "inter"), 2 * node_param(n, "hidden")});
     }
   }
-  const auto& buckets = cls.defaults.prefill_buckets;
-  const double chunk = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
   f.kv = kv_per_seq * static_cast<double>(seqs);
   f.state = state_per_seq * static_cast<double>(seqs);
-  f.activations = cls.defaults.workspace_mib * kMiB + kActivationBuffers * chunk * widest * a +
+  f.activations = cls.defaults.workspace_mib * kMiB + kActivationBuffers * static_cast<double>(chunk) * widest * a +
                   static_cast<double>(seqs) * param(m, "vocab") * kLogitBytes;
   f.reserve = cls.defaults.runtime_reserve_gib * kGiB;
   f.total = f.weights + f.kv + f.state + f.activations + f.reserve;

@@ -138,7 +138,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     const std::vector<PrefillChunk> launches =
         whole >= 0 ? std::vector<PrefillChunk>{{static_cast<std::size_t>(whole), c.rows, 0, c.rows, 0}} : prefill_chunks(buckets, c.rows);
     auto fill = [&](const PrefillChunk& l) {
-      const StepIo io = StepIo::of(backend, l.program);
+      const StepIo io = StepIo::of(backend, l.program, {a.build.max_ctx, a.build.max_seqs, a.build.kv_ring});
       for (std::int64_t r = 0; r < l.rows; ++r) {
         if (decode) {  // row r is sequence r at position ctx - 1
           const std::int64_t b = r * max_ctx, p = c.ctx - 1;

@@ -358,7 +358,8 @@ Expected<void> CpuBackend::run(std::size_t program) {
   auto& m = *impl_;
   Rank& r0 = *m.ranks[0];
   if (program >= r0.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
-  MET_CHECK(check_step_io(*r0.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
+  MET_CHECK(check_step_io(*r0.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
+                          static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
   // Every rank runs the step on the same inputs: rank 0's IO (what the host filled) is copied to
   // the others; the outputs the host reads are rank 0's, which the gather made whole.
   for (std::size_t r = 1; r < m.ranks.size(); ++r) MET_CHECK(copy_inputs(r0, *m.ranks[r], program));

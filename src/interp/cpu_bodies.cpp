@@ -99,6 +99,7 @@ template <class A>
 MetAttnShape attn_shape(const A& a) {
   MetAttnShape s{i32(a.heads), i32(a.kv_heads), i32(a.head_dim), i32(a.v_head_dim), i32(a.window), a.softcap, a.scale};
   kv_format(a, s);
+  if constexpr (requires { a.ring; }) s.ring = i32(a.ring);  // the ops that read the caches
   return s;
 }
 

@@ -326,6 +326,11 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if (!m.has_body[d.opcode])
         return fail(where + ": opcode " + op->name + " has no body in the hopper interpreter (its image defines no met_entry_" +
                     op->name + ")");
+      // The hopper bodies read linear KV caches only (HARDWARE.toml kv_ring): a ring would be read
+      // as linear, silently wrong.
+      if (const int r = emit::int_index(*op, "ring"); r >= 0 && static_cast<std::size_t>(r) < d.ints.size() && d.ints[static_cast<std::size_t>(r)] != 0)
+        return fail(where + ": " + op->name + " reads a KV ring of " + std::to_string(d.ints[static_cast<std::size_t>(r)]) +
+                    " rows; the hopper bodies read linear caches only (emit it for a class with kv_ring)");
       di.slices = d.slices;
       di.col_parts = static_cast<std::uint32_t>(emit::col_parts(d));
       for (std::size_t j = 0; j < d.ints.size() && j < MET_DEV_INTS; ++j) di.ints[j] = d.ints[j];
@@ -572,7 +577,8 @@ Expected<void> CudaBackend::run(std::size_t program) {
   const cu::Api& api = *m.api;
   if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
   MET_CHECK(m.bind());
-  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots))));
+  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
+                          static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
   auto& p = m.progs[program];
   for (auto& [field, io] : p.io)
     if (emit::io_input(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));

@@ -12,7 +12,9 @@
 namespace met::interp {
 
 // Fails, naming the program and rows, when a row's slot is outside [0, KV slots) or two rows of
-// the step name the same slot. `slots` is the program's slots field (nullptr: nothing to check).
-Expected<void> check_step_io(const emit::PacketFile& packet, std::size_t program, const std::int64_t* slots);
+// the step name the same slot. `slots` is the program's slots field and `ring_slots` its ring
+// caches' (nullptr: nothing to check), each against the caches it writes.
+Expected<void> check_step_io(const emit::PacketFile& packet, std::size_t program, const std::int64_t* slots,
+                             const std::int64_t* ring_slots);
 
 }  // namespace met::interp

@@ -118,18 +118,23 @@ double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i
 
 // The IO a program reads, consistent across rows: decode row r is sequence r at a random position
 // of its own region; prefill rows are one sequence at positions 0..rows-1, its head rows random rows.
-void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64_t max_ctx, std::int64_t vocab,
+void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, const emit::BuildInfo& build, std::int64_t vocab,
              std::uint64_t seed, std::vector<std::pair<std::size_t, std::string>>& io) {
+  const std::int64_t max_ctx = build.max_ctx;
+  const emit::KvRing ring{build.max_ctx, build.max_seqs, build.kv_ring};
   const auto& p = f.programs[prog];
   const bool decode = p.kind == MET_PROGRAM_DECODE;
   std::mt19937_64 g(seed);
   std::vector<std::int32_t> tokens(p.rows), pos(p.rows), lens(p.rows);
-  std::vector<std::int64_t> slots(p.rows), base(p.rows);
+  std::vector<std::int64_t> slots(p.rows), base(p.rows), ring_slots(p.rows), ring_base(p.rows);
   for (std::uint32_t r = 0; r < p.rows; ++r) {
     base[r] = decode ? static_cast<std::int64_t>(r) * max_ctx : 0;
     pos[r] = decode ? static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(std::min<std::int64_t>(max_ctx, 300))) : static_cast<std::int32_t>(r);
     slots[r] = base[r] + pos[r];
     lens[r] = pos[r] + 1;
+    const emit::KvRing::Rows rows = ring.map(slots[r], base[r], pos[r]);
+    ring_slots[r] = rows.slot;
+    ring_base[r] = rows.base;
     tokens[r] = static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(vocab));
   }
   for (std::size_t h = 0; h < f.tensors.size(); ++h) {
@@ -143,6 +148,8 @@ void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, std::int64
       case emit::IoField::slots: put(slots.data(), slots.size() * 8); break;
       case emit::IoField::seq_base: put(base.data(), base.size() * 8); break;
       case emit::IoField::seq_len: put(lens.data(), lens.size() * 4); break;
+      case emit::IoField::ring_slots: put(ring_slots.data(), ring_slots.size() * 8); break;
+      case emit::IoField::ring_base: put(ring_base.data(), ring_base.size() * 8); break;
       case emit::IoField::head_rows: {  // each head row reads a random row of the program
         std::vector<std::int32_t> rows(t.bytes / 4);
         for (auto& r : rows) r = static_cast<std::int32_t>(g() % p.rows);
@@ -180,7 +187,7 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
     const auto& p = f.programs[pi];
     if (!o.programs.empty() && std::find(o.programs.begin(), o.programs.end(), p.name) == o.programs.end()) continue;
     std::vector<std::pair<std::size_t, std::string>> io;
-    fill_io(test, f, pi, a.build.max_ctx, vocab, mix(o.seed, hash(p.name)), io);
+    fill_io(test, f, pi, a.build, vocab, mix(o.seed, hash(p.name)), io);
     for (const auto& [h, bytes] : io) {
       MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));
       MET_CHECK(ref.write_tensor(h, bytes.data(), bytes.size()));

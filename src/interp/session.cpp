@@ -26,10 +26,11 @@ constexpr std::uint64_t kSeedMix = 0x9E3779B97F4A7C15ull;
 
 }  // namespace
 
-StepIo StepIo::of(Backend& b, std::size_t program) {
-  return {io_of<std::int32_t>(b, program, IoField::tokens), io_of<std::int32_t>(b, program, IoField::positions),
-          io_of<std::int64_t>(b, program, IoField::slots), io_of<std::int64_t>(b, program, IoField::seq_base),
-          io_of<std::int32_t>(b, program, IoField::seq_len)};
+StepIo StepIo::of(Backend& b, std::size_t program, const emit::KvRing& ring) {
+  return {io_of<std::int32_t>(b, program, IoField::tokens),    io_of<std::int32_t>(b, program, IoField::positions),
+          io_of<std::int64_t>(b, program, IoField::slots),     io_of<std::int64_t>(b, program, IoField::seq_base),
+          io_of<std::int32_t>(b, program, IoField::seq_len),   io_of<std::int64_t>(b, program, IoField::ring_slots),
+          io_of<std::int64_t>(b, program, IoField::ring_base), ring};
 }
 
 void StepIo::set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const {
@@ -38,6 +39,11 @@ void StepIo::set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int6
   if (slots) slots[r] = slot;
   if (seq_base) seq_base[r] = base;
   if (seq_len) seq_len[r] = static_cast<std::int32_t>(pos + 1);
+  if (ring_slots || ring_base) {
+    const emit::KvRing::Rows rows = ring.map(slot, base, pos);
+    if (ring_slots) ring_slots[r] = rows.slot;
+    if (ring_base) ring_base[r] = rows.base;
+  }
 }
 
 float next_uniform(const Sampling& s, std::uint64_t& draws) {
@@ -111,6 +117,7 @@ Expected<Session> Session::create(Backend& backend, const emit::PacketFile& pack
       return fail("session: model.pkt's " + packet.programs[p.index].name + " has no head_rows to gather its head from; re-emit it");
   s.max_ctx_ = build.max_ctx;
   s.pad_base_ = build.max_seqs * build.max_ctx;
+  s.ring_ = {build.max_ctx, build.max_seqs, build.kv_ring};
   s.slots_.resize(static_cast<std::size_t>(std::min(build.max_seqs, s.decode_.back().rows)));
   for (const auto& t : packet.tensors)
     if (t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(IoField::sample_params)) s.sampling_op_ = true;
@@ -197,7 +204,7 @@ Expected<std::vector<SlotToken>> Session::prefill() {
   if (heads > p.heads)
     return fail("session: prefill_" + std::to_string(p.rows) + " has " + std::to_string(p.heads) + " head rows, fewer than " +
                 std::to_string(heads) + " prompts");
-  const StepIo io = StepIo::of(*backend_, p.index);
+  const StepIo io = StepIo::of(*backend_, p.index, ring_);
   auto* head_rows = static_cast<std::int32_t*>(backend_->io(p.index, emit::IoField::head_rows));
   for (std::int64_t h = 0; h < p.heads; ++h) {
     head_rows[h] = 0;  // an unused head row reads row 0 and its result is ignored
@@ -301,7 +308,7 @@ Expected<std::vector<SlotToken>> Session::step() {
   if (highest < 0) return out;
   const Prog* p = rung_for(highest);
   if (!p) return fail("session: no decode rung holds slot " + std::to_string(highest));
-  const StepIo io = StepIo::of(*backend_, p->index);
+  const StepIo io = StepIo::of(*backend_, p->index, ring_);
   for (std::int64_t r = 0; r < p->rows; ++r) {
     const bool real = r < max_slots() && slots_[static_cast<std::size_t>(r)].active;
     const std::int64_t base = r * max_ctx_;

@@ -48,9 +48,13 @@ struct StepIo {
   std::int64_t* slots = nullptr;
   std::int64_t* seq_base = nullptr;
   std::int32_t* seq_len = nullptr;
-  static StepIo of(Backend& backend, std::size_t program);
+  std::int64_t* ring_slots = nullptr;  // the ring caches' slot and base of each row (emit.hpp)
+  std::int64_t* ring_base = nullptr;
+  emit::KvRing ring;
+  static StepIo of(Backend& backend, std::size_t program, const emit::KvRing& ring);
   // Row r feeds `token` at position `pos` of the sequence whose cache region starts at `base`;
-  // its K/V go to `slot`, and it attends to pos + 1 keys.
+  // its K/V go to `slot`, and it attends to pos + 1 keys. The ring caches' rows follow from these
+  // (emit::KvRing::map).
   void set(std::int64_t r, std::int32_t token, std::int64_t pos, std::int64_t slot, std::int64_t base) const;
 };
 
@@ -175,6 +179,7 @@ class Session {
   std::vector<Pending> pending_;  // oldest first
   std::int64_t prefill_launches_ = 0;
   std::int64_t max_ctx_ = 0, vocab_ = 0, pad_base_ = 0;
+  emit::KvRing ring_;
   bool sampling_op_ = false;  // the programs carry a sample op (non-greedy requests need it)
 };
 

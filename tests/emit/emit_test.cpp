@@ -12,10 +12,12 @@
 #include <map>
 #include <sstream>
 #include <set>
+#include <tuple>
 
 #include "../interp/tiny_model.hpp"
 #include "emit/disasm.hpp"
 #include "estimate/analysis.hpp"
+#include "model/kv_ring.hpp"
 
 namespace {
 
@@ -630,6 +632,69 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
   INFO(b.dump());
   CHECK(b.dump().find("\"factor\":8.0") != std::string::npos);
   CHECK(b.dump().find("1000000") != std::string::npos);
+}
+
+TEST_CASE("a sliding-window layer's KV cache is a ring: window + largest bucket - 1 rows rounded up to 64, plus a spare row, a sequence; its writers take ring_slots, its attention ring_base and ring = R; full layers keep max_ctx rows a sequence (a linear sliding cache, a ring read as linear, or a ring too short for a bucket, fails)") {
+  const auto dir = testing::tiny_checkpoint("gemma3-ring", kTinyGemma3);
+  for (const auto& c : std::vector<std::tuple<std::vector<std::int64_t>, std::int64_t, std::int64_t>>{
+           {{8, 32}, 256, 64}, {{16, 64}, 512, 128}, {{8, 32}, 65, 0}, {{8, 32}, 66, 64}}) {
+    // Plain locals (clang refuses doctest's INFO of a structured binding).
+    const std::vector<std::int64_t> buckets = std::get<0>(c);
+    const std::int64_t max_ctx = std::get<1>(c), ring = std::get<2>(c);
+    testing::EmitSpec s;
+    s.buckets = buckets;
+    s.max_ctx = max_ctx;
+    INFO("buckets up to " << buckets.back() << ", max_ctx " << max_ctx);
+    auto a = testing::emit_checkpoint(dir, s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    CHECK(a->kv_ring == ring);
+    CHECK(a->kv_ring == model::kv_ring(16, buckets.back(), max_ctx));
+    const auto b = emit::parse_build_json(a->build_json, "build.json");
+    REQUIRE(b.ok());
+    CHECK(b->kv_ring == ring);
+    // kTinyGemma3: layers 0 and 2 slide (window 16), layer 1 is global.
+    const std::int64_t seqs = a->max_seqs, pad = a->pad_slots;
+    for (const auto& t : a->packet.tensors) {
+      if (t.source != MET_SOURCE_KV) continue;
+      INFO(t.name);
+      const bool sliding = t.name.starts_with("kv.L0.") || t.name.starts_with("kv.L2.");
+      const std::int64_t per_seq = sliding && ring > 0 ? ring + 1 : max_ctx;
+      CHECK(t.shape[0] == static_cast<std::uint64_t>(seqs * per_seq + pad));
+    }
+    for (const auto& p : a->packet.programs)
+      for (const auto& d : p.instrs) {
+        const auto* info = emit::find_opcode(d.opcode);
+        const std::string op = info->name;
+        const bool sliding = d.scope.find("sliding") != std::string::npos;
+        const bool ringed = sliding && ring > 0;
+        INFO(p.name << ": " << op << " in " << d.scope);
+        auto io_of = [&](const char* field) {
+          const auto h = d.tensors[static_cast<std::size_t>(emit::tensor_index(*info, field))];
+          REQUIRE(a->packet.tensors[h].source == MET_SOURCE_IO);
+          return static_cast<emit::IoField>(a->packet.tensors[h].ref);
+        };
+        if (op == "kv_append" || op.starts_with("gemv_rmsnorm_qkv")) {
+          CHECK(io_of("slots") == (ringed ? emit::IoField::ring_slots : emit::IoField::slots));
+        } else if (op == "attn_prefill" || op == "attn_decode_split") {
+          CHECK(io_of("seq_base") == (ringed ? emit::IoField::ring_base : emit::IoField::seq_base));
+          CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*info, "ring"))] == (ringed ? ring : 0));
+        }
+      }
+  }
+}
+
+TEST_CASE("KvRing::map: a sequence's row at position p goes to s(R+1) + p % R, an idle decode row to its sequence's spare row s(R+1) + R, a padding row into the pad region after max_seqs(R+1); no ring leaves the linear rows") {
+  const emit::KvRing r{/*max_ctx=*/256, /*max_seqs=*/4, /*ring=*/64};
+  auto same = [](emit::KvRing::Rows x, std::int64_t slot, std::int64_t base) {
+    CHECK(x.slot == slot);
+    CHECK(x.base == base);
+  };
+  same(r.map(2 * 256 + 70, 2 * 256, 70), 2 * 65 + 6, 2 * 65);     // sequence 2, position 70
+  same(r.map(3 * 256 + 63, 3 * 256, 63), 3 * 65 + 63, 3 * 65);    // the ring's last row
+  same(r.map(1 * 256 + 255, 1 * 256, 0), 1 * 65 + 64, 1 * 65);    // idle decode row: the spare
+  same(r.map(4 * 256 + 5, 4 * 256, 0), 4 * 65 + 5, 4 * 65);       // padding row 5
+  same(emit::KvRing{256, 4, 0}.map(300, 256, 44), 300, 256);     // no ring
 }
 
 TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset or folded into the gemv ops with their offset, never as plain norms, a batch of 16 on the gemv family, and every wgmma GEMM in tiles the body takes (a norm bound without its offset, a GEMM planned at 16 rows, or a GEMM cut into one part per stream, fails)") {

@@ -494,7 +494,7 @@ TEST_CASE("a step whose rows share a KV slot, or name one outside the caches, is
   for (std::size_t i = 0; i < a->packet.programs.size(); ++i)
     if (a->packet.programs[i].name == "prefill_8") prog = i;
   REQUIRE(prog < a->packet.programs.size());
-  const auto io = interp::StepIo::of(**b, prog);
+  const auto io = interp::StepIo::of(**b, prog, {a->build.max_ctx, a->build.max_seqs, a->build.kv_ring});
   REQUIRE(io.slots);
   for (std::int64_t r = 0; r < 8; ++r) io.set(r, 3, r, r, 0);
   CHECK((*b)->run(prog).ok());

@@ -18,6 +18,11 @@ trap 'rm -rf "$work"' EXIT
 "$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype "$dtype" --out "$work/$name" >/dev/null
 "$met" circuit emit --hardware host-cpu --checkpoint "$work/$name" --out "$work/assets" --max-ctx 256 --threads 2 \
   ${emit_flags[@]+"${emit_flags[@]}"} >/dev/null
+# MET_EXPECT_KV_RING=R: the emit made the sliding-window layers' caches rings of R rows (build.json).
+if [[ -n "${MET_EXPECT_KV_RING:-}" ]]; then
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])).get('kv_ring', 0); sys.exit(0 if r == int(sys.argv[2]) else f'kv_ring {r}, expected {sys.argv[2]}')" \
+    "$work/assets/build.json" "$MET_EXPECT_KV_RING"
+fi
 prompts=$(python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$fixture")
 steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$fixture")
 # shellcheck disable=SC2086
