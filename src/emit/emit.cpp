@@ -138,20 +138,12 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   const bool kv_fp8 = graph.kv == Format::fp8_e4m3;
   sh.kv_fp8 = kv_fp8 ? 1 : 0;
   const std::uint64_t kv_elem = kv_fp8 ? 1 : 2;
-  // A sliding-window layer's cache is a ring where that is smaller (model/kv_ring.hpp): one ring
-  // size for every such layer, from the widest window, so layers that share a cache agree.
-  std::int64_t widest_window = 0;
-  for (const auto& kind : graph.kinds)
-    for (const auto& n : kind.nodes)
-      if (n.op == "attention") widest_window = std::max(widest_window, param(n, "window"));
-  a.kv_ring = cls.defaults.kv_ring ? model::kv_ring(widest_window, buckets.back(), a.max_ctx) : 0;
+  // A sliding-window layer's cache is a ring where that is smaller (model/kv_ring.hpp).
+  a.kv_ring = cls.defaults.kv_ring ? model::model_kv_ring(graph, buckets.back(), a.max_ctx) : 0;
   const std::int64_t ring_slots = a.max_seqs * model::kv_rows_per_seq(a.kv_ring, a.max_ctx) + a.pad_slots;
   for (std::size_t l = 0; l < graph.layer_kinds.size(); ++l) {
     const auto& kind = graph.kinds[static_cast<std::size_t>(graph.layer_kinds[l])];
-    std::int64_t window = 0;
-    for (const auto& n : kind.nodes)
-      if (n.op == "attention") window = param(n, "window");
-    const std::int64_t ring = window > 0 ? a.kv_ring : 0;
+    const std::int64_t ring = model::kind_window(kind) > 0 ? a.kv_ring : 0;
     for (const auto& n : kind.nodes) {
       if (n.op != "kv_append") continue;
       const std::int64_t kvh = param(n, "kv_heads"), hd = param(n, "head_dim");

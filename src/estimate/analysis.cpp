@@ -358,21 +358,11 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
   const auto& buckets = cls.defaults.prefill_buckets;
   const std::int64_t chunk = buckets.empty() ? 1 : *std::max_element(buckets.begin(), buckets.end());
   // A sliding-window layer keeps its keys in a ring where the class's bodies read one and that is
-  // smaller, as the emit allocates it (model/kv_ring.hpp: one ring for every such layer, from the
-  // widest window); elsewhere a full-length cache.
-  std::int64_t widest_window = 0;
-  for (const auto& k : m.kinds)
-    for (const auto& n : k.nodes)
-      if (n.op == "attention" && n.params.count("window"))
-        widest_window = std::max(widest_window, static_cast<std::int64_t>(n.params.at("window")));
-  const std::int64_t ring = cls.defaults.kv_ring ? model::kv_ring(widest_window, chunk, context) : 0;
+  // smaller, as the emit allocates it (model/kv_ring.hpp); elsewhere a full-length cache.
+  const std::int64_t ring = cls.defaults.kv_ring ? model::model_kv_ring(m, chunk, context) : 0;
   for (const auto& k : m.kinds) {
     const double count = static_cast<double>(k.layers.size());
-    double window = 0;
-    for (const auto& n : k.nodes) {
-      if (n.op == "attention") window = n.params.count("window") ? n.params.at("window") : 0;
-    }
-    const double tokens = static_cast<double>(window > 0 ? model::kv_rows_per_seq(ring, context) : context);
+    const double tokens = static_cast<double>(model::kind_window(k) > 0 ? model::kv_rows_per_seq(ring, context) : context);
     for (const auto& n : k.nodes) {
       weights_of(n, count, k.nodes);
       double kv = model::kv_elems_per_token(n) * kvb;

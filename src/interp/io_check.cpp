@@ -7,24 +7,29 @@
 
 #include <fmt/format.h>
 
+#include "emit/emit.hpp"
+#include "emit/opcodes.hpp"
+
 namespace met::interp {
 
 namespace {
 
 // One slots field against the caches it writes, `kv_slots` rows each.
-Expected<void> check_slots(const emit::ProgramDesc& p, const std::int64_t* slots, std::int64_t kv_slots) {
+Expected<void> check_slots(const emit::ProgramDesc& p, const char* field, const std::int64_t* slots,
+                           std::int64_t kv_slots) {
   std::vector<std::pair<std::int64_t, std::int64_t>> by_slot;  // (slot, row)
   by_slot.reserve(static_cast<std::size_t>(p.rows));
   for (std::int64_t r = 0; r < p.rows; ++r) {
     if (slots[r] < 0 || slots[r] >= kv_slots)
-      return fail(fmt::format("{}: row {} names KV slot {}, outside the caches' {} slots", p.name, r, slots[r], kv_slots));
+      return fail(fmt::format("{}: row {} names {} {}, outside the {} rows of the caches it writes", p.name, r, field,
+                              slots[r], kv_slots));
     by_slot.emplace_back(slots[r], r);
   }
   std::sort(by_slot.begin(), by_slot.end());
   for (std::size_t i = 1; i < by_slot.size(); ++i)
     if (by_slot[i].first == by_slot[i - 1].first)
-      return fail(fmt::format("{}: rows {} and {} both name KV slot {}; every row of a step needs its own slot", p.name,
-                              by_slot[i - 1].second, by_slot[i].second, by_slot[i].first));
+      return fail(fmt::format("{}: rows {} and {} both name {} {}; every row of a step needs its own slot", p.name,
+                              by_slot[i - 1].second, by_slot[i].second, field, by_slot[i].first));
   return {};
 }
 
@@ -33,18 +38,33 @@ Expected<void> check_slots(const emit::ProgramDesc& p, const std::int64_t* slots
 Expected<void> check_step_io(const emit::PacketFile& packet, std::size_t program, const std::int64_t* slots,
                              const std::int64_t* ring_slots) {
   if (program >= packet.programs.size()) return {};
-  // The linear caches are the largest, the rings (emit.hpp, runtime contract) the smallest.
-  std::int64_t most = -1, least = -1;
-  for (const auto& t : packet.tensors)
-    if (t.source == MET_SOURCE_KV && !t.shape.empty()) {
-      const auto rows = static_cast<std::int64_t>(t.shape[0]);
-      most = std::max(most, rows);
-      least = least < 0 ? rows : std::min(least, rows);
-    }
-  if (most < 0) return {};
   const auto& p = packet.programs[program];
-  if (slots) MET_CHECK(check_slots(p, slots, most));
-  if (ring_slots) MET_CHECK(check_slots(p, ring_slots, least));
+  // Each slots field is bounded by the fewest rows among the caches its writers write: every
+  // instruction that reads a `slots` operand writes its k_cache and v_cache at those rows.
+  std::int64_t bound[emit::kIoFields];
+  std::fill(std::begin(bound), std::end(bound), -1);
+  for (const auto& in : p.instrs) {
+    const emit::OpcodeInfo* op = emit::find_opcode(in.opcode);
+    if (!op) continue;
+    const int s = emit::tensor_index(*op, "slots");
+    if (s < 0 || static_cast<std::size_t>(s) >= in.tensors.size() || in.tensors[static_cast<std::size_t>(s)] >= packet.tensors.size())
+      continue;
+    const auto& field = packet.tensors[in.tensors[static_cast<std::size_t>(s)]];
+    if (field.source != MET_SOURCE_IO || field.ref >= emit::kIoFields) continue;
+    for (const char* cache : {"k_cache", "v_cache"}) {
+      const int c = emit::tensor_index(*op, cache);
+      if (c < 0 || static_cast<std::size_t>(c) >= in.tensors.size()) continue;
+      const auto t = in.tensors[static_cast<std::size_t>(c)];
+      if (t >= packet.tensors.size() || packet.tensors[t].shape.empty()) continue;
+      const auto rows = static_cast<std::int64_t>(packet.tensors[t].shape[0]);
+      auto& b = bound[field.ref];
+      b = b < 0 ? rows : std::min(b, rows);
+    }
+  }
+  const auto slots_f = static_cast<std::size_t>(emit::IoField::slots);
+  const auto ring_f = static_cast<std::size_t>(emit::IoField::ring_slots);
+  if (slots && bound[slots_f] >= 0) MET_CHECK(check_slots(p, "KV slot", slots, bound[slots_f]));
+  if (ring_slots && bound[ring_f] >= 0) MET_CHECK(check_slots(p, "ring slot", ring_slots, bound[ring_f]));
   return {};
 }
 

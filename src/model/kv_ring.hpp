@@ -8,7 +8,10 @@
 // rows.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+
+#include "model/graph.hpp"
 
 namespace met::model {
 
@@ -28,5 +31,23 @@ inline std::int64_t kv_ring(std::int64_t window, std::int64_t chunk, std::int64_
 
 // Cache rows one sequence owns: the ring and its spare row, or max_ctx.
 inline std::int64_t kv_rows_per_seq(std::int64_t ring, std::int64_t max_ctx) { return ring > 0 ? ring + 1 : max_ctx; }
+
+// The attention window of a layer kind (0: full attention, or no attention).
+inline std::int64_t kind_window(const LayerGroup& kind) {
+  for (const auto& n : kind.nodes) {
+    if (n.op != "attention") continue;
+    const auto it = n.params.find("window");
+    return it == n.params.end() ? 0 : static_cast<std::int64_t>(it->second);
+  }
+  return 0;
+}
+
+// R for every sliding-window layer of a model (0: none has a ring). One size, from the widest
+// window, so layers that share a cache (ModelGraph::kv_source) agree on its rows.
+inline std::int64_t model_kv_ring(const ModelGraph& graph, std::int64_t chunk, std::int64_t max_ctx) {
+  std::int64_t widest = 0;
+  for (const auto& kind : graph.kinds) widest = std::max(widest, kind_window(kind));
+  return kv_ring(widest, chunk, max_ctx);
+}
 
 }  // namespace met::model
