@@ -86,7 +86,9 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   const uint32_t bars = tiles + MET_WGMMA_RING;
   auto full = [&](int s) { return bars + 8u * static_cast<uint32_t>(s); };
   auto empty = [&](int s) { return bars + 8u * static_cast<uint32_t>(kStages + s); };
-  const int kt_count = static_cast<int>(K / kBK);
+  // A last K step past K reads zeros from both views (the tensor maps fill past the matrix), so K
+  // need only be a multiple of 8 (a TMA row stride of 16 bytes).
+  const int kt_count = static_cast<int>((K + kBK - 1) / kBK);
   const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
   const int b_step = epi == kEpiSilu || epi == kEpiGelu ? 64 : 128;  // output columns of one B box
   auto issue = [&](int kt) {  // thread 0: the copies of K step kt into its stage

@@ -379,7 +379,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       const std::int64_t rows = d.ints.empty() ? 0 : d.ints[0];
       const std::int64_t row_parts = std::max<std::int64_t>(1, d.slices / std::max<std::uint32_t>(1, di.col_parts));
       const std::int64_t slice_rows = (rows + row_parts - 1) / row_parts;
-      const std::int64_t k_align = gemm ? MET_GEMM_BK : 32;
+      // The wgmma GEMMs' last K step reads zeros past K through the tensor maps (16-byte rows); the
+      // mma.sync GEMM steps whole MET_GEMM_BK tiles, the gemv family 32-value groups.
+      const std::int64_t k_align = gemm ? (op->name.ends_with("_wgmma") ? 8 : MET_GEMM_BK) : 32;
       if ((gemv || gemm) && di.w_cols % k_align != 0)
         return fail(where + ": " + op->name + " needs a reduction length divisible by " + std::to_string(k_align) + ", not " +
                     std::to_string(di.w_cols));
