@@ -3,7 +3,8 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle (default: all; run in that order per model)
+#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,ringlong (default: all but
+#             ringlong; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -18,6 +19,8 @@
 #             tiny-qwen3-moe, tiny-gemma4): optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
+#   ring      tiny-gemma3, tiny-gemma4 and tiny-gemma4-e as tiny does, emitted with prefill buckets of
+#             32 and 48: their sliding layers' caches are rings of 64 rows that prompts and decode wrap
 #   fp8       the block-scaled fp8 fixtures (tiny-llama3, tiny-qwen3 -fp8-e4m3) as tiny does (W8A16:
 #             the fp8 gemv bodies and the mma.sync GEMM dequantising), then Qwen3-8B's shape synthesised
 #             fp8-block128 (FP8_CONFIG, default bench/configs/qwen3-8b.json): optest on cuda and
@@ -33,11 +36,14 @@
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
 #             free-running and teacher-forced (run --follow; compare.py --forced)
 #   campaign  met circuit run --campaign decode:1,2,4,8,16@ctx=4096 --campaign prefill:128,512,4096
+#   ringlong  a sliding-window model emitted with rings (largest bucket 512) and without (4096): optest of
+#             the ring emit, both against transformers on 2 of 4 random prompts of 1500-2500 tokens
+#             (64 steps, free-running and teacher-forced), and ring against linear
 #   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint;
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
 set -uo pipefail
-stages="${1:-tiny,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle}"
+stages="${1:-tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle}"
 models="${2:-llama-3.2-1b,qwen3-0.6b,llama-3.1-8b}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -111,12 +117,18 @@ echo "met: $("$MET" --help | head -1)"
 
 # A tiny fixture on cuda: optest, vs transformers (free-running and teacher-forced), vs the same
 # packets on the cpu bodies. tiny_fixture MODEL DTYPE NAME (NAME: the fixture, MODEL-bf16 or MODEL-fp8-e4m3).
+# BUCKETS (default 64,128) are the emit's prefill buckets; RING=R also requires build.json's kv_ring
+# to be R (the ring stage below).
 tiny_fixture() {
   local m="$1" dtype="$2" n="$3"
   local fx="${FIXTURES:-tests/oracle/fixtures}/$n.json"
   step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype "$dtype" --out "$WORK/$n" >/dev/null
   step "$n emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$n" --out "$WORK/$n-a" --max-ctx 256 \
-    --decode-rungs 1,2,4,8 --prefill-buckets 64,128
+    --decode-rungs 1,2,4,8 --prefill-buckets "${BUCKETS:-64,128}"
+  if [[ -n "${RING:-}" ]]; then
+    step "$n kv_ring is $RING" 10 python3 -c "import json,sys; r=json.load(open(sys.argv[1])).get('kv_ring'); print('kv_ring', r); sys.exit(r != int(sys.argv[2]))" \
+      "$WORK/$n-a/build.json" "$RING"
+  fi
   step "$n optest cuda" 120 "$MET" circuit optest --assets "$WORK/$n-a" --backend cuda
   # shellcheck disable=SC2046
   step "$n run cuda" 120 "$MET" circuit run --assets "$WORK/$n-a" --backend cuda $(prompts_of "$fx") --max-tokens "$(steps_of "$fx")" \
@@ -135,6 +147,17 @@ tiny_fixture() {
 if has tiny; then
   tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe,tiny-gemma4}"
   for m in ${tiny//,/ }; do tiny_fixture "$m" bf16 "$m-bf16"; done
+fi
+
+# Sliding-window caches as rings on cuda: the Gemma fixtures with prefill buckets of 32 and 48, so
+# the window of 16 keeps a ring of 64 rows a sequence that the prompts (the longest prefilled in two
+# launches) and their decode steps wrap (ctest oracle_kv_ring_* does the same on the cpu bodies).
+if has ring; then
+  for m in tiny-gemma3 tiny-gemma4 tiny-gemma4-e; do
+    mkdir -p "$WORK/ring"
+    cp "tests/oracle/fixtures/$m-bf16.json" "$WORK/ring/$m-ring-bf16.json"
+    BUCKETS=32,48 RING=64 FIXTURES="$WORK/ring" tiny_fixture "$m" bf16 "$m-ring-bf16"
+  done
 fi
 
 if has fp8; then
@@ -215,6 +238,38 @@ for m in ${models//,/ }; do
       "$WORK/$m-cuda-forced.json" 2e-2 | tee -a "$WORK/res/oracle-$m.txt"
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); [c.pop('logits', None) for c in j['cases']]; json.dump(j, open(sys.argv[2], 'w'))" \
       "$WORK/$m-tf.json" "$WORK/res/oracle-$m-tokens.json" || true
+  fi
+  if has ringlong; then
+    # Long prompts through a ring (a sliding-window model): an emit whose largest bucket (512) makes
+    # its sliding caches rings of window + 511 rows rounded up to 64, beside one whose bucket of
+    # 4096 leaves them linear; prompts of 1500-2500 tokens wrap the ring in prefill and in decode.
+    [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
+    step "$m emit ring" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-ring" --max-ctx 4096 \
+      --decode-rungs 1,2 --prefill-buckets 128,512
+    step "$m emit linear" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-lin" --max-ctx 4096 \
+      --decode-rungs 1,2 --prefill-buckets 128,512,4096
+    step "$m kv_ring" 10 python3 -c "import json,sys; r=[json.load(open(f)).get('kv_ring', 0) for f in sys.argv[1:]]; print('kv_ring ring/linear', r); sys.exit(not (r[0] > 0 and r[1] == 0))" \
+      "$ck-ring/build.json" "$ck-lin/build.json"
+    step "$m optest cuda ring" 300 "$MET" circuit optest --assets "$ck-ring" --backend cuda | tee "$WORK/res/optest-$m-ring.txt"
+    attn=()
+    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
+      "$ck/config.json" && attn=(--attn-implementation eager)
+    step "$m transformers long" 600 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --random-prompts 4 --keep 2 \
+      --min-prompt-len 1500 --max-prompt-len 2500 --seed 1 --steps 64 "${attn[@]}" --out "$WORK/$m-long-tf.json"
+    for v in ring lin; do
+      # shellcheck disable=SC2046
+      step "$m run cuda $v" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
+        --max-tokens 64 --logits-out "$WORK/$m-long-$v.json"
+      step "$m cuda $v vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-long-tf.json" "$WORK/$m-long-$v.json" 2e-2 \
+        | tee -a "$WORK/res/ringlong-$m.txt"
+      # shellcheck disable=SC2046
+      step "$m run cuda $v forced" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
+        --max-tokens 64 --follow "$WORK/$m-long-tf.json" --logits-out "$WORK/$m-long-$v-forced.json"
+      step "$m cuda $v vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-long-tf.json" \
+        "$WORK/$m-long-$v-forced.json" 2e-2 | tee -a "$WORK/res/ringlong-$m.txt"
+    done
+    step "$m cuda ring vs linear" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-long-ring.json" "$WORK/$m-long-lin.json" \
+      | tee -a "$WORK/res/ringlong-$m.txt"
   fi
   tar czf "$OUT/results.tar.gz" -C "$WORK/res" .  # after each model: a cut-short run still returns what it measured
   # DROP_CHECKPOINTS=1: the model's checkpoint goes once its stages are done (the machine's 64 GiB

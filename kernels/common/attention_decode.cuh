@@ -735,13 +735,37 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         const int64_t splits = a.splits, len = a.seq_len[row];
         const int64_t lo = window_start(len - 1, a.window);
         const int64_t chunk = (len - lo + splits - 1) / splits;
-        const int64_t k0 = min(len, lo + (u % splits) * chunk), k1 = min(len, k0 + chunk);
-        // The warp's keys: the split's 32-key chunks dealt evenly over the warps.
-        const int64_t per = ((k1 - k0 + MET_INTERP_WARPS - 1) / MET_INTERP_WARPS + 31) / 32 * 32;
-        const int64_t w0 = min(k1, k0 + (threadIdx.x / 32) * per), w1 = min(k1, w0 + per);
+        int64_t k0 = min(len, lo + (u % splits) * chunk), k1 = min(len, k0 + chunk);
+        // A ring's keys (position p at row ring_base + p % R) are a linear run from k0 up to the
+        // next multiple of R, and one more after it (k1 - k0 <= window <= R): each warp folds
+        // within one run, the warps dealt to the two in proportion to their keys, and the fold
+        // reads run keys t at row base + t like a linear cache's.
+        int64_t base = a.seq_base[row];
+        int warps = MET_INTERP_WARPS, wi = threadIdx.x / 32;
+        if (const int64_t ring = a.ring; ring > 0) {
+          const int64_t wrap = (k0 / ring + 1) * ring;
+          base -= wrap - ring;
+          if (wrap < k1) {
+            const int first = static_cast<int>(
+                min(static_cast<int64_t>(MET_INTERP_WARPS - 1),
+                    max(static_cast<int64_t>(1), ((wrap - k0) * MET_INTERP_WARPS + (k1 - k0) / 2) / (k1 - k0))));
+            if (wi < first) {
+              k1 = wrap;
+              warps = first;
+            } else {
+              k0 = wrap;
+              base -= ring;
+              warps = MET_INTERP_WARPS - first;
+              wi -= first;
+            }
+          }
+        }
+        // The warp's keys: the run's 32-key chunks dealt evenly over its warps.
+        const int64_t per = ((k1 - k0 + warps - 1) / warps + 31) / 32 * 32;
+        const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
         const int kvh = static_cast<int>(a.kv_heads), kv = static_cast<int>(u / splits), group = static_cast<int>(a.heads) / kvh;
         const int hd = static_cast<int>(a.head_dim);
-        fold_to_state(a.q + row * a.q_stride + kv * group * hd, a.k_cache, a.v_cache, a.seq_base[row], w0, w1, kv, kvh, hd,
+        fold_to_state(a.q + row * a.q_stride + kv * group * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
                       static_cast<int>(a.v_head_dim), group, a.scale, a.softcap, smem);
       }
       __syncthreads();

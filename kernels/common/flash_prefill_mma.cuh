@@ -36,16 +36,18 @@ __device__ __forceinline__ float flash_row_scale(float l, float m, bool has_sink
 // One warp: the query rows row0 + [0, 16) of head h that belong to the sequence at `seg_base`
 // (others, and rows at or past row_end, are left alone), output dims [dv0, dv0 + DV). A row's
 // position is pos[row]. Scores cover the whole head dim HD on every pass.
-template <int HD, int DV>
+// With kRing, the cache is a ring of `ring` rows a sequence (position p at row seg_base + p % ring):
+// a 16-key tile starts at a multiple of 16 in position and a ring's rows are a multiple of 64
+// (model/kv_ring.hpp), so the tile's keys lie in consecutive rows from its first one's.
+template <int HD, int DV, bool kRing = false>
 __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const u16* vc, const int64_t* base_of,
                             int64_t seg_base, const int* pos, int64_t row0, int64_t row_end, int h, int kv_head, int kv_heads,
                             int64_t window, float scale, float softcap, const u16* sinks, u16* out, int heads, u16* v_s,
-                            int dv0) {
+                            int dv0, int ring = 0) {
   constexpr int LD = DV + kFlashPad;
   constexpr int kOFrags = DV / 8;
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t kw = static_cast<int64_t>(kv_heads) * HD;
-  const int64_t base = seg_base;
   // Position of lane's row (lanes 0-15), -1 when the row is not in this segment.
   const int64_t lrow = row0 + (lane & 15);
   const int my_pos = lrow < row_end && base_of[lrow] == seg_base ? pos[lrow] : -1;
@@ -66,6 +68,7 @@ __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const
 
   const int64_t last_key = max_pos;
   for (int64_t k0 = (first_key / kFlashKeys) * kFlashKeys; k0 <= last_key; k0 += kFlashKeys) {
+    const int64_t base = kRing ? seg_base + static_cast<int>(k0) % ring - k0 : seg_base;  // the tile's key t at row base + t
     // V tile: 16 keys x HD, clamped to the last key (masked below).
     __syncwarp();
     constexpr int kChunks = kFlashKeys * DV / 8;
@@ -170,7 +173,7 @@ __device__ void flash_block(const u16* q, int64_t q_stride, const u16* kc, const
 // ones). Head dims 32, 64, 128 and 256 with v_head_dim equal, or with kWide 512 alone (the host
 // refuses others). Any flash opcode's arguments (the registry gives them one layout), so a class's
 // own flash body can hand it the head dims it does not take.
-template <bool kWide, class A>
+template <bool kWide, bool kRing, class A>
 __device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned char* smem) {
   const SliceRange rr = slice_rows(a, slice);
   const int heads = static_cast<int>(a.heads), kvh = static_cast<int>(a.kv_heads);
@@ -196,39 +199,48 @@ __device__ void flash_prefill_mma_slice(const A& a, uint32_t slice, unsigned cha
         const u16* sinks = a.sinks;
         u16* out = a.out;
         if (kWide)  // four passes of 128 output dims, each scoring the keys over all 512
-          flash_block<512, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
-                                a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+          flash_block<512, 128, kRing>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                                a.scale, a.softcap, sinks, out, heads, v_s, dv0, static_cast<int>(a.ring));
         else if (hd == 256)  // two passes of 128 output dims, each scoring the keys over all 256
-          flash_block<256, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
-                                a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+          flash_block<256, 128, kRing>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                                a.scale, a.softcap, sinks, out, heads, v_s, dv0, static_cast<int>(a.ring));
         else if (hd == 128)
-          flash_block<128, 128>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
-                               a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+          flash_block<128, 128, kRing>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                               a.scale, a.softcap, sinks, out, heads, v_s, dv0, static_cast<int>(a.ring));
         else if (hd == 64)
-          flash_block<64, 64>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
-                              a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+          flash_block<64, 64, kRing>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                              a.scale, a.softcap, sinks, out, heads, v_s, dv0, static_cast<int>(a.ring));
         else
-          flash_block<32, 32>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
-                              a.scale, a.softcap, sinks, out, heads, v_s, dv0);
+          flash_block<32, 32, kRing>(q, a.q_stride, kc, vc, base, seg, pos, row0, row_end, h, h / (heads / kvh), kvh, a.window,
+                              a.scale, a.softcap, sinks, out, heads, v_s, dv0, static_cast<int>(a.ring));
       }
       pending &= ~__ballot_sync(0xffffffffu, valid && mine == seg);
     }
   }
 }
 
-// 512-dim heads (Gemma-4's full layers) run out of line, reloading the instruction's arguments
-// from global memory (a.geom.instr), as the fp8 gemv and GEMM bodies do: flash_block<512, 128>
-// inlined into run_body beside the other head dims spilled 152 bytes of run_body's registers (and
-// with its scores unrolled 8 deep instead of 16, 228).
-__device__ __noinline__ void flash_wide_slice(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
-  flash_prefill_mma_slice<true>(met_load_flash_prefill_mma(*in), slice, smem);
+// 512-dim heads (Gemma-4's full layers) and ring caches run out of line, in one function,
+// reloading the instruction's arguments from global memory (a.geom.instr), as the fp8 gemv and GEMM
+// bodies do: flash_block<512, 128> inlined into run_body beside the other head dims spilled 152
+// bytes of run_body's registers (and with its scores unrolled 8 deep instead of 16, 228), and a
+// second such function grew the kernel's frame.
+__device__ __noinline__ void flash_out_of_line_slice(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
+  const auto a = met_load_flash_prefill_mma(*in);
+  if (a.ring > 0) {
+    if (a.head_dim == 512)
+      flash_prefill_mma_slice<true, true>(a, slice, smem);
+    else
+      flash_prefill_mma_slice<false, true>(a, slice, smem);
+  } else {
+    flash_prefill_mma_slice<true, false>(a, slice, smem);
+  }
 }
 
 MET_ENTRY(flash_prefill_mma) {
-  if (a.head_dim == 512)
-    flash_wide_slice(a.geom.instr, slice, smem);
+  if (a.head_dim == 512 || a.ring > 0)
+    flash_out_of_line_slice(a.geom.instr, slice, smem);
   else
-    flash_prefill_mma_slice<false>(a, slice, smem);
+    flash_prefill_mma_slice<false, false>(a, slice, smem);
 }
 #endif  // MET_HAS_MMA_SYNC
 

@@ -14,7 +14,9 @@
 // A block's 64 rows may belong to several sequences (packed prompts): one pass per sequence the
 // rows belong to, over that sequence's keys (its cache rows from seq_base), rows of other
 // sequences masked. The KV cache is zeroed at load and only ever holds finite values, so keys a
-// step reads past the last one (masked, P = 0) never turn the sum into NaN.
+// step reads past the last one (masked, P = 0) never turn the sum into NaN. A sliding-window
+// layer's cache may be a ring (`ring` rows a sequence, position p at row seq_base + p % ring):
+// each 64-key step then starts at row seq_base + its first position % ring (flash_issue).
 //
 // Head dims 64 and 128 (v_head_dim equal); others run the mma.sync body (common/flash_prefill_mma.cuh)
 // through met_entry_route_flash_prefill_wgmma below.
@@ -70,7 +72,8 @@ __device__ __forceinline__ float tanh_by_exp(float x) {
 struct FlashPass {
   long long seg;
   int min_pos, max_pos, more;
-  int key0, kv0, kv1;  // first cache row of the pass; the KV heads of the sets
+  int key0, kv0, kv1;  // the sequence's first cache row; the KV heads of the sets
+  int kpos, ring;      // the first step's key position; the cache's ring (0: linear)
   const char* tm_k;
   const char* tm_v;
 };
@@ -81,7 +84,11 @@ template <int kHalves, int kSets>
 __device__ __forceinline__ void flash_issue(const FlashPass* P, uint32_t kv_tiles, uint32_t bars, int j) {
   using namespace met_sm90;
   constexpr int kStages = (kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages);
-  const int s = j % kStages, key = P->key0 + 64 * j;
+  // A step's 64 keys start at a multiple of 64 in position, and a ring's rows are a multiple of
+  // 64 (model/kv_ring.hpp), so they lie in consecutive rows of a ring too.
+  int kp = P->kpos + 64 * j;
+  if (P->ring > 0) kp %= P->ring;
+  const int s = j % kStages, key = P->key0 + kp;
   const uint32_t full = bars + 8u + 8u * s;
   mbar_arrive_expect(full, static_cast<uint32_t>(kSets * kHalves * 2) * kFwTile);
 #pragma unroll
@@ -178,7 +185,9 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * 2 * halves) * kFwTile;
     constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * 2 * kHalves) * kFwTile;
     if (threadIdx.x == 0) {
-      pass->key0 = static_cast<int>(seg) + k_begin;  // the first step's cache row
+      pass->key0 = static_cast<int>(seg);
+      pass->kpos = k_begin;
+      pass->ring = static_cast<int>(a.ring);
       mbar_init(qbar, 1);
       for (int s = 0; s < stages; ++s) {
         mbar_init(full(s), 1);

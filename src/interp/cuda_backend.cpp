@@ -18,6 +18,7 @@
 #include "interp/cuda_driver.hpp"
 #include "interp/io_check.hpp"
 #include "interp/weights.hpp"
+#include "model/kv_ring.hpp"
 
 namespace met::interp {
 
@@ -326,11 +327,17 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       if (!m.has_body[d.opcode])
         return fail(where + ": opcode " + op->name + " has no body in the hopper interpreter (its image defines no met_entry_" +
                     op->name + ")");
-      // The hopper bodies read linear KV caches only (HARDWARE.toml kv_ring): a ring would be read
-      // as linear, silently wrong.
-      if (const int r = emit::int_index(*op, "ring"); r >= 0 && static_cast<std::size_t>(r) < d.ints.size() && d.ints[static_cast<std::size_t>(r)] != 0)
-        return fail(where + ": " + op->name + " reads a KV ring of " + std::to_string(d.ints[static_cast<std::size_t>(r)]) +
-                    " rows; the hopper bodies read linear caches only (emit it for a class with kv_ring)");
+      // Rings (HARDWARE.toml kv_ring): the fused split-KV decode and both flash prefill bodies read
+      // them; another attention body would read a ring as linear, silently wrong.
+      if (const int r = emit::int_index(*op, "ring"); r >= 0 && static_cast<std::size_t>(r) < d.ints.size() && d.ints[static_cast<std::size_t>(r)] != 0) {
+        const std::int64_t ring = d.ints[static_cast<std::size_t>(r)];
+        if (op->name != "attn_decode_split_merge" && op->name != "flash_prefill_wgmma" && op->name != "flash_prefill_mma")
+          return fail(where + ": " + op->name + " reads a KV ring of " + std::to_string(ring) +
+                      " rows; the hopper bodies that read rings are attn_decode_split_merge, flash_prefill_wgmma and flash_prefill_mma");
+        if (ring % model::kKvRingAlign != 0 || ring >= (std::int64_t{1} << 31))
+          return fail(where + ": " + op->name + " reads a KV ring of " + std::to_string(ring) + " rows, not a multiple of " +
+                      std::to_string(model::kKvRingAlign) + " below 2^31 (model/kv_ring.hpp)");
+      }
       di.slices = d.slices;
       di.col_parts = static_cast<std::uint32_t>(emit::col_parts(d));
       for (std::size_t j = 0; j < d.ints.size() && j < MET_DEV_INTS; ++j) di.ints[j] = d.ints[j];

@@ -117,7 +117,9 @@ double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i
 
 
 // The IO a program reads, consistent across rows: decode row r is sequence r at a random position
-// of its own region; prefill rows are one sequence at positions 0..rows-1, its head rows random rows.
+// of its own region; prefill rows are one sequence at positions off..off+rows-1 from a random off
+// (a later chunk of a prompt: its keys before off are the cache's, and a sliding layer's ring
+// wraps inside the launch where off + rows passes it), its head rows random rows.
 void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, const emit::BuildInfo& build, std::int64_t vocab,
              std::uint64_t seed, std::vector<std::pair<std::size_t, std::string>>& io) {
   const std::int64_t max_ctx = build.max_ctx;
@@ -127,9 +129,12 @@ void fill_io(Backend& b, const emit::PacketFile& f, std::size_t prog, const emit
   std::mt19937_64 g(seed);
   std::vector<std::int32_t> tokens(p.rows), pos(p.rows), lens(p.rows);
   std::vector<std::int64_t> slots(p.rows), base(p.rows), ring_slots(p.rows), ring_base(p.rows);
+  const std::int64_t room = max_ctx - static_cast<std::int64_t>(p.rows);  // the emit's buckets fit max_ctx
+  const std::int64_t off = decode || room <= 0 ? 0 : static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(room + 1));
   for (std::uint32_t r = 0; r < p.rows; ++r) {
     base[r] = decode ? static_cast<std::int64_t>(r) * max_ctx : 0;
-    pos[r] = decode ? static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(std::min<std::int64_t>(max_ctx, 300))) : static_cast<std::int32_t>(r);
+    pos[r] = decode ? static_cast<std::int32_t>(g() % static_cast<std::uint64_t>(std::min<std::int64_t>(max_ctx, 300)))
+                    : static_cast<std::int32_t>(off + r);
     slots[r] = base[r] + pos[r];
     lens[r] = pos[r] + 1;
     const emit::KvRing::Rows rows = ring.map(slots[r], base[r], pos[r]);

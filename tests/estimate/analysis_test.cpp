@@ -207,7 +207,7 @@ TEST_CASE(
   CHECK(odd.weight_bytes == doctest::Approx(per_chunk + per_128 + 2 * head).epsilon(1e-12));
 }
 
-TEST_CASE("sliding-window layers read at most their window at context 32768 (gemma-3-27b-it), and hold it in a ring only on a class whose bodies read rings") {
+TEST_CASE("sliding-window layers read at most their window at context 32768 (gemma-3-27b-it), and hold it in a ring only on a class whose bodies read rings (hopper, cpu; not blackwell)") {
   // google/gemma-3-27b-it text_config: 62 layers, 16 kv heads, head_dim 128, sliding_window 1024;
   // Gemma3TextConfig's default sliding_window_pattern 6: layers 5, 11, ..., 59 are global.
   const double layers = 62, full = 10, sliding = layers - full, kv_heads = 16, head_dim = 128, window = 1024, ctx = 32768;
@@ -229,15 +229,17 @@ TEST_CASE("sliding-window layers read at most their window at context 32768 (gem
   }
   CHECK(sliding_kv == doctest::Approx(window * row + row).epsilon(1e-12));
   CHECK(full_kv == doctest::Approx(ctx * row + row).epsilon(1e-12));
-  // Memory: the hopper class's bodies read full-length caches (no kv_ring), so every layer holds
-  // the context; the cpu class keeps a sliding layer's keys in a ring of window + its largest
-  // bucket (256) - 1 rows rounded up to 64, plus the spare row (model/kv_ring.hpp), as its emit
-  // allocates them.
-  CHECK(an.fit.kv == doctest::Approx(layers * ctx * row).epsilon(1e-12));
+  // Memory: a class whose bodies read rings keeps a sliding layer's keys in a ring of window + its
+  // largest bucket - 1 rows rounded up to 64, plus the spare row (model/kv_ring.hpp), as its emit
+  // allocates them: hopper (largest bucket 4096) and cpu (256). The blackwell class's bodies read
+  // full-length caches (no kv_ring), so every layer holds the context.
+  CHECK(met::model::kv_ring(1024, 4096, 32768) == 5120);  // 1024 + 4096 - 1 = 5119, rounded up
+  CHECK(an.fit.kv == doctest::Approx(full * ctx * row + sliding * (5120 + 1) * row).epsilon(1e-12));
   auto cpu = analyse(l, "gemma-3-27b-it", "host-cpu", opt);
-  const double ring = 1280 + 1;  // 1024 + 256 - 1 = 1279, rounded up to 1280
-  CHECK(met::model::kv_ring(1024, 256, 32768) == 1280);
-  CHECK(cpu->an.fit.kv == doctest::Approx(full * ctx * row + sliding * ring * row).epsilon(1e-12));
+  CHECK(met::model::kv_ring(1024, 256, 32768) == 1280);  // 1024 + 256 - 1 = 1279, rounded up
+  CHECK(cpu->an.fit.kv == doctest::Approx(full * ctx * row + sliding * (1280 + 1) * row).epsilon(1e-12));
+  auto linear = analyse(l, "gemma-3-27b-it", "b200", opt);
+  CHECK(linear->an.fit.kv == doctest::Approx(layers * ctx * row).epsilon(1e-12));
 }
 
 TEST_CASE("TP 2 halves the weight bytes per device and adds a positive all-reduce time") {
