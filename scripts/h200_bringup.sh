@@ -16,7 +16,7 @@
 #
 # Stages, per model (each real-size checkpoint comes from `met model synth --seed 1`, bf16):
 #   tiny      TINY (comma list of tests/oracle/configs names; default tiny-llama3, tiny-qwen3, tiny-gemma3,
-#             tiny-qwen3-moe, tiny-gemma4): optest on cuda, cuda vs the transformers
+#             tiny-qwen3-moe, tiny-gemma4, tiny-gemma4-e, tiny-gemma4-moe): optest on cuda, cuda vs the transformers
 #             fixtures of tests/oracle (FIXTURES=DIR reads them from DIR) and vs the same packets on
 #             the cpu bodies (cpu-oracle)
 #   ring      tiny-gemma3, tiny-gemma4 and tiny-gemma4-e as tiny does, emitted with prefill buckets of
@@ -30,7 +30,7 @@
 #             the in-repo reference (tests/oracle/reference_gpt_oss.py) until a transformers fixture exists
 #   gemma4moe tests/oracle/configs/tiny-gemma4-moe.json (its GPU bodies: the scaled router, the GELU experts
 #             of layout 2, moe_down on their one tensor) as tiny does, against the in-repo reference
-#             (tests/oracle/reference_gemma4.py) until a transformers fixture exists
+#             (tests/oracle/reference_gemma4.py); its transformers fixture runs in the tiny stage
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -145,7 +145,7 @@ tiny_fixture() {
 }
 
 if has tiny; then
-  tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe,tiny-gemma4}"
+  tiny="${TINY:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-qwen3-moe,tiny-gemma4,tiny-gemma4-e,tiny-gemma4-moe}"
   for m in ${tiny//,/ }; do tiny_fixture "$m" bf16 "$m-bf16"; done
 fi
 
