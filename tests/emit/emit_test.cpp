@@ -684,6 +684,32 @@ TEST_CASE("a sliding-window layer's KV cache is a ring: window + largest bucket 
   }
 }
 
+TEST_CASE("on h200-sxm a sliding layer's cache is a ring too (hopper's kv_ring), and only the attention ops whose hopper bodies read rings carry ring != 0: attn_decode_split_merge, flash_prefill_wgmma, flash_prefill_mma (the cuda backend refuses the others)") {
+  const auto dir = testing::tiny_checkpoint("gemma3-h200-ring", kTinyGemma3);
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.max_ctx = 256;
+  s.rungs = {1, 2, 4};
+  s.buckets = {32, 48};
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  CHECK(a->kv_ring == 64);  // window 16 + bucket 48 - 1 = 63, rounded up to 64
+  std::set<std::string> ringed;
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* info = emit::find_opcode(d.opcode);
+      const int r = emit::int_index(*info, "ring");
+      if (r < 0) continue;
+      const std::int64_t ring = d.ints[static_cast<std::size_t>(r)];
+      INFO(p.name << ": " << info->name << " in " << d.scope);
+      CHECK(ring == (d.scope.find("sliding") != std::string::npos ? 64 : 0));
+      if (ring != 0) ringed.insert(info->name);
+    }
+  // Decode and both prefill routes: tiny-gemma3's head dim 64 takes the wgmma flash.
+  CHECK(ringed == std::set<std::string>{"attn_decode_split_merge", "flash_prefill_wgmma"});
+}
+
 TEST_CASE("KvRing::map: a sequence's row at position p goes to s(R+1) + p % R, an idle decode row to its sequence's spare row s(R+1) + R, a padding row into the pad region after max_seqs(R+1); no ring leaves the linear rows") {
   const emit::KvRing r{/*max_ctx=*/256, /*max_seqs=*/4, /*ring=*/64};
   auto same = [](emit::KvRing::Rows x, std::int64_t slot, std::int64_t base) {
