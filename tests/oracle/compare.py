@@ -19,7 +19,10 @@ between the k-th and (k+1)-th router logits of the token whose logits the step r
 steps (transformers_logits.py). A gap of at most ROUTER_TIE_STEPS is a router near tie: either
 expert is what another summation order gives, and the step's logits move with it. Free-running, a
 case is compared up to such a step and no further; forced, such a step is counted, not judged
-(later steps are, with that token's keys and values as met computed them).
+(later steps are, with that token's keys and values as met computed them). A fixture may also
+record `prompt_router_gap`, the smallest gap over every token of the prompt: a near tie there moves
+the keys and values every step reads, so such a case is counted and not compared at all. A
+fixture whose cases are all set aside so fails: nothing compared is never a pass.
 
 Exits non-zero on any difference, and when either side holds fewer or more cases, tokens or logit
 rows than the fixture's cases x steps: nothing compared is never a pass."""
@@ -70,6 +73,12 @@ def main():
         want_tokens = case["tokens"][:steps]
         got_tokens = got["tokens"]
         last = steps  # steps compared in this case
+        prompt_gap = case.get("prompt_router_gap")
+        if prompt_gap is not None and prompt_gap <= ROUTER_TIE_STEPS:
+            print(f"case {k}: a router near tie inside its prompt (gap {prompt_gap} bf16 steps): not compared")
+            parted += 1
+            router_ties += steps
+            continue
         gaps = case.get("router_gaps")
         require(gaps is None or len(gaps) >= steps, f"case {k}: the fixture holds {len(gaps or [])} router gaps for {steps} steps")
         near = [i for i in range(steps) if gaps is not None and gaps[i] is not None and gaps[i] <= ROUTER_TIE_STEPS]
@@ -117,6 +126,7 @@ def main():
                     ties += 1
     extra = (f"; argmax judged at {judged} steps, {ties} near-tie steps not judged" if forced else
              f"; {parted} of {len(cases)} cases parted at a near tie" if parted else "")
+    require(compared > 0, f"{args[0]}: every case was set aside at a router near tie: nothing compared")
     if forced and router_ties:
         extra += f"; {router_ties} router near-tie steps not judged"
     print(f"{fixture['checkpoint']}: {len(cases)} prompts x {steps} steps{' (forced)' if forced else ''}, {compared} steps compared, "

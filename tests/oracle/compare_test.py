@@ -50,6 +50,18 @@ def parting(tie):
     return fx, met
 
 
+def prompt_tie(gap, every_case=False):
+    """Case 0 (or every case) answers with unrelated logits from step 0, and the fixture records the
+    smallest router gap over its prompt's tokens as `gap`."""
+    fx, met = copy.deepcopy(fixture), copy.deepcopy(answers)
+    for k in range(len(fx["cases"]) if every_case else 1):
+        fx["cases"][k]["prompt_router_gap"] = gap
+        seq = met["sequences"][k]
+        seq["logits"] = [[-v for v in row] for row in seq["logits"]]
+        seq["tokens"] = [(t + 1) % len(seq["logits"][0]) for t in seq["tokens"]]
+    return fx, met
+
+
 with tempfile.TemporaryDirectory() as work:
     def path_of(name, obj):
         path = os.path.join(work, name)
@@ -64,6 +76,13 @@ with tempfile.TemporaryDirectory() as work:
     for name, tie in (("tokens parting at a near tie pass", True), ("tokens parting at a clear step fail", False)):
         fx, met = parting(tie)
         runs.append((name, path_of(f"tie-{tie}.json", fx), met, tie, ([],)))
+    # A router near tie inside a prompt sets its case aside, in both modes; a clear one does not;
+    # every case set aside is nothing compared.
+    for name, gap, every, ok in (("a case whose prompt meets a router near tie is set aside", 0, False, True),
+                                 ("a case whose prompt routes clearly is judged", 10, False, False),
+                                 ("every case set aside at a prompt's router tie fails", 0, True, False)):
+        fx, met = prompt_tie(gap, every)
+        runs.append((name, path_of(f"prompt-tie-{gap}-{every}.json", fx), met, ok, ([], ["--forced"])))
     failed = checked = 0
     for name, fx, met, ok, modes in runs:
         met_path = path_of("met.json", met)

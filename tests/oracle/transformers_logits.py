@@ -160,7 +160,8 @@ class RouterWatch:
 @torch.no_grad()
 def greedy(model, prompt, steps, device, router, give_up=-1):
     """Greedy tokens, the logits of every step and, for a mixture-of-experts model, every step's
-    router gap (RouterWatch.step_gap of the forward that gave the step's logits). With give_up >= 0,
+    router gap (RouterWatch.step_gap of the forward that gave the step's logits), and the smallest
+    gap over every prompt token (a tie there moves every step's logits). With give_up >= 0,
     None as soon as any token's routing is that many bf16 steps apart or closer (a candidate
     --min-router-gap would drop: most random prompts meet one early, so the rest is not run)."""
     ids = torch.tensor([prompt], device=device)
@@ -169,6 +170,7 @@ def greedy(model, prompt, steps, device, router, give_up=-1):
     past = out.past_key_values
     logits = [out.logits[0, -1].float().cpu()]
     gaps = [router.take_step()]
+    prompt_gap = router.gap  # every prompt token's routing (the caller took the watch before)
     tokens = []
     for _ in range(steps):
         if give_up >= 0 and router.gap is not None and router.gap <= give_up:
@@ -179,7 +181,7 @@ def greedy(model, prompt, steps, device, router, give_up=-1):
         past = out.past_key_values
         logits.append(out.logits[0, -1].float().cpu())
         gaps.append(router.take_step())
-    return tokens, logits[:-1], gaps[:-1]
+    return tokens, logits[:-1], gaps[:-1], prompt_gap
 
 
 def main():
@@ -234,13 +236,13 @@ def main():
         if run is None:
             dropped += 1
             continue
-        tokens, logits, gaps = run
+        tokens, logits, gaps, prompt_gap = run
         margins = []
         for l in logits:
             top = torch.topk(l, 2).values
             margins.append(float((top[0] - top[1]) / l.abs().max()))
         margin, gap = router.take()
-        scored.append((prompt, tokens, logits, min(margins), margin, gaps, gap))
+        scored.append((prompt, tokens, logits, min(margins), margin, gaps, gap, prompt_gap))
     fixed = scored[:len(prompts)]
     decisive = lambda c: min(c[3], c[4]) if c[4] is not None else c[3]
     pool = [c for c in scored[len(prompts):] if c[6] is None or c[6] > args.min_router_gap]
@@ -252,12 +254,13 @@ def main():
                  f"{args.min_router_gap} bf16 steps apart; draw more (--random-prompts) or shorten them")
     ranked = sorted(pool, key=lambda c: -decisive(c))[:args.keep]
     cases = []
-    for prompt, tokens, logits, margin, router_margin, gaps, gap in fixed + ranked:
+    for prompt, tokens, logits, margin, router_margin, gaps, gap, prompt_gap in fixed + ranked:
         case = {"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5)}
         if router_margin is not None:
             case["min_router_margin"] = round(router_margin, 5)
             case["min_router_gap"] = gap
             case["router_gaps"] = gaps
+            case["prompt_router_gap"] = prompt_gap
         case["logits"] = [[round(float(v), 5) for v in l] for l in logits]
         cases.append(case)
     if args.reference_logits == "float32":
