@@ -169,6 +169,7 @@ struct CpuBackend::Impl {
   std::vector<std::unique_ptr<Rank>> ranks;
   // The `peers` operand of every collective instruction: each rank's copy of its input, rank order.
   std::vector<std::vector<MetPeers>> peers;  // [program][instr]
+  std::vector<SlotBounds> bounds;            // [program]: what its slots fields may name (io_check.hpp)
 };
 
 namespace {
@@ -345,6 +346,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::u
     MET_CHECK(build_rank(rk, a, *files[r], impl->host));
   }
   MET_CHECK(wire_collectives(*impl, a));
+  for (std::size_t p = 0; p < a.packet.programs.size(); ++p) impl->bounds.push_back(slot_bounds(a.packet, p));
   for (auto& rk : impl->ranks) {
     Rank* raw = rk.get();
     for (std::uint32_t s = raw->first_pooled; s < raw->workers; ++s) raw->pool.emplace_back([raw, s] { raw->worker(s); });
@@ -358,7 +360,8 @@ Expected<void> CpuBackend::run(std::size_t program) {
   auto& m = *impl_;
   Rank& r0 = *m.ranks[0];
   if (program >= r0.packet->programs.size()) return fail("cpu backend: no program " + std::to_string(program));
-  MET_CHECK(check_step_io(*r0.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
+  MET_CHECK(check_step_io(r0.packet->programs[program], m.bounds[program],
+                          static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
                           static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
   // Every rank runs the step on the same inputs: rank 0's IO (what the host filled) is copied to
   // the others; the outputs the host reads are rank 0's, which the gather made whole.

@@ -102,6 +102,7 @@ struct CudaBackend::Impl {
     std::vector<unsigned long long> stamps_host;
     std::vector<MetDevInstr> host_instrs;
     unsigned smem = 0;  // dynamic shared memory of its launches: the largest need of its bodies
+    SlotBounds bounds;  // what its slots fields may name (io_check.hpp)
   };
   std::vector<Prog> progs;
   std::vector<bool> has_body;  // per opcode number: the loaded image defines its body
@@ -313,6 +314,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
     const auto& p = a.packet.programs[k];
     auto& prog = m.progs[k];
+    prog.bounds = slot_bounds(a.packet, k);
     std::vector<MetDevInstr> ins;
     std::vector<cu::TensorMap> tmaps;                               // the wgmma bodies' descriptors
     std::vector<std::pair<std::size_t, std::size_t>> tmap_instr;   // (instruction, its first descriptor)
@@ -586,9 +588,9 @@ Expected<void> CudaBackend::run(std::size_t program) {
   const cu::Api& api = *m.api;
   if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
   MET_CHECK(m.bind());
-  MET_CHECK(check_step_io(*m.packet, program, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
-                          static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
   auto& p = m.progs[program];
+  MET_CHECK(check_step_io(m.packet->programs[program], p.bounds, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
+                          static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
   for (auto& [field, io] : p.io)
     if (emit::io_input(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));
   MET_CU(api, MemsetD32Async(p.counters, 0, std::max<std::uint32_t>(1, p.n_instrs), m.stream));

@@ -35,36 +35,37 @@ Expected<void> check_slots(const emit::ProgramDesc& p, const char* field, const 
 
 }  // namespace
 
-Expected<void> check_step_io(const emit::PacketFile& packet, std::size_t program, const std::int64_t* slots,
-                             const std::int64_t* ring_slots) {
-  if (program >= packet.programs.size()) return {};
-  const auto& p = packet.programs[program];
-  // Each slots field is bounded by the fewest rows among the caches its writers write: every
-  // instruction that reads a `slots` operand writes its k_cache and v_cache at those rows.
-  std::int64_t bound[emit::kIoFields];
-  std::fill(std::begin(bound), std::end(bound), -1);
-  for (const auto& in : p.instrs) {
+SlotBounds slot_bounds(const emit::PacketFile& packet, std::size_t program) {
+  SlotBounds out;
+  if (program >= packet.programs.size()) return out;
+  for (const auto& in : packet.programs[program].instrs) {
     const emit::OpcodeInfo* op = emit::find_opcode(in.opcode);
     if (!op) continue;
     const int s = emit::tensor_index(*op, "slots");
     if (s < 0 || static_cast<std::size_t>(s) >= in.tensors.size() || in.tensors[static_cast<std::size_t>(s)] >= packet.tensors.size())
       continue;
     const auto& field = packet.tensors[in.tensors[static_cast<std::size_t>(s)]];
-    if (field.source != MET_SOURCE_IO || field.ref >= emit::kIoFields) continue;
+    if (field.source != MET_SOURCE_IO) continue;
+    std::int64_t* b = field.ref == static_cast<std::uint64_t>(emit::IoField::slots)        ? &out.slots
+                      : field.ref == static_cast<std::uint64_t>(emit::IoField::ring_slots) ? &out.ring_slots
+                                                                                            : nullptr;
+    if (!b) continue;
     for (const char* cache : {"k_cache", "v_cache"}) {
       const int c = emit::tensor_index(*op, cache);
       if (c < 0 || static_cast<std::size_t>(c) >= in.tensors.size()) continue;
       const auto t = in.tensors[static_cast<std::size_t>(c)];
       if (t >= packet.tensors.size() || packet.tensors[t].shape.empty()) continue;
       const auto rows = static_cast<std::int64_t>(packet.tensors[t].shape[0]);
-      auto& b = bound[field.ref];
-      b = b < 0 ? rows : std::min(b, rows);
+      *b = *b < 0 ? rows : std::min(*b, rows);
     }
   }
-  const auto slots_f = static_cast<std::size_t>(emit::IoField::slots);
-  const auto ring_f = static_cast<std::size_t>(emit::IoField::ring_slots);
-  if (slots && bound[slots_f] >= 0) MET_CHECK(check_slots(p, "KV slot", slots, bound[slots_f]));
-  if (ring_slots && bound[ring_f] >= 0) MET_CHECK(check_slots(p, "ring slot", ring_slots, bound[ring_f]));
+  return out;
+}
+
+Expected<void> check_step_io(const emit::ProgramDesc& p, const SlotBounds& bounds, const std::int64_t* slots,
+                             const std::int64_t* ring_slots) {
+  if (slots && bounds.slots >= 0) MET_CHECK(check_slots(p, "KV slot", slots, bounds.slots));
+  if (ring_slots && bounds.ring_slots >= 0) MET_CHECK(check_slots(p, "ring slot", ring_slots, bounds.ring_slots));
   return {};
 }
 

@@ -60,23 +60,27 @@ emit::PacketFile two_caches(std::uint64_t linear, std::uint64_t ring) {
 
 TEST_CASE("each slots field is bounded by the rows of the caches its own writers write") {
   const auto f = two_caches(/*linear=*/100, /*ring=*/10);
+  const auto b = interp::slot_bounds(f, 0);
+  CHECK(b.slots == 100);
+  CHECK(b.ring_slots == 10);
+  CHECK(interp::slot_bounds(f, 1).slots == -1);  // no such program: nothing bounded
   std::int64_t slots[4] = {0, 1, 2, 50};
   std::int64_t ring[4] = {0, 1, 2, 9};
-  CHECK(interp::check_step_io(f, 0, slots, ring).ok());
+  CHECK(interp::check_step_io(f.programs[0], b, slots, ring).ok());
   // A linear slot past the ring's rows is fine: the ring's writers do not read it.
   slots[3] = 99;
-  CHECK(interp::check_step_io(f, 0, slots, ring).ok());
+  CHECK(interp::check_step_io(f.programs[0], b, slots, ring).ok());
   slots[3] = 100;
-  auto past = interp::check_step_io(f, 0, slots, ring);
+  auto past = interp::check_step_io(f.programs[0], b, slots, ring);
   REQUIRE_FALSE(past.ok());
   CHECK(past.error().message == "prefill_4: row 3 names KV slot 100, outside the 100 rows of the caches it writes");
   slots[3] = 3;
   ring[3] = 10;
-  auto ring_past = interp::check_step_io(f, 0, slots, ring);
+  auto ring_past = interp::check_step_io(f.programs[0], b, slots, ring);
   REQUIRE_FALSE(ring_past.ok());
   CHECK(ring_past.error().message == "prefill_4: row 3 names ring slot 10, outside the 10 rows of the caches it writes");
   ring[3] = 1;
-  auto dup = interp::check_step_io(f, 0, slots, ring);
+  auto dup = interp::check_step_io(f.programs[0], b, slots, ring);
   REQUIRE_FALSE(dup.ok());
   CHECK(dup.error().message == "prefill_4: rows 1 and 3 both name ring slot 1; every row of a step needs its own slot");
 }
@@ -86,8 +90,11 @@ TEST_CASE("a field whose writers write caches of different rows is bounded by th
   // the check must not let the larger cache's bound through).
   auto f = two_caches(100, 10);
   f.programs[0].instrs[1].tensors[1] = f.programs[0].instrs[0].tensors[1];
+  const auto b = interp::slot_bounds(f, 0);
+  CHECK(b.slots == 10);
+  CHECK(b.ring_slots == -1);
   std::int64_t slots[4] = {0, 1, 2, 10};
-  auto r = interp::check_step_io(f, 0, slots, nullptr);
+  auto r = interp::check_step_io(f.programs[0], b, slots, nullptr);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().message == "prefill_4: row 3 names KV slot 10, outside the 10 rows of the caches it writes");
 }
