@@ -8,8 +8,9 @@
 // registers, then O += P V with P straight from the S accumulator as the A operand in registers
 // and V from shared memory read transposed (trans-b, MN-major), 64 output dims per wgmma. Q, K and
 // V arrive by TMA, 64 x 64 bf16 tiles with the 128-byte swizzle (head dims of 128 are two such
-// tiles side by side), into two stages of K and V per warpgroup: thread 0 refills a stage once
-// every warp is done with it, while the other stage is being computed.
+// tiles side by side), into stages of K and V: thread 0 refills a stage once every warp is done
+// with it. Where three or more stages fit, the steps overlap: step j's Q K^T is issued together
+// with step j - 1's P V, and step j's softmax runs while that P V is still on the tensor cores.
 //
 // A block's 64 rows may belong to several sequences (packed prompts): one pass per sequence the
 // rows belong to, over that sequence's keys (its cache rows from seq_base), rows of other
@@ -46,6 +47,10 @@ constexpr uint32_t kFwTile = 64 * 128;
 #ifndef MET_FW_DIAG
 #define MET_FW_DIAG 0
 #endif
+// 0 runs the steps one after another (the body before the overlap, for A/B runs).
+#ifndef MET_FW_OVERLAP
+#define MET_FW_OVERLAP 1
+#endif
 constexpr int kFwKvTiles = 16;
 constexpr int kFwMaxStages = 4;
 
@@ -74,6 +79,10 @@ struct FlashPass {
   int min_pos, max_pos, more;
   int key0, kv0, kv1;  // the sequence's first cache row; the KV heads of the sets
   int kpos, ring;      // the first step's key position; the cache's ring (0: linear)
+  // The softmax's constants, read at each step (volatile) rather than held in registers through
+  // the loop: the scale and the soft cap in base 2, the scale over the cap, the window (0: none).
+  float scale2, cap2, cap_in;
+  int win;
   const char* tm_k;
   const char* tm_v;
 };
@@ -184,10 +193,16 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     // This warpgroup's K tile of stage 0, and the distance between stages.
     const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * 2 * halves) * kFwTile;
     constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * 2 * kHalves) * kFwTile;
+    // Steps overlap (below) where a third stage keeps a copy in flight while two are in use.
+    constexpr bool kOverlap = MET_FW_OVERLAP && stages >= 3;
     if (threadIdx.x == 0) {
       pass->key0 = static_cast<int>(seg);
       pass->kpos = k_begin;
       pass->ring = static_cast<int>(a.ring);
+      pass->scale2 = a.scale * kLog2e;
+      pass->cap2 = a.softcap * kLog2e;
+      pass->cap_in = a.softcap > 0.f ? a.scale / a.softcap : 0.f;
+      pass->win = static_cast<int>(a.window);
       mbar_init(qbar, 1);
       for (int s = 0; s < stages; ++s) {
         mbar_init(full(s), 1);
@@ -213,95 +228,160 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[hf][i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m in base 2 (times log2 e)
-    const float scale = a.scale, cap = a.softcap, scale2 = scale * kLog2e, cap2 = cap * kLog2e;
-    const int win = static_cast<int>(a.window);
-    if (active) mbar_wait(qbar, 0);
-#pragma unroll 1
-    for (int j = 0; j < steps; ++j) {
-      const int s = j % stages, phase = (j / stages) & 1;
-      mbar_wait(full(s), static_cast<uint32_t>(phase));
-      if (active) {
-        float sc[32];
-        // Descriptors from addresses the compiler cannot hoist out of the loop: held across it,
-        // they cost the registers that made this body spill.
-        const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
-        constexpr u64 kHalfDesc = kFwTile >> 4;  // the next 64 head dims: the next tile
-        wgmma_fence();
+    // The softmax of step j's scores in sc (in place: scores, then their exponentials), this
+    // thread's rows' running max and sum updated; corr gets each row's rescale of O.
+    auto softmax = [&](float (&sc)[32], int j, float (&corr)[2]) {
+      // Scale, cap, mask; online softmax per row (a row's values sit in one quad), in base 2:
+      // scores and the running max m carry a factor log2(e), so each exponential is one ex2.
+      // Only blocks that reach past a row's position (or below its window) are masked.
+      const volatile FlashPass* vp = pass;
+      const int k0 = vp->kpos + 64 * j;  // key positions (int: positions are)
+      const float scale2 = vp->scale2, cap2 = vp->cap2, cap_in = vp->cap_in;
+      const int win = vp->win;
 #pragma unroll
-        for (int k = 0; k < 4 * kHalves; ++k)
-          if (!(MET_FW_DIAG & 4) || k == 0)
+      for (int hr = 0; hr < 2 && !(MET_FW_DIAG & 1); ++hr) {
+        const int p = hr ? pb : pa;
+        const bool edge = k0 + 63 > p || (win > 0 && k0 <= p - win);
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          if (((i / 2) % 2) != hr) continue;
+          float v = sc[i] * scale2;
+          if (cap2 > 0.f) v = cap2 * tanh_by_exp(sc[i] * cap_in);
+          if (edge) {
+            const int key = k0 + 8 * (i / 4) + 2 * t + (i % 2);
+            if (key > p || (win > 0 && key <= p - win)) v = -INFINITY;
+          }
+          sc[i] = v;
+          mx = fmaxf(mx, v);
+        }
+        mx = fmaxf(mx, met_shfl_xor(mx, 1));
+        mx = fmaxf(mx, met_shfl_xor(mx, 2));
+        const float m_new = fmaxf(m[hr], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with every key masked so far
+        corr[hr] = exp2_approx(m[hr] - m_use);                  // m = -inf: 0
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          if (((i / 2) % 2) != hr) continue;
+          const float e = exp2_approx(sc[i] - m_use);  // masked: 0
+          sc[i] = e;
+          sum += e;
+        }
+        l[hr] = l[hr] * corr[hr] + sum;
+        m[hr] = m_new;
+      }
+    };
+    // S = Q K^T of the keys in stage s into sc (issued, not waited for). Descriptors from
+    // addresses the compiler cannot hoist out of the loop: held across it, they cost the
+    // registers that made this body spill.
+    constexpr u64 kHalfDesc = kFwTile >> 4;  // the next 64 head dims: the next tile
+    auto issue_s = [&](float (&sc)[32], int s) {
+      const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
+#pragma unroll
+      for (int k = 0; k < 4 * kHalves; ++k)
+        if (!(MET_FW_DIAG & 4) || k == 0)
           wgmma_m64n64k16(sc, dq + (k / 4) * kHalfDesc + (k % 4) * kDescKStep, dk + (k / 4) * kHalfDesc + (k % 4) * kDescKStep,
                           k > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        // Scale, cap, mask; online softmax per row (a row's values sit in one quad), in base 2:
-        // scores and the running max m carry a factor log2(e), so each exponential is one ex2.
-        // Only blocks that reach past a row's position (or below its window) are masked.
-        const int k0 = k_begin + 64 * j;  // key positions (int: positions are)
-        float corr[2] = {1.f, 1.f};
+      wgmma_commit();
+    };
+    // O += P V with P (bf16 A fragments of the four 16-key chunks) and V of stage s (issued).
+    auto issue_pv = [&](const uint32_t (&pf)[4][4], int s) {
+      const u64 dv = tile_desc(opaque(my_kv + s * stage_bytes + halves * kFwTile));
 #pragma unroll
-        for (int hr = 0; hr < 2 && !(MET_FW_DIAG & 1); ++hr) {
-          const int p = hr ? pb : pa;
-          const bool edge = k0 + 63 > p || (win > 0 && k0 <= p - win);
-          float mx = -INFINITY;
+      for (int hf = 0; hf < kHalves; ++hf)
 #pragma unroll
-          for (int i = 0; i < 32; ++i) {
-            if (((i / 2) % 2) != hr) continue;
-            float v = sc[i] * scale2;
-            if (cap > 0.f) v = cap2 * tanh_by_exp(sc[i] * scale / cap);
-            if (edge) {
-              const int key = k0 + 8 * (i / 4) + 2 * t + (i % 2);
-              if (key > p || (win > 0 && key <= p - win)) v = -INFINITY;
-            }
-            sc[i] = v;
-            mx = fmaxf(mx, v);
-          }
-          mx = fmaxf(mx, met_shfl_xor(mx, 1));
-          mx = fmaxf(mx, met_shfl_xor(mx, 2));
-          const float m_new = fmaxf(m[hr], mx);
-          const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with every key masked so far
-          corr[hr] = exp2_approx(m[hr] - m_use);                  // m = -inf: 0
-          float sum = 0.f;
+        for (int c = 0; c < 4; ++c)
+          if (!(MET_FW_DIAG & 2) || c == 0)
+            wgmma_m64n64k16_rs_tb(o[hf], pf[c], dv + hf * kHalfDesc + c * ((2 * kSwizzleRepeat) >> 4));
+      wgmma_commit();
+    };
+    auto pack_p = [&](const float (&sc)[32], uint32_t (&pf)[4][4]) {
 #pragma unroll
-          for (int i = 0; i < 32; ++i) {
-            if (((i / 2) % 2) != hr) continue;
-            const float e = exp2_approx(sc[i] - m_use);  // masked: 0
-            sc[i] = e;
-            sum += e;
-          }
-          l[hr] = l[hr] * corr[hr] + sum;
-          m[hr] = m_new;
-        }
-#pragma unroll
-        for (int hf = 0; hf < kHalves; ++hf)
-#pragma unroll
-          for (int i = 0; i < 32; ++i) o[hf][i] *= corr[(i / 2) % 2];
-        uint32_t pf[4][4];  // P as the A fragments of the four 16-key chunks
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          pf[c][0] = met_pack_bf16x2(sc[8 * c], sc[8 * c + 1]);
-          pf[c][1] = met_pack_bf16x2(sc[8 * c + 2], sc[8 * c + 3]);
-          pf[c][2] = met_pack_bf16x2(sc[8 * c + 4], sc[8 * c + 5]);
-          pf[c][3] = met_pack_bf16x2(sc[8 * c + 6], sc[8 * c + 7]);
-        }
-        const u64 dv = tile_desc(opaque(my_kv + s * stage_bytes + halves * kFwTile));
-        wgmma_fence();
-#pragma unroll
-        for (int hf = 0; hf < kHalves; ++hf)
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            if (!(MET_FW_DIAG & 2) || c == 0)
-              wgmma_m64n64k16_rs_tb(o[hf], pf[c], dv + hf * kHalfDesc + c * ((2 * kSwizzleRepeat) >> 4));
-        wgmma_commit();
-        wgmma_wait<0>();
-        if (lane == 0) mbar_arrive(empty(s));
+      for (int c = 0; c < 4; ++c) {
+        pf[c][0] = met_pack_bf16x2(sc[8 * c], sc[8 * c + 1]);
+        pf[c][1] = met_pack_bf16x2(sc[8 * c + 2], sc[8 * c + 3]);
+        pf[c][2] = met_pack_bf16x2(sc[8 * c + 4], sc[8 * c + 5]);
+        pf[c][3] = met_pack_bf16x2(sc[8 * c + 6], sc[8 * c + 7]);
       }
+    };
+    auto rescale_o = [&](const float (&corr)[2]) {
+#pragma unroll
+      for (int hf = 0; hf < kHalves; ++hf)
+#pragma unroll
+        for (int i = 0; i < 32; ++i) o[hf][i] *= corr[(i / 2) % 2];
+    };
+    // Thread 0, once every warp is done with step j's stage: its refill with step j + stages.
+    auto refill = [&](int j) {
       if (threadIdx.x == 0 && j + stages < steps) {
-        if (!(MET_FW_DIAG & 8)) mbar_wait(empty(s), static_cast<uint32_t>(phase));
+        if (!(MET_FW_DIAG & 8)) mbar_wait(empty(j % stages), static_cast<uint32_t>((j / stages) & 1));
         flash_issue<kHalves, kSets>(pass, kv_tiles, bars, j + stages);
       }
+    };
+    if (active && kOverlap) {
+      // Step j's Q K^T runs on the tensor cores while nothing waits for it, beside step j - 1's
+      // P V: the softmax of step j then overlaps that P V, and the next step's products wait
+      // only for their stage. P of step j - 1 stays in registers (pf) until its P V is done.
+      uint32_t pf[4][4];
+      float corr[2];
+      mbar_wait(qbar, 0);
+      mbar_wait(full(0), 0);
+      {
+        float sc[32];
+        wgmma_fence();
+        issue_s(sc, 0);
+        wgmma_wait<0>();
+        fence_operands(sc);
+        softmax(sc, 0, corr);  // O is zero: nothing to rescale
+        pack_p(sc, pf);
+      }
+#pragma unroll 1
+      for (int j = 1; j < steps; ++j) {
+        const int s = j % stages, sp = (j - 1) % stages;
+        mbar_wait(full(s), static_cast<uint32_t>((j / stages) & 1));
+        float sc[32];
+        wgmma_fence();
+        issue_s(sc, s);
+        issue_pv(pf, sp);
+        wgmma_wait<1>();  // S of step j; the P V of step j - 1 may still run
+        fence_operands(sc);
+        softmax(sc, j, corr);
+        wgmma_wait<0>();
+        fence_operands(o);
+        if (lane == 0) mbar_arrive(empty(sp));
+        rescale_o(corr);
+        pack_p(sc, pf);
+        refill(j - 1);
+      }
+      wgmma_fence();
+      issue_pv(pf, (steps - 1) % stages);
+      wgmma_wait<0>();
+      fence_operands(o);
+      if (lane == 0) mbar_arrive(empty((steps - 1) % stages));
+    } else if (active) {
+      // Two stages (no room for the overlap's extra stage in use): each step in turn.
+      mbar_wait(qbar, 0);
+#pragma unroll 1
+      for (int j = 0; j < steps; ++j) {
+        const int s = j % stages;
+        mbar_wait(full(s), static_cast<uint32_t>((j / stages) & 1));
+        float sc[32], corr[2] = {1.f, 1.f};
+        uint32_t pf[4][4];
+        wgmma_fence();
+        issue_s(sc, s);
+        wgmma_wait<0>();
+        fence_operands(sc);
+        softmax(sc, j, corr);
+        rescale_o(corr);
+        pack_p(sc, pf);
+        wgmma_fence();
+        issue_pv(pf, s);
+        wgmma_wait<0>();
+        fence_operands(o);
+        if (lane == 0) mbar_arrive(empty(s));
+        refill(j);
+      }
     }
-
     if (active) {
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {

@@ -49,6 +49,19 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 }
 
+// The registers of an accumulator the compiler must treat as written here: after a wgmma_wait, so
+// that no arithmetic on them is scheduled before the wait (they are the asynchronous result).
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int M, int N>
+__device__ __forceinline__ void fence_operands(float (&r)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i) fence_operands(r[i]);
+}
+
 // d += A * B^T for one K step of 16: A 64 x 16 and B N x 16 from shared memory (descriptors), fp32
 // accumulate, scale-d true, both operands K-major (no transpose), unit scales. Accumulator fragment
 // (fp32): register i of thread t of the warpgroup holds row 16 * (t / 32) + (t % 32) / 4 +
