@@ -3,8 +3,8 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,ringlong (default: all but
-#             ringlong; run in that order per model)
+#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,lengths,ringlong (default:
+#             all but lengths and ringlong; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -35,6 +35,9 @@
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
 #             free-running and teacher-forced (run --follow; compare.py --forced)
+#   lengths   transformers (bf16, greedy) vs met cuda on prompts of PROMPT_LENS tokens (default 1,37,700,4000;
+#             seeded random ids below the vocabulary, one case each), 16 steps, free-running and
+#             teacher-forced: prefill through the emit's buckets (128, 512, 4096) at every length
 #   campaign  met circuit run --campaign decode:1,2,4,8,16@ctx=4096 --campaign prefill:128,512,4096
 #   ringlong  a sliding-window model emitted with rings (largest bucket 512) and without (4096): optest of
 #             the ring emit, both against transformers on 2 of 4 random prompts of 1500-2500 tokens
@@ -59,6 +62,8 @@ MET="${MET:-$root/.device/met}"
 [[ -x "$MET" ]] || { echo "error: $MET is not an executable met"; exit 1; }
 has() { [[ ",$stages," == *",$1,"* ]]; }
 status=0
+# A step piped into tee runs in a subshell, where its status=1 is lost: such a pipeline ends in
+# `|| status=1` (pipefail gives it the step's rc).
 step() {  # step NAME SECONDS CMD...: runs with a time limit, logs the outcome, never stops the script
   local name="$1" limit="$2"; shift 2
   local t0=$SECONDS
@@ -168,7 +173,7 @@ if has fp8; then
   [[ -f "$ck/config.json" ]] || step "$f8 synth" 300 "$MET" model synth --config "$f8cfg" --seed 1 --dtype fp8-block128 --out "$ck"
   step "$f8 emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
     --decode-rungs 1,16 --prefill-buckets 128
-  step "$f8 optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$f8.txt"
+  step "$f8 optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$f8.txt" || status=1
   step "$f8 emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
     --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
   step "$f8 campaign" 400 "$MET" circuit run --assets "$ck-a" --backend cuda --campaign decode:1,2,4,8,16@ctx=4096 \
@@ -194,15 +199,15 @@ if has gemma4moe; then reference_fixture tiny-gemma4-moe bf16 reference_gemma4.p
 
 for m in ${models//,/ }; do
   ck="$WORK/$m"
-  if has optest || has oracle || has campaign || has peers; then
+  if has optest || has oracle || has campaign || has peers || has lengths; then
     [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
   fi
   if has optest; then
     step "$m emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
       --decode-rungs 1,16 --prefill-buckets 128
-    step "$m optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$m.txt"
+    step "$m optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$m.txt" || status=1
   fi
-  if has oracle || has campaign; then
+  if has oracle || has campaign || has lengths; then
     [[ -f "$ck-a/model.pkt" ]] || step "$m emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
       --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
   fi
@@ -228,16 +233,37 @@ for m in ${models//,/ }; do
     step "$m run cuda" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") --max-tokens 64 \
       --logits-out "$WORK/$m-cuda.json"
     step "$m cuda vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-tf.json" "$WORK/$m-cuda.json" 2e-2 \
-      | tee "$WORK/res/oracle-$m.txt"
+      | tee "$WORK/res/oracle-$m.txt" || status=1
     # Teacher-forced: met fed transformers' tokens, so exact bf16 ties in the reference cannot
     # send the two paths apart; every step's logits and every decisive argmax are judged.
     # shellcheck disable=SC2046
     step "$m run cuda forced" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") \
       --max-tokens 64 --follow "$WORK/$m-tf.json" --logits-out "$WORK/$m-cuda-forced.json"
     step "$m cuda vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-tf.json" \
-      "$WORK/$m-cuda-forced.json" 2e-2 | tee -a "$WORK/res/oracle-$m.txt"
+      "$WORK/$m-cuda-forced.json" 2e-2 | tee -a "$WORK/res/oracle-$m.txt" || status=1
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); [c.pop('logits', None) for c in j['cases']]; json.dump(j, open(sys.argv[2], 'w'))" \
       "$WORK/$m-tf.json" "$WORK/res/oracle-$m-tokens.json" || true
+  fi
+  if has lengths; then
+    attn=()
+    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
+      "$ck/config.json" && attn=(--attn-implementation eager)
+    ids=()
+    for n in $(echo "${PROMPT_LENS:-1,37,700,4000}" | tr , " "); do
+      ids+=(--prompt-ids "$(python3 -c "import json,random,sys; v=json.load(open(sys.argv[1]))['vocab_size']; n=int(sys.argv[2]); r=random.Random(n); print(','.join(str(r.randrange(v)) for _ in range(n)))" "$ck/config.json" "$n")")
+    done
+    step "$m transformers lengths" 600 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" "${ids[@]}" --seed 1 \
+      --steps 16 "${attn[@]}" --out "$WORK/$m-len-tf.json"
+    # shellcheck disable=SC2046
+    step "$m run cuda lengths" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-len-tf.json") \
+      --max-tokens 16 --logits-out "$WORK/$m-len-cuda.json"
+    step "$m cuda vs transformers lengths" 120 python3 tests/oracle/compare.py "$WORK/$m-len-tf.json" "$WORK/$m-len-cuda.json" \
+      2e-2 | tee "$WORK/res/lengths-$m.txt" || status=1
+    # shellcheck disable=SC2046
+    step "$m run cuda lengths forced" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-len-tf.json") \
+      --max-tokens 16 --follow "$WORK/$m-len-tf.json" --logits-out "$WORK/$m-len-cuda-forced.json"
+    step "$m cuda vs transformers lengths forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-len-tf.json" \
+      "$WORK/$m-len-cuda-forced.json" 2e-2 | tee -a "$WORK/res/lengths-$m.txt" || status=1
   fi
   if has ringlong; then
     # Long prompts through a ring (a sliding-window model): an emit whose largest bucket (512) makes
@@ -250,7 +276,7 @@ for m in ${models//,/ }; do
       --decode-rungs 1,2 --prefill-buckets 128,512,4096
     step "$m kv_ring" 10 python3 -c "import json,sys; r=[json.load(open(f)).get('kv_ring', 0) for f in sys.argv[1:]]; print('kv_ring ring/linear', r); sys.exit(not (r[0] > 0 and r[1] == 0))" \
       "$ck-ring/build.json" "$ck-lin/build.json"
-    step "$m optest cuda ring" 300 "$MET" circuit optest --assets "$ck-ring" --backend cuda | tee "$WORK/res/optest-$m-ring.txt"
+    step "$m optest cuda ring" 300 "$MET" circuit optest --assets "$ck-ring" --backend cuda | tee "$WORK/res/optest-$m-ring.txt" || status=1
     attn=()
     python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
       "$ck/config.json" && attn=(--attn-implementation eager)
@@ -261,15 +287,15 @@ for m in ${models//,/ }; do
       step "$m run cuda $v" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
         --max-tokens 64 --logits-out "$WORK/$m-long-$v.json"
       step "$m cuda $v vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-long-tf.json" "$WORK/$m-long-$v.json" 2e-2 \
-        | tee -a "$WORK/res/ringlong-$m.txt"
+        | tee -a "$WORK/res/ringlong-$m.txt" || status=1
       # shellcheck disable=SC2046
       step "$m run cuda $v forced" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
         --max-tokens 64 --follow "$WORK/$m-long-tf.json" --logits-out "$WORK/$m-long-$v-forced.json"
       step "$m cuda $v vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-long-tf.json" \
-        "$WORK/$m-long-$v-forced.json" 2e-2 | tee -a "$WORK/res/ringlong-$m.txt"
+        "$WORK/$m-long-$v-forced.json" 2e-2 | tee -a "$WORK/res/ringlong-$m.txt" || status=1
     done
     step "$m cuda ring vs linear" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-long-ring.json" "$WORK/$m-long-lin.json" \
-      | tee -a "$WORK/res/ringlong-$m.txt"
+      | tee -a "$WORK/res/ringlong-$m.txt" || status=1
   fi
   tar czf "$OUT/results.tar.gz" -C "$WORK/res" .  # after each model: a cut-short run still returns what it measured
   # DROP_CHECKPOINTS=1: the model's checkpoint goes once its stages are done (the machine's 64 GiB
