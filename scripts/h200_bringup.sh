@@ -78,6 +78,29 @@ prompts_of() {  # the --prompt-ids arguments of a fixture
   python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$1"
 }
 steps_of() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$1"; }
+# attn_of CHECKPOINT: transformers' attention flag for it. Gemma runs the eager attention, the one
+# its modelling code writes out (the query_pre_attn_scalar scale, the sliding-window mask), as
+# tests/oracle's Gemma fixtures do; other models keep transformers' default.
+attn_of() {
+  python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
+    "$1/config.json" && echo --attn-implementation eager
+}
+# against_tf NAME ASSETS TF STEPS OUT RESULT: met cuda on the prompts of transformers' TF, free-running
+# (OUT.json) and teacher-forced (OUT-forced.json: fed TF's tokens, so exact bf16 ties in the
+# reference cannot send the two paths apart; every step's logits and every decisive argmax are
+# judged), each compared with TF at 2e-2 and the comparison appended to RESULT.
+against_tf() {
+  local name="$1" assets="$2" tf="$3" n="$4" out="$5" res="$6"
+  # shellcheck disable=SC2046
+  step "$name run cuda" 300 "$MET" circuit run --assets "$assets" --backend cuda $(prompts_of "$tf") --max-tokens "$n" \
+    --logits-out "$out.json"
+  step "$name cuda vs transformers" 120 python3 tests/oracle/compare.py "$tf" "$out.json" 2e-2 | tee -a "$res" || status=1
+  # shellcheck disable=SC2046
+  step "$name run cuda forced" 300 "$MET" circuit run --assets "$assets" --backend cuda $(prompts_of "$tf") --max-tokens "$n" \
+    --follow "$tf" --logits-out "$out-forced.json"
+  step "$name cuda vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$tf" "$out-forced.json" 2e-2 \
+    | tee -a "$res" || status=1
+}
 # same_tokens.py A.json B.json [TOL]: identical greedy tokens in two met --logits-out files (the same
 # packets on two backends). Where a sequence's tokens part at a step whose top-1/top-2 gap in B's
 # logits is within 2 TOL of its largest magnitude (a near tie that another summation order may break
@@ -199,7 +222,7 @@ if has gemma4moe; then reference_fixture tiny-gemma4-moe bf16 reference_gemma4.p
 
 for m in ${models//,/ }; do
   ck="$WORK/$m"
-  if has optest || has oracle || has campaign || has peers || has lengths; then
+  if has optest || has oracle || has campaign || has peers || has lengths || has ringlong; then
     [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
   fi
   if has optest; then
@@ -222,54 +245,29 @@ for m in ${models//,/ }; do
   if has oracle; then
     # The 2 most decisive of 16 seeded random prompts (random weights give flat logits; each case
     # records its smallest top-1/top-2 margin), plus one fixed prompt.
-    # Gemma runs transformers' eager attention, the one its modelling code writes out (the
-    # query_pre_attn_scalar scale, the sliding-window mask), as tests/oracle's Gemma fixtures do.
-    attn=()
-    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
-      "$ck/config.json" && attn=(--attn-implementation eager)
+    # shellcheck disable=SC2046
     step "$m transformers" 300 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --prompt-ids 1,17,42,99,7 \
-      --random-prompts 16 --keep 2 --seed 1 --steps 64 "${attn[@]}" --out "$WORK/$m-tf.json"
-    # shellcheck disable=SC2046
-    step "$m run cuda" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") --max-tokens 64 \
-      --logits-out "$WORK/$m-cuda.json"
-    step "$m cuda vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-tf.json" "$WORK/$m-cuda.json" 2e-2 \
-      | tee "$WORK/res/oracle-$m.txt" || status=1
-    # Teacher-forced: met fed transformers' tokens, so exact bf16 ties in the reference cannot
-    # send the two paths apart; every step's logits and every decisive argmax are judged.
-    # shellcheck disable=SC2046
-    step "$m run cuda forced" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-tf.json") \
-      --max-tokens 64 --follow "$WORK/$m-tf.json" --logits-out "$WORK/$m-cuda-forced.json"
-    step "$m cuda vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-tf.json" \
-      "$WORK/$m-cuda-forced.json" 2e-2 | tee -a "$WORK/res/oracle-$m.txt" || status=1
+      --random-prompts 16 --keep 2 --seed 1 --steps 64 $(attn_of "$ck") --out "$WORK/$m-tf.json"
+    : >"$WORK/res/oracle-$m.txt"
+    against_tf "$m" "$ck-a" "$WORK/$m-tf.json" 64 "$WORK/$m-cuda" "$WORK/res/oracle-$m.txt"
     python3 -c "import json,sys; j=json.load(open(sys.argv[1])); [c.pop('logits', None) for c in j['cases']]; json.dump(j, open(sys.argv[2], 'w'))" \
       "$WORK/$m-tf.json" "$WORK/res/oracle-$m-tokens.json" || true
   fi
   if has lengths; then
-    attn=()
-    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
-      "$ck/config.json" && attn=(--attn-implementation eager)
     ids=()
     for n in $(echo "${PROMPT_LENS:-1,37,700,4000}" | tr , " "); do
       ids+=(--prompt-ids "$(python3 -c "import json,random,sys; v=json.load(open(sys.argv[1]))['vocab_size']; n=int(sys.argv[2]); r=random.Random(n); print(','.join(str(r.randrange(v)) for _ in range(n)))" "$ck/config.json" "$n")")
     done
+    # shellcheck disable=SC2046
     step "$m transformers lengths" 600 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" "${ids[@]}" --seed 1 \
-      --steps 16 "${attn[@]}" --out "$WORK/$m-len-tf.json"
-    # shellcheck disable=SC2046
-    step "$m run cuda lengths" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-len-tf.json") \
-      --max-tokens 16 --logits-out "$WORK/$m-len-cuda.json"
-    step "$m cuda vs transformers lengths" 120 python3 tests/oracle/compare.py "$WORK/$m-len-tf.json" "$WORK/$m-len-cuda.json" \
-      2e-2 | tee "$WORK/res/lengths-$m.txt" || status=1
-    # shellcheck disable=SC2046
-    step "$m run cuda lengths forced" 300 "$MET" circuit run --assets "$ck-a" --backend cuda $(prompts_of "$WORK/$m-len-tf.json") \
-      --max-tokens 16 --follow "$WORK/$m-len-tf.json" --logits-out "$WORK/$m-len-cuda-forced.json"
-    step "$m cuda vs transformers lengths forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-len-tf.json" \
-      "$WORK/$m-len-cuda-forced.json" 2e-2 | tee -a "$WORK/res/lengths-$m.txt" || status=1
+      --steps 16 $(attn_of "$ck") --out "$WORK/$m-len-tf.json"
+    : >"$WORK/res/lengths-$m.txt"
+    against_tf "$m lengths" "$ck-a" "$WORK/$m-len-tf.json" 16 "$WORK/$m-len-cuda" "$WORK/res/lengths-$m.txt"
   fi
   if has ringlong; then
     # Long prompts through a ring (a sliding-window model): an emit whose largest bucket (512) makes
     # its sliding caches rings of window + 511 rows rounded up to 64, beside one whose bucket of
     # 4096 leaves them linear; prompts of 1500-2500 tokens wrap the ring in prefill and in decode.
-    [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
     step "$m emit ring" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-ring" --max-ctx 4096 \
       --decode-rungs 1,2 --prefill-buckets 128,512
     step "$m emit linear" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-lin" --max-ctx 4096 \
@@ -277,22 +275,12 @@ for m in ${models//,/ }; do
     step "$m kv_ring" 10 python3 -c "import json,sys; r=[json.load(open(f)).get('kv_ring', 0) for f in sys.argv[1:]]; print('kv_ring ring/linear', r); sys.exit(not (r[0] > 0 and r[1] == 0))" \
       "$ck-ring/build.json" "$ck-lin/build.json"
     step "$m optest cuda ring" 300 "$MET" circuit optest --assets "$ck-ring" --backend cuda | tee "$WORK/res/optest-$m-ring.txt" || status=1
-    attn=()
-    python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('model_type', '').startswith('gemma') else 1)" \
-      "$ck/config.json" && attn=(--attn-implementation eager)
+    # shellcheck disable=SC2046
     step "$m transformers long" 600 python3 tests/oracle/transformers_logits.py --checkpoint "$ck" --random-prompts 4 --keep 2 \
-      --min-prompt-len 1500 --max-prompt-len 2500 --seed 1 --steps 64 "${attn[@]}" --out "$WORK/$m-long-tf.json"
+      --min-prompt-len 1500 --max-prompt-len 2500 --seed 1 --steps 64 $(attn_of "$ck") --out "$WORK/$m-long-tf.json"
+    : >"$WORK/res/ringlong-$m.txt"
     for v in ring lin; do
-      # shellcheck disable=SC2046
-      step "$m run cuda $v" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
-        --max-tokens 64 --logits-out "$WORK/$m-long-$v.json"
-      step "$m cuda $v vs transformers" 120 python3 tests/oracle/compare.py "$WORK/$m-long-tf.json" "$WORK/$m-long-$v.json" 2e-2 \
-        | tee -a "$WORK/res/ringlong-$m.txt" || status=1
-      # shellcheck disable=SC2046
-      step "$m run cuda $v forced" 300 "$MET" circuit run --assets "$ck-$v" --backend cuda $(prompts_of "$WORK/$m-long-tf.json") \
-        --max-tokens 64 --follow "$WORK/$m-long-tf.json" --logits-out "$WORK/$m-long-$v-forced.json"
-      step "$m cuda $v vs transformers forced" 120 python3 tests/oracle/compare.py --forced "$WORK/$m-long-tf.json" \
-        "$WORK/$m-long-$v-forced.json" 2e-2 | tee -a "$WORK/res/ringlong-$m.txt" || status=1
+      against_tf "$m $v" "$ck-$v" "$WORK/$m-long-tf.json" 64 "$WORK/$m-long-$v" "$WORK/res/ringlong-$m.txt"
     done
     step "$m cuda ring vs linear" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-long-ring.json" "$WORK/$m-long-lin.json" \
       | tee -a "$WORK/res/ringlong-$m.txt" || status=1

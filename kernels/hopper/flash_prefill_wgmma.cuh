@@ -53,6 +53,12 @@ constexpr uint32_t kFwTile = 64 * 128;
 #endif
 constexpr int kFwKvTiles = 16;
 constexpr int kFwMaxStages = 4;
+// The stages of K and V that fit: one K and V set per distinct KV head of the slice, kHalves tiles
+// each, at most kFwMaxStages.
+template <int kHalves, int kSets>
+__host__ __device__ constexpr int fw_stages() {
+  return kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages;
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -92,7 +98,7 @@ struct FlashPass {
 template <int kHalves, int kSets>
 __device__ __forceinline__ void flash_issue(const FlashPass* P, uint32_t kv_tiles, uint32_t bars, int j) {
   using namespace met_sm90;
-  constexpr int kStages = (kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages);
+  constexpr int kStages = fw_stages<kHalves, kSets>();
   // A step's 64 keys start at a multiple of 64 in position, and a ring's rows are a multiple of
   // 64 (model/kv_ring.hpp), so they lie in consecutive rows of a ring too.
   int kp = P->kpos + 64 * j;
@@ -189,7 +195,7 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     const int64_t first_key = a.window > 0 ? max(static_cast<int64_t>(0), static_cast<int64_t>(pass->min_pos) - a.window + 1) : 0;
     const int k_begin = static_cast<int>(first_key / 64 * 64);
     const int steps = (max_pos - k_begin) / 64 + 1;
-    constexpr int stages = (kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages);
+    constexpr int stages = fw_stages<kHalves, kSets>();
     // This warpgroup's K tile of stage 0, and the distance between stages.
     const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * 2 * halves) * kFwTile;
     constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * 2 * kHalves) * kFwTile;
