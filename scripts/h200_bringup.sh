@@ -3,8 +3,8 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,lengths,ringlong (default:
-#             all but lengths and ringlong; run in that order per model)
+#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,lengths,ringlong,long
+#             (default: all but lengths, ringlong and long; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -42,6 +42,10 @@
 #   ringlong  a sliding-window model emitted with rings (largest bucket 512) and without (4096): optest of
 #             the ring emit, both against transformers on 2 of 4 random prompts of 1500-2500 tokens
 #             (64 steps, free-running and teacher-forced), and ring against linear
+#   long      a prefill of LONG_T tokens (default 32768) through the emit's largest bucket (4096; later
+#             chunks read the earlier ones' keys from the cache), an emit of max-ctx LONG_T with one
+#             decode rung: met circuit run --campaign prefill:LONG_T (1 warm-up, 5 timed runs) beside its
+#             ceiling, and transformers' prefill of the same length (peers.py --modes prefill)
 #   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint;
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
@@ -222,7 +226,7 @@ if has gemma4moe; then reference_fixture tiny-gemma4-moe bf16 reference_gemma4.p
 
 for m in ${models//,/ }; do
   ck="$WORK/$m"
-  if has optest || has oracle || has campaign || has peers || has lengths || has ringlong; then
+  if has optest || has oracle || has campaign || has peers || has lengths || has ringlong || has long; then
     [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
   fi
   if has optest; then
@@ -284,6 +288,15 @@ for m in ${models//,/ }; do
     done
     step "$m cuda ring vs linear" 60 python3 "$WORK/same_tokens.py" "$WORK/$m-long-ring.json" "$WORK/$m-long-lin.json" \
       | tee -a "$WORK/res/ringlong-$m.txt" || status=1
+  fi
+  if has long; then
+    long_t="${LONG_T:-32768}"
+    step "$m emit long" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-long" --max-ctx "$long_t" \
+      --decode-rungs 1 --prefill-buckets 128,512,4096
+    step "$m campaign long" 400 "$MET" circuit run --assets "$ck-long" --backend cuda --campaign "prefill:$long_t" --warmup 1 \
+      --repeats 5 --perf-dir "$WORK/res/perf"
+    step "$m peers long" 400 python3 bench/peers/peers.py --checkpoint "$ck" --modes prefill --prefill "$long_t" \
+      --out "$WORK/res/peers-long-$m.json"
   fi
   tar czf "$OUT/results.tar.gz" -C "$WORK/res" .  # after each model: a cut-short run still returns what it measured
   # DROP_CHECKPOINTS=1: the model's checkpoint goes once its stages are done (the machine's 64 GiB
