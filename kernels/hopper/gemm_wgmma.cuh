@@ -24,6 +24,14 @@
 // producer is one elected thread (thread 0), which refills the stage read two K steps earlier, so
 // it waits on a barrier that is already complete unless a warpgroup fell more than a step behind.
 //
+// Split K (emit's k_splits, where the tiles alone leave streams idle: a prefill of 128 rows has
+// 32 tiles of a 4096-column o or down projection for 132 SMs): slice s runs K part s / tiles of
+// tile s % tiles, a contiguous range of the K steps. Each part stores its accumulators as they lie
+// in the threads (value i of thread t at i x 256 + t of its own part of the instruction's `part`
+// buffer, so the stores and loads are coalesced), and the last part of a tile to arrive (an arrival
+// counter per tile) sums every part in K order, 0 first, whichever came last, and runs the epilogue.
+// The sums do not depend on the order of arrival, so a run is repeatable.
+//
 // The body starts and ends with every barrier invalidated and no copy in flight, so the shared
 // memory is free for the next body (any op) after the loop's closing barrier.
 #pragma once
@@ -40,6 +48,46 @@ namespace met_interp {
 // columns, and each warpgroup's wgmma m64n256k16 reads 10 KB of shared memory per 128 clocks of
 // tensor work where two m64n128k16 read 12 KB.
 enum GemmEpi : int { kEpiPlain, kEpiSilu, kEpiGelu, kEpiResidual };
+
+// Arrival counters of the split-K tiles, one per tile of an instruction: the last part to arrive
+// puts its counter back to 0. Every split GEMM of a program shares one part buffer, so the
+// scheduler orders them and no two use the counters at once (src/emit/slice.cpp, split_gemms).
+__device__ unsigned long long met_gemm_arrivals[MET_GEMM_SPLIT_TILES];
+
+// A slice's K part: K steps [kt0, kt0 + steps) of its tile; `parts` parts of MET_GEMM_PART_FLOATS
+// floats, part p at part + p * stride; `tile` indexes the counters.
+struct GemmKPart {
+  int kt0, steps, parts, index;
+  float* part;
+  int64_t stride;
+  uint32_t tile;
+};
+
+// Leaves this part's accumulators and counts its arrival; the last part to arrive gets the sum of
+// every part in K order in d and returns true, the others return false. `flag`: a shared word.
+template <int kBN>
+__device__ __forceinline__ bool gemm_k_sum(float (&d)[kBN / 2], const GemmKPart& k, volatile uint32_t* flag) {
+  float* const mine = k.part + k.index * k.stride + threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < kBN / 2; ++i) __stcg(mine + i * MET_INTERP_THREADS, d[i]);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long* c = met_gemm_arrivals + k.tile;  // the host bounds the tiles
+    const bool last = atom_add_acq_rel(c, 1ull) == static_cast<unsigned long long>(k.parts - 1);
+    if (last) atomicExch(c, 0ull);
+    *flag = last ? 1u : 0u;
+  }
+  __syncthreads();
+  if (!*flag) return false;
+#pragma unroll 1
+  for (int p = 0; p < k.parts; ++p) {
+    const float* src = k.part + p * k.stride + threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) d[i] = (p == 0 ? 0.f : d[i]) + __ldcg(src + i * MET_INTERP_THREADS);
+  }
+  return true;
+}
 
 // The gated epilogue's second half: y[r][c] = act(gate) * up for rows [0, M) x columns [0, Nt) of
 // the tile (y rows `ys` apart), from the staged (gate, up) bf16 pairs (`stride` words a row).
@@ -69,7 +117,7 @@ __device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, in
 
 template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
-                                             int64_t K, int epi, u16* Y, unsigned char* smem) {
+                                             const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {
   using namespace met_sm90;
   constexpr int kBK = MET_WGMMA_BK;
   constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one 128-row tile of A or B: 128 rows x 128 bytes
@@ -87,17 +135,17 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   auto full = [&](int s) { return bars + 8u * static_cast<uint32_t>(s); };
   auto empty = [&](int s) { return bars + 8u * static_cast<uint32_t>(kStages + s); };
   // A last K step past K reads zeros from both views (the tensor maps fill past the matrix), so K
-  // need only be a multiple of 8 (a TMA row stride of 16 bytes).
-  const int kt_count = static_cast<int>((K + kBK - 1) / kBK);
+  // need only be a multiple of 8 (a TMA row stride of 16 bytes). kt counts this part's K steps.
+  const int kt_count = kp.steps;
   const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
   const int b_step = epi == kEpiSilu || epi == kEpiGelu ? 64 : 128;  // output columns of one B box
   auto issue = [&](int kt) {  // thread 0: the copies of K step kt into its stage
-    const int s = kt % kStages;
+    const int s = kt % kStages, k0 = (kp.kt0 + kt) * kBK;
     mbar_arrive_expect(full(s), kStageBytes);
-    tma_load_2d(tiles + s * kStageBytes, tmap_a, kt * kBK, row_a, full(s));
+    tma_load_2d(tiles + s * kStageBytes, tmap_a, k0, row_a, full(s));
 #pragma unroll
     for (int b = 0; b < kBTiles; ++b)
-      tma_load_3d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, kt * kBK, 0, row_b + b_step * b, full(s));
+      tma_load_3d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, k0, 0, row_b + b_step * b, full(s));
   };
 
   if (threadIdx.x == 0) {
@@ -149,6 +197,8 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
       mbar_inval(full(s));
       mbar_inval(empty(s));
     }
+  // A split K: only the last part to arrive goes on, with the sum (its flag where the barriers were).
+  if (kp.parts > 1 && !gemm_k_sum<kBN>(d, kp, reinterpret_cast<volatile uint32_t*>(smem + (bars - base)))) return;
 
   // Epilogue: bf16 pairs straight from the accumulator fragment (sm90.cuh): fragment index i of a
   // thread is row 16 (t / 32) + (t % 32) / 4 + 8 ((i / 2) % 2) of its warpgroup's 64 and column
@@ -218,17 +268,24 @@ __device__ __forceinline__ void gemm_wgmma_slice(const A& a, uint32_t slice, uns
                   : op == MET_OP_gemm_residual_bf16_wgmma ? kEpiResidual
                                                           : kEpiPlain;
   const bool gated = epi == kEpiSilu || epi == kEpiGelu;
+  // Slice = K part x tiles + tile (K part-major, kernels/common/ops.def).
+  const int64_t S = max(a.k_splits, static_cast<int64_t>(1));
+  const uint32_t tiles = max(a.geom.slices / static_cast<uint32_t>(S), 1u), t = slice % tiles;
   int64_t rp = 0, cp = 0;
-  gemm_tile_of(slice, a.geom.slices, a.geom.col_parts, rp, cp);
+  gemm_tile_of(t, tiles, a.geom.col_parts, rp, cp);
   const int64_t rows = a.rows, N = gated ? a.geom.w_rows / 2 : a.geom.w_rows, C = a.geom.col_parts;
-  const int64_t R = max(static_cast<int64_t>(a.geom.slices) / C, static_cast<int64_t>(1));
+  const int64_t R = max(static_cast<int64_t>(tiles) / C, static_cast<int64_t>(1));
   const SliceRange rr = {min(rp * rows / R, rows), min((rp + 1) * rows / R, rows)};
   const SliceRange cc = {cp * N / C, (cp + 1) * N / C};
-  if (rr.end <= rr.begin || cc.end <= cc.begin) return;
+  if (rr.end <= rr.begin || cc.end <= cc.begin) return;  // every K part of the tile returns here
+  const int64_t steps = (a.geom.w_cols + MET_WGMMA_BK - 1) / MET_WGMMA_BK, p = slice / tiles;
+  const int kt0 = static_cast<int>(p * steps / S);
+  const GemmKPart kp = {kt0, static_cast<int>((p + 1) * steps / S) - kt0, static_cast<int>(S), static_cast<int>(p),
+                        a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS, static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
   if (gated || cc.end - cc.begin > 128)
-    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, epi, a.y, smem);
+    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, kp, epi, a.y, smem);
   else
-    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, a.geom.w_cols, epi, a.y, smem);
+    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, kp, epi, a.y, smem);
 }
 
 MET_ENTRY(gemm_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }

@@ -107,6 +107,13 @@ Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path) 
       return f.error_at("gemm_tile", "must be [rows, columns], both positive (the interpreter GEMM body's output tile)");
     c.gemm_tile = std::make_pair(tile[0], tile[1]);
   }
+  MET_TRY(auto split, f.int_list("gemm_k_split"));
+  if (!split.empty()) {
+    if (split.size() != 2 || split[0] < 2 || split[1] <= 0 || !c.gemm_tile)
+      return f.error_at("gemm_k_split", "must be [most K parts, fewest K values per part], at least 2 parts and a positive "
+                                        "length, beside gemm_tile (the interpreter GEMM body's split K)");
+    c.gemm_k_split = std::make_pair(split[0], split[1]);
+  }
   MET_TRY(c.sources, f.str_list("sources"));
   std::set<std::string> seen;
   for (const auto& s : c.sources) {

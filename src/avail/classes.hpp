@@ -48,6 +48,9 @@ struct ClassInfo {
   // its activation's, each reading a gate and an up row): the prediction of a gemm group divides
   // its compute by the share of the SMs the tiles keep busy. Not inherited, like the overhead.
   std::optional<std::pair<std::int64_t, std::int64_t>> gemm_tile;
+  // The GEMM body's split K (most parts, fewest K values per part): a GEMM whose tiles leave SMs
+  // idle runs its K in parts (estimate::gemm_k_parts). Not inherited.
+  std::optional<std::pair<std::int64_t, std::int64_t>> gemm_k_split;
   std::string location;              // "kernels/hopper/HARDWARE.toml"
 };
 

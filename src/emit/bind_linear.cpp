@@ -94,6 +94,9 @@ Expected<void> bind_linear(const KernelSite& site) {
   }
   std::vector<std::int64_t> ints{R, 0};
   if (int_index(site.op, "col_slices") >= 0) ints.push_back(/*col_slices=*/1);
+  // A GEMM row's split K: none until the slicing's split_gemms chooses one.
+  const bool k_split = int_index(site.op, "k_splits") >= 0;
+  if (k_split) ints.push_back(/*k_splits=*/1);
   if (site.k == "gemv_bias" || site.k == "gemm_bias") {  // gpt-oss: the bias node of the linear's role
     const auto* bn = site.node("bias", role);
     if (!bn) return site.where("expects bias:" + role + " after linear:" + role);
@@ -104,7 +107,10 @@ Expected<void> bind_linear(const KernelSite& site) {
     MET_CHECK(site.add({src, w, bias, dst}, ints, {}));
     return {};
   }
-  MET_CHECK(site.add({src, w, dst}, ints, {}));
+  if (k_split)
+    MET_CHECK(site.add({src, w, dst, /*part=*/MET_NO_TENSOR}, ints, {}));
+  else
+    MET_CHECK(site.add({src, w, dst}, ints, {}));
   if (role == "lm_head" && b.sh->tp > 1) return gather_logits(site, dst, out_w, /*tokens=*/false);
   return {};
 }
@@ -131,7 +137,8 @@ Expected<void> bind_gemm_gated(const KernelSite& site) {
   MET_TRY(auto w, site.weight(lin));
   const std::int64_t in = param(*lin, "in"), out_w = param(*lin, "out");
   if (out_w % 2 != 0) return site.where("gate_up has an odd number of outputs (" + std::to_string(out_w) + ")");
-  MET_CHECK(site.add({site.b.act("xn", site.R, in), w, site.b.act("h", site.R, out_w / 2)}, {site.R, 0, /*col_slices=*/1}, {}));
+  MET_CHECK(site.add({site.b.act("xn", site.R, in), w, site.b.act("h", site.R, out_w / 2), /*part=*/MET_NO_TENSOR},
+                     {site.R, 0, /*col_slices=*/1, /*k_splits=*/1}, {}));
   return {};
 }
 
@@ -142,7 +149,7 @@ Expected<void> bind_gemm_residual(const KernelSite& site) {
   MET_TRY(auto w, site.weight(lin));
   const auto in = site.b.act(lin->role == "o" ? "attn" : "h", site.R, param(*lin, "in"));
   if (site.b.sh->tp > 1) return row_parallel_residual(site, "gemm_f32", in, w);
-  MET_CHECK(site.add({in, w, site.x}, {site.R, 0, /*col_slices=*/1}, {}));
+  MET_CHECK(site.add({in, w, site.x, /*part=*/MET_NO_TENSOR}, {site.R, 0, /*col_slices=*/1, /*k_splits=*/1}, {}));
   return {};
 }
 

@@ -17,6 +17,7 @@
 #include "emit/schedule.hpp"
 #include "emit/slice.hpp"
 #include "emit/tensor_parallel.hpp"
+#include "kernels/common/interp/smem.h"
 #include "model/kv_ring.hpp"
 
 namespace met::emit {
@@ -76,6 +77,10 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
                            const CheckpointLayout& layout, const EmitOptions& options, int rank, int kv_groups) {
   const auto& cls = target.chain.leaf();
   const bool cpu = cls.vendor == "host";
+  if (cls.gemm_k_split && cls.gemm_k_split->first > MET_GEMM_MAX_KSPLITS)
+    return fail(fmt::format("emit: class '{}' ({}) splits a GEMM's K into up to {} parts; the GEMM body takes at most {} "
+                            "(kernels/common/interp/smem.h)",
+                            cls.id, cls.location, cls.gemm_k_split->first, MET_GEMM_MAX_KSPLITS));
   Assets a;
   MET_TRY(Config cfg, read_config(options.config_json));
   MET_CHECK(settle_scaled_rope(cfg, graph));
@@ -284,6 +289,10 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
                       {it->second, b.io(IoField::sample_params, logit_rows, 4), b.io(IoField::sampled_tokens, logit_rows)},
                       {logit_rows, /*in_row0=*/0, vocab}, {}));
     }
+    if (gpu && cls.gemm_k_split)
+      split_gemms(b.prog, a.packet, sm, *cls.gemm_k_split, [&](std::uint64_t slices) {
+        return b.buffer("gemm.part", MET_DTYPE_F32, {slices, static_cast<std::uint64_t>(MET_GEMM_PART_FLOATS)});
+      });
     slice_program(b.prog, a.packet, sm, gpu);
     schedule(b.prog, sm);
     a.packet.programs.push_back(std::move(b.prog));

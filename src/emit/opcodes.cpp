@@ -27,8 +27,9 @@ enum class Span {
   // (KV head, split) units of attn_decode_split_merge, kv_heads x splits of them (col_slices over units):
   kv_splits, // [rows, heads, splits, x] states: the query heads of the slice's KV heads at its splits
   kv_out,    // [rows, heads * v_head_dim]: the query heads of the KV heads whose last split the slice holds
-  slot_cols  // [rows, top_k * inter] routed-expert slots: the slice's column range of `inter` (col_slices
+  slot_cols, // [rows, top_k * inter] routed-expert slots: the slice's column range of `inter` (col_slices
              // over inter) in every slot of its rows
+  k_part     // [slices, x] a split-K GEMM's fp32 parts: row `slice` (every slice, whatever its rows)
 };
 
 // One tensor operand of a registry row.
@@ -36,7 +37,8 @@ struct Operand {
   const char* name;
   const char* kind;
   bool write;
-  bool optional;  // every read may be absent; a write only when the registry says `opt`
+  bool optional;  // every read may be absent; a write only when the registry says `opt` or `work`
+  bool work;      // a body's workspace (`work`)
   Span span;
 };
 
@@ -49,14 +51,16 @@ struct Row {
   std::vector<std::string> imms;
 };
 
-constexpr bool kWrite_in = false, kWrite_out = true, kWrite_opt = true;
-constexpr bool kOptional_in = true, kOptional_out = false, kOptional_opt = true;
+constexpr bool kWrite_in = false, kWrite_out = true, kWrite_opt = true, kWrite_work = true;
+constexpr bool kOptional_in = true, kOptional_out = false, kOptional_opt = true, kOptional_work = true;
+constexpr bool kWork_in = false, kWork_out = false, kWork_opt = false, kWork_work = true;
 
 // The rows of kernels/common/ops.def, in order (opcode number = index + 1).
 std::vector<Row> rows_table() {
   std::vector<Row> t;
 #define MET_OP(name, family, cpu) t.push_back(Row{#name, #family, #cpu, {}, {}, {}});
-#define MET_T(name, kind, dir, span) t.back().tensors.push_back(Operand{#name, #kind, kWrite_##dir, kOptional_##dir, Span::span});
+#define MET_T(name, kind, dir, span) \
+  t.back().tensors.push_back(Operand{#name, #kind, kWrite_##dir, kOptional_##dir, kWork_##dir, Span::span});
 #define MET_I(name) t.back().ints.emplace_back(#name);
 #define MET_F(name) t.back().imms.emplace_back(#name);
 #define MET_END(name)
@@ -88,7 +92,7 @@ const std::vector<OpcodeInfo>& build_table() {
       o.name = r.name;
       for (std::size_t k = 0; k < r.tensors.size(); ++k) {
         const auto& op = r.tensors[k];
-        o.tensors.push_back({op.name, op.kind, op.write, op.optional, op.span == Span::by_slot});
+        o.tensors.push_back({op.name, op.kind, op.write, op.optional, op.span == Span::by_slot, op.work});
         if (op.span == Span::cols && o.cols_operand < 0) o.cols_operand = static_cast<int>(k);
       }
       o.ints = r.ints;
@@ -134,6 +138,11 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   const Row& row = rows()[op->number - 1];
   const Span span = operand < row.tensors.size() ? row.tensors[operand].span : Span::whole;
   if (span == Span::whole || span == Span::by_slot || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
+  if (span == Span::k_part) {  // each slice's own part, the K parts that hold no rows too
+    if (t.shape.size() != 2 || slice >= t.shape[0]) return kPastEveryTensor;
+    const Wide part_bytes = t.bytes / t.shape[0];
+    return contiguous(mul(slice, part_bytes), mul(Wide{slice} + 1, part_bytes));
+  }
   const RowRange rr = slice_rows(d, slice);
   if (rr.begin >= rr.end) return {};
   const Wide r0 = rr.begin, r1 = rr.end, nrows = add(r1, -r0);
@@ -276,11 +285,21 @@ std::int64_t share(std::int64_t part, std::int64_t total, std::int64_t parts) {
 }
 }  // namespace
 
+std::int64_t k_parts(const InstrDesc& instr) {
+  const OpcodeInfo* op = find_opcode(instr.opcode);
+  const int k = op ? int_index(*op, "k_splits") : -1;
+  if (k < 0 || static_cast<std::size_t>(k) >= instr.ints.size()) return 1;
+  return std::max<std::int64_t>(1, instr.ints[static_cast<std::size_t>(k)]);
+}
+
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice) {
   const std::int64_t rows = instr.ints.empty() ? 0 : instr.ints[0];
   const std::int64_t cols = col_parts(instr);
-  const std::int64_t n = std::max<std::int64_t>(1, instr.slices / cols);
-  const std::int64_t part = slice / cols;
+  // Slices per K part (the tiles), K part-major; a K part before the last holds no rows.
+  const std::int64_t kp = k_parts(instr), tiles = std::max<std::int64_t>(1, instr.slices / kp);
+  if (kp > 1 && slice / tiles != kp - 1) return {};
+  const std::int64_t n = std::max<std::int64_t>(1, tiles / cols);
+  const std::int64_t part = (slice % tiles) / cols;
   return {std::min(rows, share(part, rows, n)), std::min(rows, share(part + 1, rows, n))};
 }
 

@@ -34,6 +34,9 @@ struct OperandInfo {
   // with disjoint rows write disjoint bytes because the host gives every row of a step its own
   // slot, which check_step_io (interp/io_check.hpp) enforces before every run.
   bool by_slot = false;
+  // A GPU body's workspace (ops.def dir `work`): written and read within the instruction, its
+  // contents after it undefined; ordered as a write, never compared against a reference.
+  bool work = false;
 };
 
 // Bytes of a tensor a slice touches; empty = none. [begin, end) is the hull. A strided extent
@@ -66,11 +69,15 @@ const std::vector<OpcodeInfo>& opcode_table();
 const OpcodeInfo* find_opcode(std::uint32_t number);
 const OpcodeInfo* find_opcode(std::string_view name);
 
-// Rows [begin, end) slice `slice` of an instruction covers.
+// Rows [begin, end) slice `slice` of an instruction covers. A GEMM split in K (its "k_splits" int,
+// kernels/common/ops.def) gives a tile's rows to the slice of its last K part only: the others
+// leave fp32 parts that the last one to arrive sums (their rows are empty here).
 struct RowRange {
   std::int64_t begin = 0, end = 0;
 };
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice);
+// K parts of an instruction (its "k_splits" int; 1 when the opcode has none or it is below 1).
+std::int64_t k_parts(const InstrDesc& instr);
 // Column parts of an instruction (its "col_slices" int; 1 when the opcode has none), and the range
 // [begin, end) of n output columns slice `slice` covers.
 std::int64_t col_parts(const InstrDesc& instr);

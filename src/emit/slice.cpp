@@ -4,9 +4,11 @@
 #include "emit/slice.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "emit/opcodes.hpp"
+#include "estimate/analysis.hpp"
 #include "kernels/common/interp/smem.h"
 
 namespace met::emit::detail {
@@ -88,7 +90,57 @@ std::int64_t qkv_unit_rows(std::int64_t head_units, std::int64_t head_dim, std::
   return best;
 }
 
+// A GPU GEMM's tiles: row parts of kGemmTile rows x column parts of kGemmTile (gated) or up to 256
+// columns (rows: the instruction's; n: its output columns).
+struct Tiles {
+  std::int64_t row_parts = 1, parts = 1;
+};
+Tiles gemm_tiles(const OpcodeInfo& op, std::int64_t rows, std::int64_t n, std::uint32_t sm) {
+  Tiles t{(rows + kGemmTile - 1) / kGemmTile, (n + kGemmTile - 1) / kGemmTile};
+  // The wgmma GEMM also takes 256-column tiles (kernels/hopper/gemm_wgmma.cuh), which read less
+  // per product; they are cut where they still give every stream a tile. A gated GEMM's 128
+  // output columns already take 256 weight rows (the gate's and the up's).
+  const std::int64_t wide = (n + MET_WGMMA_MAX_COLS - 1) / MET_WGMMA_MAX_COLS;
+  if (op.name.ends_with("_wgmma") && !gated_gemm(op) && t.row_parts * wide >= sm) t.parts = wide;
+  return t;
+}
+
+// The bf16 wgmma GEMMs take a split K (kernels/hopper/gemm_wgmma.cuh).
+bool splits_k(const OpcodeInfo& op) { return op.family == "gemm" && op.name.ends_with("_bf16_wgmma"); }
+
 }  // namespace
+
+void split_gemms(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, std::pair<std::int64_t, std::int64_t> split,
+                 const std::function<std::uint32_t(std::uint64_t)>& part_buffer) {
+  // Each GEMM whose tiles leave streams idle gets the K parts the class's split gives it (the most
+  // that still fit one wave, estimate::gemm_k_parts, as the prediction counts them); every split
+  // GEMM of the program shares one part buffer, so the scheduler orders them (a tile's arrival
+  // counter is never in use twice at once).
+  std::vector<std::size_t> split_at;
+  std::uint64_t most = 0;
+  for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+    auto& d = p.instrs[i];
+    const OpcodeInfo* op = find_opcode(d.opcode);
+    const int kk = int_index(*op, "k_splits");
+    if (!splits_k(*op) || gated_gemm(*op) || kk < 0 || d.ints.empty()) continue;  // gated: HARDWARE.toml says why
+    const std::int64_t n = column_count(d, *op, f), rows = d.ints[0];
+    const auto w = d.tensors[static_cast<std::size_t>(tensor_index(*op, "w"))];
+    if (n <= 0 || rows <= 0 || w == MET_NO_TENSOR || f.tensors[w].shape.size() != 2) continue;
+    const Tiles t = gemm_tiles(*op, rows, n, sm);
+    const std::int64_t tiles = t.row_parts * t.parts;
+    const std::int64_t k = estimate::gemm_k_parts(tiles, static_cast<std::int64_t>(f.tensors[w].shape[1]), sm, split);
+    if (k < 2 || tiles > MET_GEMM_SPLIT_TILES) continue;
+    d.ints[static_cast<std::size_t>(kk)] = k;
+    split_at.push_back(i);
+    most = std::max(most, static_cast<std::uint64_t>(tiles * k));
+  }
+  if (split_at.empty()) return;
+  const std::uint32_t part = part_buffer(most);
+  for (const std::size_t i : split_at) {
+    auto& d = p.instrs[i];
+    d.tensors[static_cast<std::size_t>(tensor_index(*find_opcode(d.opcode), "part"))] = part;
+  }
+}
 
 void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool gpu) {
   std::vector<InstrDesc> out;
@@ -113,14 +165,10 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
       // at 17 today, kernels/common/FUSIONS.toml), its columns are still cut into tiles, never into
       // one part per stream.
       if (gpu && op->family == "gemm" && (rows > kGpuGemvRows || op->name.ends_with("_wgmma"))) {
-        row_parts = (rows + kGemmTile - 1) / kGemmTile;
-        parts = (n + kGemmTile - 1) / kGemmTile;
-        // The wgmma GEMM also takes 256-column tiles (kernels/hopper/gemm_wgmma.cuh), which read
-        // less per product; they are cut where they still give every stream a tile. A gated
-        // GEMM's 128 output columns already take 256 weight rows (the gate's and the up's).
-        const std::int64_t wide = (n + MET_WGMMA_MAX_COLS - 1) / MET_WGMMA_MAX_COLS;
-        if (op->name.ends_with("_wgmma") && !gated_gemm(*op) && row_parts * wide >= sm)
-          parts = wide;
+        const Tiles t = gemm_tiles(*op, rows, n, sm);
+        // a split K (split_gemms) repeats the tiles once per K part, K part-major
+        row_parts = t.row_parts * k_parts(d);
+        parts = t.parts;
       } else if (gpu && op->family == "attention_prefill") {
         // Slices of rows x heads, placed round-robin: each stream gets early (short) and late
         // (long) causal rows alike.

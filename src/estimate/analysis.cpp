@@ -76,6 +76,16 @@ struct ScopeSum {
   std::set<std::string> evidence;
 };
 
+}  // namespace
+
+std::int64_t gemm_k_parts(std::int64_t tiles, std::int64_t k, std::int64_t units,
+                          const std::optional<std::pair<std::int64_t, std::int64_t>>& split) {
+  if (!split || tiles <= 0 || units <= 0 || k <= 0) return 1;
+  return std::max<std::int64_t>(1, std::min({split->first, units / tiles, k / split->second}));
+}
+
+namespace {
+
 // fit_basis: the basis a family's measured efficiency is a share of (met circuit calibrate fits
 // the measured time against the datasheet-basis ceiling). A prediction divides that same
 // ceiling, whichever basis the report's ceiling uses: dividing a measured-basis ceiling by it would
@@ -84,20 +94,24 @@ struct ScopeSum {
 // class names no GEMM tile or the group is no GEMM. A short prompt's o projection on Llama-3.2-1B
 // (T = 128, 2048 columns) is 16 tiles of 128 x 128 for 132 SMs: its products take the time of
 // one tile, not a 132nd of the total. Gated GEMMs tile their activation's columns.
+// A class whose body splits K (gemm_k_split) runs each tile's K in parts where the tiles leave SMs
+// idle (gemm_k_parts; not a gated GEMM's, emit's split_gemms), so a tile and its parts count as that many.
 double tile_occupancy(const planner::Group& g, const planner::Scope& scope, std::int64_t rows, const avail::ClassInfo& cls,
                       int units) {
   if (!cls.gemm_tile || units <= 0 || g.family != "gemm" || rows <= 0) return 1.0;
-  std::int64_t cols = 0;
+  std::int64_t cols = 0, k = 0;
   bool gated = false;
   for (int idx : g.nodes) {
     const auto& n = scope.nodes[static_cast<std::size_t>(idx)];
     if (n.op == "linear" && n.params.count("out")) cols = static_cast<std::int64_t>(n.params.at("out"));
+    if (n.op == "linear" && n.params.count("in")) k = static_cast<std::int64_t>(n.params.at("in"));
     if (n.op == "silu_mul" || n.op == "gelu_mul") gated = true;
   }
   if (gated) cols /= 2;
   if (cols <= 0) return 1.0;
   const auto [tm, tn] = *cls.gemm_tile;
-  const std::int64_t tiles = ((rows + tm - 1) / tm) * ((cols + tn - 1) / tn);
+  const std::int64_t out_tiles = ((rows + tm - 1) / tm) * ((cols + tn - 1) / tn);
+  const std::int64_t tiles = out_tiles * (gated ? 1 : gemm_k_parts(out_tiles, k, units, cls.gemm_k_split));
   const std::int64_t waves = (tiles + units - 1) / units;
   return static_cast<double>(tiles) / static_cast<double>(waves * units);
 }

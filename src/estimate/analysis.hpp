@@ -164,6 +164,13 @@ struct TpCollectives {
 };
 TpCollectives tp_collectives(const model::ModelGraph& m, int tp);
 
+// K parts of a GEMM of `tiles` output tiles over `k` input values on `units` SMs, by its class's
+// split K (avail::ClassInfo::gemm_k_split: most parts, fewest K values per part; none: 1): as many
+// as one wave of the SMs holds. Emit cuts the GEMM so (src/emit/slice.cpp, split_gemms) and the
+// prediction counts the parts (tile_occupancy).
+std::int64_t gemm_k_parts(std::int64_t tiles, std::int64_t k, std::int64_t units,
+                          const std::optional<std::pair<std::int64_t, std::int64_t>>& split);
+
 // One case of the ladder (exposed for tests): the plan at that case and its cost.
 // A group's exec as one line: "W8A8 fp8-e4m3 x bf16 native (fp8), activations quantised to fp8-e4m3
 // on the fly"; a gap's names the pair it would need: "W4A4 nvfp4 x nvfp4 no path".

@@ -523,6 +523,17 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
           return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(kvh) +
                       " arrival counters; the body has " + std::to_string(MET_ATTN_MAX_COUNTERS));
       }
+      if (emit::k_parts(d) > 1) {  // a split K (kernels/hopper/gemm_wgmma.cuh)
+        const std::int64_t S = emit::k_parts(d);
+        if (!op->name.ends_with("_bf16_wgmma"))
+          return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways; only the bf16 wgmma GEMMs split K");
+        if (S > MET_GEMM_MAX_KSPLITS || d.slices % S != 0 || d.slices / S > MET_GEMM_SPLIT_TILES)
+          return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways over " + std::to_string(d.slices) +
+                      " slices; the body takes at most " + std::to_string(MET_GEMM_MAX_KSPLITS) + " parts of at most " +
+                      std::to_string(MET_GEMM_SPLIT_TILES) + " tiles, every tile in each");
+        if (d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part"))] == MET_NO_TENSOR)
+          return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways and has no part buffer");
+      }
       if (op->name == "attn_decode_merge" && named(*op, d, "splits") > MET_MERGE_MAX_SPLITS)
         return fail(where + ": " + op->name + " merges " + std::to_string(named(*op, d, "splits")) +
                     " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));

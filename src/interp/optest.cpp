@@ -240,7 +240,7 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
       bool nan_mismatch = false;
       for (std::size_t k = 0; k < d.tensors.size() && k < op->tensors.size(); ++k) {
         const auto h = d.tensors[k];
-        if (h == MET_NO_TENSOR || !op->tensors[k].write) continue;
+        if (h == MET_NO_TENSOR || !op->tensors[k].write || op->tensors[k].work) continue;
         const auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; });
         if (it == inputs.end()) continue;
         const auto& t = f.tensors[h];

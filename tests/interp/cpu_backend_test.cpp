@@ -951,3 +951,68 @@ TEST_CASE("tiny E2B-style Gemma-4 (tests/oracle/configs/tiny-gemma4-e.json: per-
   INFO("against the reference without the per-layer inputs: " << off);
   CHECK(off > 2 * kLogitRel);
 }
+
+TEST_CASE("a GPU prefill of 128 rows splits K where its GEMM tiles leave streams idle (kernels/hopper/gemm_wgmma.cuh; not the gated GEMM), and on the cpu bodies its logits equal those of the same emit on 8 streams, which splits nothing (a K part before the last holding rows, so a residual added twice, fails)") {
+  // Hidden 2048, MLP 4096: at 128 rows the qkv GEMM has 32 tiles, o 16, gate_up 32 and down 16.
+  const std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 2048, "intermediate_size": 4096,
+    "num_attention_heads": 16, "num_hidden_layers": 1, "num_key_value_heads": 8, "head_dim": 128, "rms_norm_eps": 1e-05,
+    "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256, "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16"})";
+  const auto ckpt = testing::tiny_checkpoint("split-k", cfg);
+  testing::EmitSpec spec;
+  spec.device = "h200-sxm";
+  spec.rungs = {1};
+  spec.buckets = {128};
+  spec.max_ctx = 256;
+  const auto split = testing::write_assets(ckpt, spec, "split-k-132");
+  spec.threads = 8;
+  const auto whole = testing::write_assets(ckpt, spec, "split-k-8");
+  // K parts per GEMM (hopper's gemm_k_split [8, 1024]): as many as the 132 streams hold, at least
+  // 1024 K values each; none for the gated one. By weight shape [out, in]: qkv, o, gate_up, down.
+  const std::map<std::vector<std::uint64_t>, std::int64_t> want = {
+      {{4096, 2048}, 2}, {{2048, 2048}, 2}, {{8192, 2048}, 1}, {{2048, 4096}, 4}};
+  for (const auto& [dir, split_k] : {std::pair{split, true}, std::pair{whole, false}}) {
+    auto a = interp::load_assets(dir.string());
+    REQUIRE(a.ok());
+    int gemms = 0;
+    for (const auto& p : a->packet.programs) {
+      if (p.kind != MET_PROGRAM_PREFILL) continue;
+      for (const auto& d : p.instrs) {
+        const auto* op = emit::find_opcode(d.opcode);
+        if (op->family != "gemm") continue;
+        ++gemms;
+        const auto& w = a->packet.tensors[d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "w"))]];
+        const auto part = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part"))];
+        CAPTURE(w.name);
+        CAPTURE(op->name);
+        const std::int64_t k = emit::k_parts(d);
+        REQUIRE(want.count(w.shape) == 1);
+        if (!split_k || want.at(w.shape) == 1) {
+          CHECK(k == 1);
+          CHECK(part == MET_NO_TENSOR);
+          continue;
+        }
+        CHECK(k == want.at(w.shape));
+        REQUIRE(part != MET_NO_TENSOR);
+        CHECK(a->packet.tensors[part].shape[0] >= d.slices);
+        CHECK(d.slices % k == 0);
+        // Only the last K part's slices hold rows, and together they hold every row once.
+        std::int64_t rows = 0;
+        for (std::uint32_t s = 0; s < d.slices; ++s) {
+          const auto r = emit::slice_rows(d, s);
+          if (s < d.slices / k * (k - 1)) CHECK(r.end == r.begin);
+          rows += (r.end - r.begin) * (s % emit::col_parts(d) == 0 ? 1 : 0);
+        }
+        CHECK(rows == d.ints[0]);
+      }
+    }
+    CHECK(gemms == 4);
+  }
+  std::vector<std::int32_t> prompt(100);
+  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int32_t>((i * 37 + 11) % 256);
+  const auto a = testing::run_oracle(split, {prompt}, 1), b = testing::run_oracle(whole, {prompt}, 1);
+  REQUIRE(a.logits.size() == 1);
+  REQUIRE(b.logits.size() == 1);
+  CHECK(a.logits[0][0] == b.logits[0][0]);
+  CHECK(a.tokens == b.tokens);
+}

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "interp/assets.hpp"
+#include "interp/backend_factory.hpp"
 #include "interp/cpu_backend.hpp"
 #include "interp/generate.hpp"
 #include "tiny_model.hpp"
@@ -40,6 +41,22 @@ inline Expected<Run> run_assets(const std::filesystem::path& assets, const std::
   req.forced = std::move(forced);  // teacher forcing (GenerateRequest::forced)
   MET_TRY(interp::GenerateResult r, interp::generate(*b, a.packet, a.build, req));
   return Run{r.tokens, r.logits};
+}
+
+// A GPU class's assets on the cpu bodies (the cpu-oracle backend, one worker per stream), greedy.
+inline Run run_oracle(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,
+                      std::int64_t max_tokens) {
+  auto a = interp::load_assets(assets.string());
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  auto b = interp::make_backend("cpu-oracle", *a);
+  REQUIRE_MESSAGE(b.ok(), (b.ok() ? "" : b.error().message));
+  interp::GenerateRequest req;
+  req.prompts = prompts;
+  req.max_tokens = max_tokens;
+  req.keep_logits = true;
+  auto r = interp::generate(**b, a->packet, a->build, req);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return Run{r->tokens, r->logits};
 }
 
 inline Run must_run(const std::filesystem::path& assets, const std::vector<std::vector<std::int32_t>>& prompts,

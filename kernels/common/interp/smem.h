@@ -45,6 +45,15 @@
 #define MET_WGMMA_MAX_COLS 256
 #define MET_WGMMA_SMEM (MET_WGMMA_RING + 1024 + 12 * 8)
 #define MET_TMAP_BYTES 128 /* one CUtensorMap */
+/* Split K of the wgmma GEMM (emit: where its tiles leave streams idle, by the class's gemm_k_split,
+ * kernels/hopper/HARDWARE.toml): a tile's K steps are cut into k_splits parts, at most
+ * MET_GEMM_MAX_KSPLITS of them (the host's bound). Each part leaves its fp32 accumulators in its
+ * own MET_GEMM_PART_FLOATS floats of the instruction's part buffer (a thread's values of the
+ * widest tile, side by side); the last part of a tile to arrive, counted in one of
+ * MET_GEMM_SPLIT_TILES counters, sums the parts in order and runs the epilogue. */
+#define MET_GEMM_MAX_KSPLITS 8
+#define MET_GEMM_PART_FLOATS (MET_WGMMA_MAX_COLS / 2 * 256)
+#define MET_GEMM_SPLIT_TILES 1024
 /* wgmma flash prefill (kernels/hopper/flash_prefill_wgmma.cuh): Q [2 warpgroups][2 halves], then
  * 2 stages of K and V [2][2], each a 64 x 64 bf16 tile of 8 KB, one KiB to align, the barriers and
  * the pass's scalars. Its three TMA descriptors (Q, K cache, V cache) sit at MetDevInstr.tmaps. */
