@@ -292,6 +292,8 @@ std::int64_t k_parts(const InstrDesc& instr) {
   return std::max<std::int64_t>(1, instr.ints[static_cast<std::size_t>(k)]);
 }
 
+bool splits_k(const OpcodeInfo& op) { return op.family == "gemm" && op.name.ends_with("_bf16_wgmma"); }
+
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice) {
   const std::int64_t rows = instr.ints.empty() ? 0 : instr.ints[0];
   const std::int64_t cols = col_parts(instr);

@@ -78,6 +78,8 @@ struct RowRange {
 RowRange slice_rows(const InstrDesc& instr, std::uint32_t slice);
 // K parts of an instruction (its "k_splits" int; 1 when the opcode has none or it is below 1).
 std::int64_t k_parts(const InstrDesc& instr);
+// Whether an opcode's GPU body takes a split K (the bf16 wgmma GEMMs, kernels/hopper/gemm_wgmma.cuh).
+bool splits_k(const OpcodeInfo& op);
 // Column parts of an instruction (its "col_slices" int; 1 when the opcode has none), and the range
 // [begin, end) of n output columns slice `slice` covers.
 std::int64_t col_parts(const InstrDesc& instr);

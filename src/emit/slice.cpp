@@ -105,9 +105,6 @@ Tiles gemm_tiles(const OpcodeInfo& op, std::int64_t rows, std::int64_t n, std::u
   return t;
 }
 
-// The bf16 wgmma GEMMs take a split K (kernels/hopper/gemm_wgmma.cuh).
-bool splits_k(const OpcodeInfo& op) { return op.family == "gemm" && op.name.ends_with("_bf16_wgmma"); }
-
 }  // namespace
 
 void split_gemms(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, std::pair<std::int64_t, std::int64_t> split,

@@ -525,7 +525,7 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       }
       if (emit::k_parts(d) > 1) {  // a split K (kernels/hopper/gemm_wgmma.cuh)
         const std::int64_t S = emit::k_parts(d);
-        if (!op->name.ends_with("_bf16_wgmma"))
+        if (!emit::splits_k(*op))
           return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways; only the bf16 wgmma GEMMs split K");
         if (S > MET_GEMM_MAX_KSPLITS || d.slices % S != 0 || d.slices / S > MET_GEMM_SPLIT_TILES)
           return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways over " + std::to_string(d.slices) +
