@@ -27,7 +27,7 @@ if [[ -n "$icudata" ]]; then
   mkdir -p "$work/items" "$work/out"
   off=$((16#$(readelf -S -W "$icudata" | awk '$2==".rodata"{print $5}')))
   size=$((16#$(readelf -S -W "$icudata" | awk '$2==".rodata"{print $6}')))
-  tail -c +$((off + 1)) "$icudata" | head -c "$size" >"$work/$pkg.dat"
+  dd if="$icudata" of="$work/$pkg.dat" iflag=skip_bytes,count_bytes skip="$off" count="$size" bs=1M status=none
   icupkg -x nfkc.nrm -d "$work/items" "$work/$pkg.dat"
   echo nfkc.nrm >"$work/keep.txt"
   icupkg -tl -s "$work/items" -a "$work/keep.txt" new "$work/out/$pkg.dat"
