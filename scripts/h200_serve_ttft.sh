@@ -45,14 +45,9 @@ echo "h200_serve_ttft: $config, $slots slots (decode rungs $rungs), prefill buck
 "$met" serve --assets "$work/assets" --backend cuda --host 127.0.0.1 --port 0 >"$work/serve.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 600); do
-  port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")"
-  [[ -n "$port" ]] && break
-  kill -0 "$pid" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$work/serve.log"; exit 1; }
-  sleep 0.1
-done
-[[ -n "$port" ]] || { echo "FAIL: met serve did not report its port"; cat "$work/serve.log"; exit 1; }
+# shellcheck source=../tests/serve/serve_fixture.sh
+source tests/serve/serve_fixture.sh  # await_port
+await_port "$pid" "$work/serve.log" 60
 
 rc=0
 python3 bench/serve_ttft.py "http://127.0.0.1:$port" "$clients" "$tokens" "$rounds" || rc=1

@@ -281,7 +281,8 @@ __device__ __forceinline__ void gemm_wgmma_slice(const A& a, uint32_t slice, uns
   const int64_t steps = (a.geom.w_cols + MET_WGMMA_BK - 1) / MET_WGMMA_BK, p = slice / tiles;
   const int kt0 = static_cast<int>(p * steps / S);
   const GemmKPart kp = {kt0, static_cast<int>((p + 1) * steps / S) - kt0, static_cast<int>(S), static_cast<int>(p),
-                        a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS, static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
+                        S > 1 ? a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS : nullptr,
+                        static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
   if (gated || cc.end - cc.begin > 128)
     gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, kp, epi, a.y, smem);
   else

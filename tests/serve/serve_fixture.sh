@@ -52,13 +52,20 @@ start_server() {
     --decode-rungs 1,2,4,8 --prefill-buckets 16,64,256 >/dev/null 2>"$work/emit.log" || { cat "$work/emit.log"; exit 1; }
   "$met" serve --assets "$work/assets" --host 127.0.0.1 --port 0 "$@" >"$work/serve.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 "$((100 * time_scale))"); do
-    port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/serve.log")"
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$work/serve.log"; exit 1; }
+  await_port "$server_pid" "$work/serve.log" "$((10 * time_scale))"
+}
+
+# await_port PID LOG SECONDS: sets `port` from the line `met serve` prints once it listens; fails,
+# showing LOG, when the server exits first or has not listened within SECONDS.
+await_port() {
+  port=""
+  for _ in $(seq 1 "$((10 * $3))"); do
+    port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
+    [ -n "$port" ] && return 0
+    kill -0 "$1" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$2"; exit 1; }
     sleep 0.1
   done
-  [ -n "$port" ] || { echo "FAIL: met serve did not report its port:"; cat "$work/serve.log"; exit 1; }
+  echo "FAIL: met serve did not report its port:"; cat "$2"; exit 1
 }
 
 stop_server() {
