@@ -1,15 +1,44 @@
 // The scheduler: dependencies by tensor handle (a conservative rule: any shared handle orders two
 // instructions), reduced transitively so each instruction keeps only the waits no other kept wait
-// implies; slices are dealt to the streams round-robin in instruction order.
+// implies; slices are dealt to the streams round-robin in instruction order, except where an
+// instruction's slices differ in cost (causal prefill attention): those are placed longest first on
+// the stream with the least of that instruction's work so far.
 #include "emit/schedule.hpp"
 
 #include <algorithm>
+#include <numeric>
+#include <queue>
 #include <set>
 #include <vector>
 
 #include "emit/opcodes.hpp"
 
 namespace met::emit::detail {
+
+namespace {
+
+// A slice's fixed cost in keys (its setup, Q load and output): about six 64-key steps of the
+// hopper flash body. Only the order of the costs matters to the placement.
+constexpr std::int64_t kSliceSetupKeys = 384;
+
+// The relative cost of each slice of a causal prefill attention instruction (rows x keys read,
+// taking row r of the bucket to sit at position r of its prompt, the first chunk's layout), or
+// nothing where slices cost alike.
+std::vector<std::int64_t> slice_costs(const InstrDesc& in, const OpcodeInfo& op) {
+  if (op.family != "attention_prefill" || in.slices < 2) return {};
+  const int wi = int_index(op, "window");
+  const std::int64_t window = wi >= 0 ? in.ints[static_cast<std::size_t>(wi)] : 0;
+  std::vector<std::int64_t> cost(in.slices);
+  for (std::uint32_t s = 0; s < in.slices; ++s) {
+    const RowRange rr = slice_rows(in, s);
+    const std::int64_t n = std::max<std::int64_t>(0, rr.end - rr.begin);
+    const std::int64_t keys = window > 0 ? std::min(rr.end, window + n) : rr.end;
+    cost[s] = n * (kSliceSetupKeys + keys);
+  }
+  return cost;
+}
+
+}  // namespace
 
 void schedule(ProgramDesc& p, std::uint32_t sm_count) {
   const std::size_t n = p.instrs.size();
@@ -43,9 +72,30 @@ void schedule(ProgramDesc& p, std::uint32_t sm_count) {
   }
   p.streams.assign(sm_count, {});
   std::size_t next = 0;
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::uint32_t s = 0; s < p.instrs[i].slices; ++s)
-      p.streams[next++ % sm_count].push_back({static_cast<std::uint32_t>(i), s, waits[i]});
+  for (std::size_t i = 0; i < n; ++i) {
+    const InstrDesc& in = p.instrs[i];
+    const auto cost = slice_costs(in, *find_opcode(in.opcode));
+    if (cost.empty()) {
+      for (std::uint32_t s = 0; s < in.slices; ++s)
+        p.streams[next++ % sm_count].push_back({static_cast<std::uint32_t>(i), s, waits[i]});
+      continue;
+    }
+    // Longest first onto the least-loaded stream (ties: the round-robin order from `next`), so a
+    // stream's share of the instruction is about the mean however the costs are spread.
+    std::vector<std::uint32_t> order(in.slices);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return cost[a] > cost[b]; });
+    using Load = std::pair<std::int64_t, std::uint32_t>;  // (work so far, rank from `next`)
+    std::priority_queue<Load, std::vector<Load>, std::greater<>> least;
+    for (std::uint32_t r = 0; r < sm_count; ++r) least.push({0, r});
+    for (const std::uint32_t s : order) {
+      auto [load, rank] = least.top();
+      least.pop();
+      p.streams[(next + rank) % sm_count].push_back({static_cast<std::uint32_t>(i), s, waits[i]});
+      least.push({load + cost[s], rank});
+    }
+    next += in.slices;
+  }
 }
 
 }  // namespace met::emit::detail

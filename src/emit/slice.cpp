@@ -167,8 +167,8 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         row_parts = t.row_parts * k_parts(d);
         parts = t.parts;
       } else if (gpu && op->family == "attention_prefill") {
-        // Slices of rows x heads, placed round-robin: each stream gets early (short) and late
-        // (long) causal rows alike.
+        // Slices of rows x heads; the scheduler places them by their causal cost (longest first
+        // onto the least-loaded stream, schedule.cpp), so every stream gets about the mean.
         row_parts = (rows + MET_FLASH_SLICE_ROWS - 1) / MET_FLASH_SLICE_ROWS;
         parts = (n + MET_FLASH_SLICE_HEADS - 1) / MET_FLASH_SLICE_HEADS;
       } else if (gpu && int_index(*op, "splits") >= 0) {
