@@ -51,6 +51,11 @@ constexpr uint32_t kFwTile = 64 * 128;
 #ifndef MET_FW_OVERLAP
 #define MET_FW_OVERLAP 1
 #endif
+// 0 rescales O at every step (for A/B runs); 1 skips the steps where no row of the warp has a new
+// max.
+#ifndef MET_FW_RESCALE_SKIP
+#define MET_FW_RESCALE_SKIP 1
+#endif
 constexpr int kFwKvTiles = 16;
 constexpr int kFwMaxStages = 4;
 // The stages of K and V that fit: one K and V set per distinct KV head of the slice, kHalves tiles
@@ -237,40 +242,50 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     // The softmax of step j's scores in sc (in place: scores, then their exponentials), this
     // thread's rows' running max and sum updated; corr gets each row's rescale of O.
     auto softmax = [&](float (&sc)[32], int j, float (&corr)[2]) {
-      // Scale, cap, mask; online softmax per row (a row's values sit in one quad), in base 2:
-      // scores and the running max m carry a factor log2(e), so each exponential is one ex2.
-      // Only blocks that reach past a row's position (or below its window) are masked.
+      // Online softmax per row (a row's values sit in one quad), in base 2: the running max m
+      // carries the factor scale x log2(e), so each exponential is one FFMA and one ex2. The soft
+      // cap (uniform over the block) and the causal and window masks (uniform over the warp: only
+      // steps that reach past one of its rows' positions, or below its window) are branches around
+      // whole loops, so a plain step runs neither: per element, as predicated code, they were a
+      // third of the step's instructions (ncu, perf-data/h200-sxm/20261204T1920Z-flash-place). (A
+      // row's max and sum as trees of depth 4 instead of chains measured the same: call 3 there.)
       const volatile FlashPass* vp = pass;
       const int k0 = vp->kpos + 64 * j;  // key positions (int: positions are)
-      const float scale2 = vp->scale2, cap2 = vp->cap2, cap_in = vp->cap_in;
+      const float cap2 = vp->cap2;
       const int win = vp->win;
+      if (MET_FW_DIAG & 1) return;
+      float mul = vp->scale2;  // what turns sc into base-2 logits inside the exponent
+      if (cap2 > 0.f) {
+        const float cap_in = vp->cap_in;
 #pragma unroll
-      for (int hr = 0; hr < 2 && !(MET_FW_DIAG & 1); ++hr) {
-        const int p = hr ? pb : pa;
-        const bool edge = k0 + 63 > p || (win > 0 && k0 <= p - win);
-        float mx = -INFINITY;
+        for (int i = 0; i < 32; ++i) sc[i] = cap2 * tanh_by_exp(sc[i] * cap_in);
+        mul = 1.f;
+      }
+      const bool edge = k0 + 63 > min(pa, pb) || (win > 0 && k0 <= max(pa, pb) - win);
+      if (__any_sync(0xffffffffu, edge)) {
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
-          if (((i / 2) % 2) != hr) continue;
-          float v = sc[i] * scale2;
-          if (cap2 > 0.f) v = cap2 * tanh_by_exp(sc[i] * cap_in);
-          if (edge) {
-            const int key = k0 + 8 * (i / 4) + 2 * t + (i % 2);
-            if (key > p || (win > 0 && key <= p - win)) v = -INFINITY;
-          }
-          sc[i] = v;
-          mx = fmaxf(mx, v);
+          const int p = (i / 2) % 2 ? pb : pa;
+          const int key = k0 + 8 * (i / 4) + 2 * t + (i % 2);
+          if (key > p || (win > 0 && key <= p - win)) sc[i] = -INFINITY;
         }
+      }
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+          if (((i / 2) % 2) == hr) mx = fmaxf(mx, sc[i]);
         mx = fmaxf(mx, met_shfl_xor(mx, 1));
         mx = fmaxf(mx, met_shfl_xor(mx, 2));
-        const float m_new = fmaxf(m[hr], mx);
+        const float m_new = fmaxf(m[hr], mx * mul);             // mul > 0: the max of the logits
         const float m_use = m_new == -INFINITY ? 0.f : m_new;  // a row with every key masked so far
         corr[hr] = exp2_approx(m[hr] - m_use);                  // m = -inf: 0
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < 32; ++i) {
           if (((i / 2) % 2) != hr) continue;
-          const float e = exp2_approx(sc[i] - m_use);  // masked: 0
+          const float e = exp2_approx(fmaf(sc[i], mul, -m_use));  // masked: 0
           sc[i] = e;
           sum += e;
         }
@@ -312,6 +327,9 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
       }
     };
     auto rescale_o = [&](const float (&corr)[2]) {
+      // Not where no row of the warp has a new max (every factor is 1), as in most steps of a
+      // long row once its largest scores are behind it.
+      if (MET_FW_RESCALE_SKIP && !__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
 #pragma unroll
       for (int hf = 0; hf < kHalves; ++hf)
 #pragma unroll
