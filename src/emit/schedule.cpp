@@ -17,8 +17,11 @@ namespace met::emit::detail {
 
 namespace {
 
-// A slice's fixed cost in keys (its setup, Q load and output): about six 64-key steps of the
-// hopper flash body. Only the order of the costs matters to the placement.
+// A slice's fixed cost in keys a row (its setup, Q load and output), a placement weight: six
+// 64-key steps. The committed binary's per-slice walls on the H200 put it nearer 12-18 steps
+// (Llama-3.1-8B, Llama-3.2-1B, Qwen3-0.6B at 128, 512 and 4096 rows; perf-data/h200-sxm/
+// 20261204T1920Z-flash-place); at those shapes on 132 streams either value places every slice on
+// the same stream (modelled), so the weight was left as measured.
 constexpr std::int64_t kSliceSetupKeys = 384;
 
 // The relative cost of each slice of a causal prefill attention instruction (rows x keys read,
