@@ -72,4 +72,23 @@ typedef struct MetInterpParams {
   unsigned long long* stamps;  /* null, or 2 per entry: %globaltimer after the waits and after the signal */
 } MetInterpParams;
 
+/* Tensor parallelism (emit --tp N; docs/arch/interpreter.md, Tensor parallelism): the device view
+ * of a collective's `peers` operand. The operand's device address points at one of these records,
+ * which the host (cuda_backend.cpp) builds per collective instruction and rank. Every rank's copy
+ * of the operand's buffer lies at the same `offset` of the symmetric NCCL window `window` (each
+ * rank's activation arena, registered with ncclCommWindowRegister); a body reaches rank p's copy
+ * through the NCCL device API, ncclGetLsaPointer(window, offset, p). Slice s of the instruction
+ * synchronises with the same slice of every other rank through LSA barrier `barrier0 + s` of the
+ * device communicator at `comm` (an ncclDevComm in device memory): no barrier index is used twice
+ * in one launch. */
+#define MET_DEV_MAX_RANKS 8
+typedef struct MetDevPeers {
+  uint64_t window; /* ncclWindow_t of the ranks' arenas (device handle) */
+  uint64_t offset; /* bytes from the window's start to this operand's buffer, equal on every rank */
+  uint64_t comm;   /* device address of this rank's ncclDevComm */
+  uint32_t ranks, rank;
+  uint32_t barrier0; /* LSA barrier of slice 0; slice s uses barrier0 + s */
+  uint32_t pad;
+} MetDevPeers;
+
 #endif
