@@ -304,9 +304,14 @@ int run_run(const LibraryFn& library, const RunArgs& a) {
   // Sampling happens on the backend: the cuda backend copies logits back only for --logits-out.
   auto backend = interp::make_backend(a.backend, *assets, {.threads = a.threads, .fetch_logits = req.keep_logits});
   if (!backend) return error(backend.error().message);
-  if (const auto* cuda = dynamic_cast<const interp::CudaBackend*>(backend->get()))
-    std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device\n", cuda->device_name().c_str(),
-                 static_cast<double>(cuda->device_bytes()) / 1e9);
+  if (const auto* cuda = dynamic_cast<const interp::CudaBackend*>(backend->get())) {
+    // Under --tp: "2 tensor-parallel ranks on NVIDIA H200 x 2" (device r runs rank r).
+    const std::string on = cuda->ranks() > 1 ? std::to_string(cuda->ranks()) + " tensor-parallel ranks on " +
+                                                   cuda->device_name() + " x " + std::to_string(cuda->ranks())
+                                             : cuda->device_name();
+    std::fprintf(stderr, "run: cuda on %s, %.2f GB on the device%s\n", on.c_str(),
+                 static_cast<double>(cuda->device_bytes()) / 1e9, cuda->ranks() > 1 ? "s" : "");
+  }
   auto res = interp::generate(**backend, assets->packet, assets->build, req);
   if (!res) return error(res.error().message);
   for (const auto& seq : res->tokens) {

@@ -10,14 +10,17 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <string_view>
 
-#include "kernels/common/interp/abi.h"
-#include "kernels/common/interp/smem.h"
 #include "emit/opcodes.hpp"
+#include "interp/collective_plan.hpp"
 #include "interp/cuda_driver.hpp"
 #include "interp/io_check.hpp"
+#include "interp/nccl.hpp"
 #include "interp/weights.hpp"
+#include "kernels/common/interp/abi.h"
+#include "kernels/common/interp/smem.h"
 #include "model/kv_ring.hpp"
 
 namespace met::interp {
@@ -74,9 +77,13 @@ std::int64_t named(const emit::OpcodeInfo& op, const emit::InstrDesc& d, std::st
 
 }  // namespace
 
+namespace {
 
-struct CudaBackend::Impl {
+// One GPU of the run: a tensor-parallel rank (rank r on device r), or the only one. Its primary
+// context, module, stream and events, and the device state of its packet.
+struct DeviceRank {
   const cu::Api* api = nullptr;
+  std::uint32_t rank = 0;
   cu::Device dev = 0;
   cu::Context ctx = nullptr;
   cu::Module mod = nullptr;
@@ -86,13 +93,16 @@ struct CudaBackend::Impl {
   std::vector<cu::DevicePtr> allocs;
   std::uint64_t held = 0;
   std::string dev_name;
+  int sms = 0, smem_optin = 0;
   const emit::PacketFile* packet = nullptr;
+  std::string file;                   // its packet file, for errors
   std::vector<cu::DevicePtr> tensor;  // per tensor handle
   std::vector<std::size_t> kv;        // KV tensor handles
 
   struct Io {
-    std::vector<std::byte> host;
+    std::vector<std::byte> host;  // rank 0 only: what the host fills and reads
     cu::DevicePtr dev = 0;
+    std::uint64_t bytes = 0;
   };
   struct Prog {
     cu::DevicePtr instrs = 0, streams = 0, entries = 0, waits = 0, counters = 0, stamps = 0;
@@ -106,25 +116,32 @@ struct CudaBackend::Impl {
   };
   std::vector<Prog> progs;
   std::vector<bool> has_body;  // per opcode number: the loaded image defines its body
-  bool fetch_logits = true, stamps = false;
   float last_ms = 0;
 
   // The context is current on the thread that created it only; every entry point binds it, since
-  // a caller may run the backend from another thread (serve's engine thread does).
+  // a caller may run the backend from another thread (serve's engine thread does), and with
+  // several ranks every switch between them.
   Expected<void> bind() const {
     MET_CU(*api, CtxSetCurrent(ctx));
     return {};
   }
 
-  ~Impl() {
-    if (!api) return;
-    if (ctx) api->CtxSetCurrent(ctx);  // best effort: a destructor cannot report
+  // Best effort (a destructor cannot report): the device memory, then the context's objects.
+  void release_memory() {
+    if (!api || !ctx) return;
+    api->CtxSetCurrent(ctx);
     for (auto p : allocs) api->MemFree(p);
+    allocs.clear();
+  }
+  void release_device() {
+    if (!api || !ctx) return;
+    api->CtxSetCurrent(ctx);
     if (ev0) api->EventDestroy(ev0);
     if (ev1) api->EventDestroy(ev1);
     if (stream) api->StreamDestroy(stream);
     if (mod) api->ModuleUnload(mod);
-    if (ctx) api->DevicePrimaryCtxRelease(dev);
+    api->DevicePrimaryCtxRelease(dev);
+    ctx = nullptr;
   }
 
   Expected<cu::DevicePtr> alloc(std::uint64_t bytes) {
@@ -134,15 +151,23 @@ struct CudaBackend::Impl {
     held += bytes;
     return p;
   }
-  Expected<void> launch(const MetInterpParams& params, unsigned smem) {
+  // One cooperative launch between the two events, not waited for.
+  Expected<void> issue(const MetInterpParams& params, unsigned smem) {
     MetInterpParams p = params;
     void* args[] = {&p};
     MET_CU(*api, EventRecord(ev0, stream));
     MET_CU(*api, LaunchCooperativeKernel(fn, packet->sm_count, 1, 1, MET_INTERP_THREADS, 1, 1, smem, stream, args));
     MET_CU(*api, EventRecord(ev1, stream));
+    return {};
+  }
+  Expected<void> wait() {
     MET_CU(*api, StreamSynchronize(stream));
     MET_CU(*api, EventElapsedTime(&last_ms, ev0, ev1));
     return {};
+  }
+  Expected<void> launch(const MetInterpParams& params, unsigned smem) {
+    MET_CHECK(issue(params, smem));
+    return wait();
   }
   Expected<cu::DevicePtr> upload(const void* data, std::uint64_t bytes) {
     MET_TRY(cu::DevicePtr p, alloc(bytes));
@@ -155,45 +180,27 @@ struct CudaBackend::Impl {
   }
 };
 
-CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-CudaBackend::~CudaBackend() = default;
+// What the ranks share through NCCL (tensor parallelism only): one communicator per rank, each
+// rank's arena (ncclMemAlloc) registered as one symmetric window, and its device communicator.
+struct RankComms {
+  const nccl::Api* api = nullptr;
+  std::vector<nccl::Comm> comms;
+  std::vector<void*> arenas;
+  std::vector<nccl::Window> windows;
+  std::vector<nccl::DevComm> dev;
+  std::uint64_t window_bytes = 0;
+};
 
-Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
-  const std::string at = a.dir + "/model.pkt";
-  if (a.packet.tp_ranks > 1)
-    return fail(at + ": emitted for " + std::to_string(a.packet.tp_ranks) +
-                " tensor-parallel ranks; the cuda backend runs one rank (its collectives are not written yet): run these "
-                "assets with --backend cpu, or emit without --tp");
-  if (a.packet.target_class != "hopper")
-    return fail(a.dir + " were emitted for class '" + a.packet.target_class +
-                "'; the cuda backend runs the hopper interpreter (emit for h100-sxm or h200-sxm)");
-  InterpImage image = hopper_interp_image();
-  // Development override for A/B runs of interpreter bodies (bench/interp_variants.sh): a cubin
-  // built from the same tree with other compile-time choices. The markers below still decide
-  // which instructions it may run; the shared-memory layout (smem.h) must be this met's.
-  std::vector<unsigned char> override_image;
-  if (const char* path = std::getenv("MET_INTERP_CUBIN"); path && *path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fail(std::string("MET_INTERP_CUBIN: cannot read ") + path);
-    override_image.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    if (override_image.empty()) return fail(std::string("MET_INTERP_CUBIN: ") + path + " is empty");
-    image = {override_image.data(), override_image.size()};
-    std::fprintf(stderr, "met: cuda interpreter image from MET_INTERP_CUBIN=%s\n", path);
-  }
-  if (image.size == 0)
-    return fail("cuda: this met was built without nvcc, so it carries no hopper interpreter; rebuild where nvcc is on PATH");
-  auto impl = std::make_unique<Impl>();
-  MET_TRY(const cu::Api* api, cu::api());
-  impl->api = api;
-  Impl& m = *impl;
-  int count = 0;
-  MET_CU(*api, DeviceGetCount(&count));
-  if (count < 1) return fail("cuda: the driver sees no GPU");
-  MET_CU(*api, DeviceGet(&m.dev, 0));
+// Rank m.rank's device (ordinal m.rank): its checks against the emit, primary context, module,
+// stream, events and the bodies its image defines.
+Expected<void> open_device(DeviceRank& m, const emit::PacketFile& pf, const std::string& dir, const InterpImage& image) {
+  const cu::Api* api = m.api;
+  MET_CU(*api, DeviceGet(&m.dev, static_cast<int>(m.rank)));
   char name[256] = {};
   MET_CU(*api, DeviceGetName(name, sizeof name, m.dev));
   m.dev_name = name;
-  int major = 0, minor = 0, sms = 0, coop = 0, smem_optin = 0;
+  int major = 0, minor = 0, coop = 0;
+  int &sms = m.sms, &smem_optin = m.smem_optin;
   MET_CU(*api, DeviceGetAttribute(&major, cu::kAttrComputeMajor, m.dev));
   MET_CU(*api, DeviceGetAttribute(&minor, cu::kAttrComputeMinor, m.dev));
   MET_CU(*api, DeviceGetAttribute(&sms, cu::kAttrMultiprocessorCount, m.dev));
@@ -202,9 +209,9 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   if (major != 9 || minor != 0)
     return fail("cuda: " + m.dev_name + " is compute capability " + std::to_string(major) + "." + std::to_string(minor) +
                 "; the hopper interpreter is built for sm_90a");
-  if (static_cast<std::uint32_t>(sms) != a.packet.sm_count)
-    return fail(a.dir + " were emitted for " + std::to_string(a.packet.sm_count) + " SMs; " + m.dev_name + " has " +
-                std::to_string(sms) + " (emit for this device, or with --threads " + std::to_string(sms) + ")");
+  if (static_cast<std::uint32_t>(sms) != pf.sm_count)
+    return fail(dir + " were emitted for " + std::to_string(pf.sm_count) + " SMs; " + m.dev_name + " has " + std::to_string(sms) +
+                " (emit for this device, or with --threads " + std::to_string(sms) + ")");
   if (!coop) return fail("cuda: " + m.dev_name + " does not support cooperative launches");
   MET_CU(*api, DevicePrimaryCtxRetain(&m.ctx, m.dev));
   MET_CU(*api, CtxSetCurrent(m.ctx));
@@ -220,18 +227,41 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   MET_CU(*api, StreamCreate(&m.stream, 0));
   MET_CU(*api, EventCreate(&m.ev0, 0));
   MET_CU(*api, EventCreate(&m.ev1, 0));
-  m.packet = &a.packet;
+  return {};
+}
+
+// Rank m's device state over its packet: the weights it names (each rank's window of a split
+// entry is its own entry of the shared weights.json), the scratch arena (`arena`: the rank's NCCL
+// window under --tp, else allocated here), generated tables, KV, IO, and every program's tables;
+// each collective's peers operand points at its MetDevPeers record (`peers`: per program, in plan
+// order; empty without --tp).
+Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile& pf, const LoadedWeights& w, cu::DevicePtr arena,
+                         std::uint64_t arena_bytes, const CollectivePlan* plan,
+                         const std::vector<std::vector<MetDevPeers>>& peers) {
+  const cu::Api* api = m.api;
+  const std::string& at = m.file;
+  MET_CHECK(m.bind());
+  m.packet = &pf;
 
   // Weights: bf16, fp8 e4m3 with f32 block scales (W8A16: the gemv family and the mma.sync GEMM),
   // or MXFP4 with its e8m0 bytes (gpt-oss's experts); each entry and its scales in their own
   // allocations (256-byte aligned for 16-byte loads).
   static_assert(MET_DEV_WEIGHT_BF16 == MET_WEIGHT_BF16 && MET_DEV_WEIGHT_FP8_E4M3 == MET_WEIGHT_FP8_E4M3 &&
                 MET_DEV_WEIGHT_MXFP4 == MET_WEIGHT_MXFP4);
-  MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
+  // Under --tp a rank uploads the entries its packet names: its windows and the replicated ones.
+  std::vector<bool> named_here(w.size(), plan == nullptr);
+  for (const auto& t : pf.tensors)
+    if (t.source == MET_SOURCE_CHECKPOINT && t.ref < w.size()) named_here[t.ref] = true;
   std::vector<cu::DevicePtr> wdev, wscales;
   std::vector<MetHostWeight> whost;
   for (std::size_t e = 0; e < w.size(); ++e) {
     MET_TRY(MetHostWeight h, w.host_weight(e));
+    if (!named_here[e]) {
+      wdev.push_back(0);
+      wscales.push_back(0);
+      whost.push_back(h);
+      continue;
+    }
     const std::string wname = a.dir + "/weights.json: weight '" + w.entry(e).name + "'";
     cu::DevicePtr sdev = 0;
     if (h.format == MET_WEIGHT_FP8_E4M3) {
@@ -257,14 +287,22 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     whost.push_back(h);
   }
 
-  const auto& tensors = a.packet.tensors;
-  std::uint64_t arena = 0;
+  const auto& tensors = pf.tensors;
+  cu::DevicePtr arena_dev = arena;
+  if (arena_dev == 0) {
+    std::uint64_t need = 0;
+    for (const auto& t : tensors)
+      if (t.source == MET_SOURCE_SCRATCH) need = std::max(need, t.ref + t.bytes);
+    MET_TRY(arena_dev, m.alloc(need));
+    arena_bytes = need;
+  }
   for (const auto& t : tensors)
-    if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
-  MET_TRY(cu::DevicePtr arena_dev, m.alloc(arena));
-  MET_CU(*api, MemsetD8(arena_dev, 0, std::max<std::uint64_t>(arena, 16)));
+    if (t.source == MET_SOURCE_SCRATCH && t.ref + t.bytes > arena_bytes)
+      return fail(at + ": scratch tensor '" + t.name + "' ends at byte " + std::to_string(t.ref + t.bytes) + " of an arena of " +
+                  std::to_string(arena_bytes));
+  MET_CU(*api, MemsetD8(arena_dev, 0, std::max<std::uint64_t>(arena_bytes, 16)));
   m.tensor.assign(tensors.size(), 0);
-  m.progs.resize(a.packet.programs.size());
+  m.progs.resize(pf.programs.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const auto& t = tensors[i];
     switch (t.source) {
@@ -296,11 +334,12 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         MET_TRY(cu::DevicePtr p, m.alloc(t.bytes));
         MET_CU(*api, MemsetD8(p, 0, std::max<std::uint64_t>(t.bytes, 16)));
         m.tensor[i] = p;
-        for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
-          if (t.name.rfind(a.packet.programs[k].name + ".io.", 0) != 0) continue;
-          Impl::Io io;
-          io.host.assign(t.bytes, std::byte{0});
+        for (std::size_t k = 0; k < pf.programs.size(); ++k) {
+          if (t.name.rfind(pf.programs[k].name + ".io.", 0) != 0) continue;
+          DeviceRank::Io io;
+          if (m.rank == 0) io.host.assign(t.bytes, std::byte{0});  // the other ranks' inputs come from rank 0's
           io.dev = p;
+          io.bytes = t.bytes;
           m.progs[k].io[static_cast<emit::IoField>(t.ref)] = std::move(io);
         }
         break;
@@ -311,14 +350,25 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
 
   // Programs: device instructions with resolved operands, streams, entries, waits, counters.
   std::uint64_t max_smem = 0;
-  for (std::size_t k = 0; k < a.packet.programs.size(); ++k) {
-    const auto& p = a.packet.programs[k];
+  for (std::size_t k = 0; k < pf.programs.size(); ++k) {
+    const auto& p = pf.programs[k];
     auto& prog = m.progs[k];
-    prog.bounds = slot_bounds(a.packet, k);
+    prog.bounds = slot_bounds(pf, k);
     std::vector<MetDevInstr> ins;
     std::vector<cu::TensorMap> tmaps;                               // the wgmma bodies' descriptors
     std::vector<std::pair<std::size_t, std::size_t>> tmap_instr;   // (instruction, its first descriptor)
     std::uint64_t rows_k = 0, need = std::max<std::uint64_t>(kGemvFixedSmem, MET_MERGE_SMEM);
+    // The collectives' MetDevPeers records, one per collective in instruction order (plan order).
+    cu::DevicePtr peers_dev = 0;
+    std::size_t next_collective = 0;
+    if (plan) {
+      if (k >= peers.size() || peers[k].size() != plan->programs[k].size())
+        return fail(at + ": program " + p.name + ": " + std::to_string(k < peers.size() ? peers[k].size() : 0) +
+                    " peers records for " + std::to_string(plan->programs[k].size()) + " collectives");
+      if (!peers[k].empty()) {
+        MET_TRY(peers_dev, m.upload_vec(peers[k]));
+      }
+    }
     for (std::size_t i = 0; i < p.instrs.size(); ++i) {
       const auto& d = p.instrs[i];
       const auto* op = emit::find_opcode(d.opcode);
@@ -539,6 +589,18 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
                     " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));
       if (op->name == "embed" && di.w_cols % 8 != 0)
         return fail(where + ": embed width " + std::to_string(di.w_cols) + " is not a multiple of 8");
+      if (is_collective(d.opcode)) {
+        // The peers operand: this rank's MetDevPeers record (kernels/common/interp/abi.h), whose
+        // window and offset reach every rank's copy of the buffer.
+        if (!plan)
+          return fail(where + ": " + op->name +
+                      " is a collective in a packet of one rank (tp_ranks 1): emit without --tp has none");
+        if (next_collective >= plan->programs[k].size() || plan->programs[k][next_collective].instr != i)
+          return fail(where + ": " + op->name + " is not the collective the plan expects here");
+        const auto& c = plan->programs[k][next_collective];
+        di.ops[c.peers_operand] = peers_dev + next_collective * sizeof(MetDevPeers);
+        ++next_collective;
+      }
       ins.push_back(di);
     }
     std::vector<MetDevStream> st;
@@ -552,17 +614,18 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
         for (const auto& x : e.waits) wt.push_back({x.counter, x.value});
       }
     }
-    if (st.size() != static_cast<std::size_t>(sms))
-      return fail(at + ": program " + p.name + " has " + std::to_string(st.size()) + " streams for " + std::to_string(sms) + " SMs");
+    if (st.size() != static_cast<std::size_t>(m.sms))
+      return fail(at + ": program " + p.name + " has " + std::to_string(st.size()) + " streams for " + std::to_string(m.sms) +
+                  " SMs");
     if (!tmaps.empty()) {
       MET_TRY(cu::DevicePtr tm, m.upload_vec(tmaps));
       for (const auto& [i, first] : tmap_instr) ins[i].tmaps = tm + first * sizeof(cu::TensorMap);
     }
     need = std::max<std::uint64_t>(need, kGemvFixedSmem + rows_k * 2);
-    if (need > static_cast<std::uint64_t>(smem_optin))
+    if (need > static_cast<std::uint64_t>(m.smem_optin))
       return fail(at + ": program " + p.name + ": the bodies would use " + std::to_string(need) +
                   " bytes of shared memory (the gemv bodies stage " + std::to_string(rows_k) + " normalised activations); " +
-                  m.dev_name + " allows " + std::to_string(smem_optin));
+                  m.dev_name + " allows " + std::to_string(m.smem_optin));
     // Exactly the largest need of the program's bodies, never more: L1 is what shared memory
     // leaves, and it holds the gemv bodies' loads in flight (with the whole 227 KB taken every gemv
     // op of the H200 ran 30-50% slower; docs/arch/interpreter.md).
@@ -584,61 +647,300 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   MET_CU(*api, OccupancyMaxActiveBlocksPerMultiprocessor(&blocks, m.fn, MET_INTERP_THREADS, max_smem));
   if (blocks < 1) return fail("cuda: the interpreter (" + std::to_string(MET_INTERP_THREADS) + " threads, " +
                               std::to_string(max_smem) + " bytes of shared memory) does not fit on one SM of " + m.dev_name);
+  return {};
+}
+}  // namespace
+
+struct CudaBackend::Impl {
+  const cu::Api* api = nullptr;
+  std::vector<std::unique_ptr<DeviceRank>> ranks;  // rank r on device r; one without --tp
+  RankComms nccl;
+  CollectivePlan collectives;  // empty without --tp
+  bool fetch_logits = true, stamps = false;
+  float last_ms = 0;
+
+  // Binds rank r's context where more than one rank exists (a single rank was bound on entry).
+  Expected<void> switch_to(std::size_t r) const {
+    if (ranks.size() > 1) MET_CHECK(ranks[r]->bind());
+    return {};
+  }
+  // NCCL's own calls may leave another device's context current: every rank's teardown binds its
+  // own. Order: device memory, the NCCL objects over the arenas, then the contexts.
+  ~Impl() {
+    for (auto& rk : ranks) rk->release_memory();
+    release_nccl();
+    for (auto& rk : ranks) rk->release_device();
+  }
+  void release_nccl() {
+    const nccl::Api* n = nccl.api;
+    if (!n) return;
+    auto on = [&](std::size_t r) {
+      if (r < ranks.size() && ranks[r]->ctx) api->CtxSetCurrent(ranks[r]->ctx);
+    };
+    if (!nccl.dev.empty()) (void)nccl::dev_comms_destroy(*n, nccl.comms, nccl.dev);
+    if (!nccl.windows.empty()) {
+      n->GroupStart();
+      for (std::size_t r = 0; r < nccl.windows.size(); ++r)
+        if (nccl.windows[r]) n->CommWindowDeregister(nccl.comms[r], nccl.windows[r]);
+      n->GroupEnd();
+    }
+    for (std::size_t r = 0; r < nccl.arenas.size(); ++r)
+      if (nccl.arenas[r]) {
+        on(r);
+        n->MemFree(nccl.arenas[r]);
+      }
+    for (auto c : nccl.comms)
+      if (c) n->CommDestroy(c);
+    nccl = RankComms{};
+  }
+};
+
+CudaBackend::CudaBackend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CudaBackend::~CudaBackend() = default;
+
+namespace {
+
+// "rank r of N (device r): " before a rank's error, under --tp only.
+Expected<void> on_rank(std::size_t ranks, std::size_t r, Expected<void> e) {
+  if (e.ok() || ranks == 1) return e;
+  return fail("cuda: rank " + std::to_string(r) + " of " + std::to_string(ranks) + " (device " + std::to_string(r) +
+              "): " + e.error().message);
+}
+
+// The ranks' NCCL objects: the communicators (one process, device r for rank r), each rank's arena
+// from ncclMemAlloc, registered as one symmetric window of the same size everywhere, and the device
+// communicators with the plan's LSA barriers. Each is kept in `c` as soon as it exists, so a
+// failure part way releases what was made (Impl::release_nccl).
+Expected<void> open_comms(const std::vector<std::unique_ptr<DeviceRank>>& rks, RankComms& c, const nccl::Api& n,
+                          const CollectivePlan& plan) {
+  const int ranks = static_cast<int>(rks.size());
+  c.api = &n;
+  c.window_bytes = plan.window_bytes;
+  std::vector<int> devices(rks.size());
+  for (int r = 0; r < ranks; ++r) devices[static_cast<std::size_t>(r)] = r;
+  std::vector<nccl::Comm> comms(rks.size(), nullptr);
+  MET_NCCL(n, CommInitAll(comms.data(), ranks, devices.data()));
+  c.comms = comms;
+  for (std::size_t r = 0; r < rks.size(); ++r) {
+    MET_CHECK(rks[r]->bind());  // ncclMemAlloc allocates on the current device
+    void* arena = nullptr;
+    const auto alloc = [&]() -> Expected<void> {
+      MET_NCCL(n, MemAlloc(&arena, plan.window_bytes));
+      return {};
+    };
+    MET_CHECK(on_rank(rks.size(), r, alloc()));
+    c.arenas.push_back(arena);
+    rks[r]->held += plan.window_bytes;
+  }
+  // Window registration and the device communicators are collective: one group over the ranks.
+  std::vector<nccl::Window> windows(rks.size(), nullptr);
+  MET_NCCL(n, GroupStart());
+  nccl::Result first = 0;
+  std::size_t first_rank = 0;
+  for (std::size_t r = 0; r < rks.size(); ++r) {
+    const nccl::Result x = n.CommWindowRegister(comms[r], c.arenas[r], plan.window_bytes, &windows[r], nccl::kWinCollSymmetric);
+    if (x != 0 && first == 0) first = x, first_rank = r;
+  }
+  MET_NCCL(n, GroupEnd());
+  if (first != 0)
+    return on_rank(
+        rks.size(), first_rank,
+        fail(nccl::describe(n, first, "CommWindowRegister(comm, arena, window_bytes, &window, NCCL_WIN_COLL_SYMMETRIC)")));
+  c.windows = windows;
+  MET_TRY(c.dev, nccl::dev_comms_create(n, comms, static_cast<int>(plan.lsa_barriers)));
+  return {};
+}
+
+// Every rank's program k has rank 0's IO inputs, of the same sizes: the host fills rank 0's and
+// run() copies them to every rank.
+Expected<void> check_rank_io(const DeviceRank& r0, const DeviceRank& rk) {
+  for (std::size_t k = 0; k < r0.progs.size(); ++k)
+    for (std::uint32_t field = 0; field < emit::kIoFields; ++field) {
+      const auto f = static_cast<emit::IoField>(field);
+      if (!emit::io_input(f)) continue;
+      const auto a = r0.progs[k].io.find(f), b = rk.progs[k].io.find(f);
+      const bool in_a = a != r0.progs[k].io.end(), in_b = b != rk.progs[k].io.end();
+      if (in_a != in_b || (in_a && a->second.bytes != b->second.bytes))
+        return fail(rk.file + ": program " + rk.packet->programs[k].name + ": io field " + emit::io_field_name(f) +
+                    (in_a && in_b
+                         ? " is " + std::to_string(b->second.bytes) + " bytes; model.pkt's is " + std::to_string(a->second.bytes)
+                         : std::string(in_a ? " is missing" : " is not in model.pkt")));
+    }
+  return {};
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
+  const std::string at = a.dir + "/model.pkt";
+  if (a.packet.target_class != "hopper")
+    return fail(a.dir + " were emitted for class '" + a.packet.target_class +
+                "'; the cuda backend runs the hopper interpreter (emit for h100-sxm or h200-sxm)");
+  // Tensor parallelism: rank r's packet on device r. What can be checked without a GPU comes first:
+  // the ranks' collectives must pair, and NCCL must be there.
+  const std::size_t ranks = a.packet.tp_ranks;
+  std::vector<const emit::PacketFile*> files{&a.packet};
+  for (const auto& p : a.other_ranks) files.push_back(&p);
+  if (ranks < 1 || files.size() != ranks)
+    return fail(at + ": rank 0 of " + std::to_string(ranks) + " tensor-parallel ranks, but " + std::to_string(files.size()) +
+                " rank packets were loaded");
+  if (ranks > MET_DEV_MAX_RANKS)
+    return fail(at + ": emitted for " + std::to_string(ranks) +
+                " tensor-parallel ranks; the interpreter's collectives take at most " + std::to_string(MET_DEV_MAX_RANKS) +
+                " (MET_DEV_MAX_RANKS)");
+  auto impl = std::make_unique<Impl>();
+  Impl& m = *impl;
+  const nccl::Api* nccl_api = nullptr;
+  if (ranks > 1) {
+    MET_TRY(m.collectives, plan_collectives(files, a.dir));
+    MET_TRY(nccl_api, nccl::api());
+  }
+  InterpImage image = hopper_interp_image();
+  // Development override for A/B runs of interpreter bodies (bench/interp_variants.sh): a cubin
+  // built from the same tree with other compile-time choices. The markers below still decide
+  // which instructions it may run; the shared-memory layout (smem.h) must be this met's.
+  std::vector<unsigned char> override_image;
+  if (const char* path = std::getenv("MET_INTERP_CUBIN"); path && *path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return fail(std::string("MET_INTERP_CUBIN: cannot read ") + path);
+    override_image.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (override_image.empty()) return fail(std::string("MET_INTERP_CUBIN: ") + path + " is empty");
+    image = {override_image.data(), override_image.size()};
+    std::fprintf(stderr, "met: cuda interpreter image from MET_INTERP_CUBIN=%s\n", path);
+  }
+  if (image.size == 0)
+    return fail("cuda: this met was built without nvcc, so it carries no hopper interpreter; rebuild where nvcc is on PATH");
+  MET_TRY(const cu::Api* api, cu::api());
+  m.api = api;
+  int count = 0;
+  MET_CU(*api, DeviceGetCount(&count));
+  if (count < 1) return fail("cuda: the driver sees no GPU");
+  if (static_cast<std::size_t>(count) < ranks)
+    return fail(a.dir + " were emitted for " + std::to_string(ranks) + " tensor-parallel ranks, one GPU each; the driver sees " +
+                std::to_string(count) + " GPU" + (count == 1 ? "" : "s") + " (CUDA_VISIBLE_DEVICES may hide some)");
+  for (std::size_t r = 0; r < ranks; ++r) {
+    m.ranks.push_back(std::make_unique<DeviceRank>());
+    DeviceRank& rk = *m.ranks.back();
+    rk.api = api;
+    rk.rank = static_cast<std::uint32_t>(r);
+    rk.file = r == 0 ? at : a.dir + "/" + rank_packet_name(static_cast<int>(r));
+    MET_CHECK(on_rank(ranks, r, open_device(rk, *files[r], a.dir, image)));
+  }
+  if (ranks > 1) MET_CHECK(open_comms(m.ranks, m.nccl, *nccl_api, m.collectives));
+  MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
+  for (std::size_t r = 0; r < ranks; ++r) {
+    DeviceRank& rk = *m.ranks[r];
+    std::vector<std::vector<MetDevPeers>> peers;
+    cu::DevicePtr arena = 0;
+    std::uint64_t arena_bytes = 0;
+    if (ranks > 1) {
+      // This rank's device communicator in device memory, and one record per collective.
+      MET_CHECK(rk.bind());
+      const auto& dc = m.nccl.dev[r].bytes;
+      auto comm = rk.upload(dc.data(), dc.size());
+      if (!comm.ok()) return on_rank(ranks, r, fail(comm.error().message)).error();
+      for (std::size_t k = 0; k < m.collectives.programs.size(); ++k)
+        peers.push_back(peers_records(m.collectives, k, static_cast<std::uint32_t>(ranks), rk.rank,
+                                      reinterpret_cast<std::uint64_t>(m.nccl.windows[r]), *comm));
+      arena = reinterpret_cast<cu::DevicePtr>(m.nccl.arenas[r]);
+      arena_bytes = m.nccl.window_bytes;
+    }
+    MET_CHECK(on_rank(ranks, r, load_rank(rk, a, *files[r], w, arena, arena_bytes, ranks > 1 ? &m.collectives : nullptr, peers)));
+    if (r > 0) MET_CHECK(check_rank_io(*m.ranks[0], rk));
+  }
+  if (ranks > 1) MET_CHECK(m.ranks[0]->bind());
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
 void* CudaBackend::io(std::size_t program, emit::IoField field) {
-  if (program >= impl_->progs.size()) return nullptr;
-  auto& io = impl_->progs[program].io;
+  auto& r0 = *impl_->ranks[0];
+  if (program >= r0.progs.size()) return nullptr;
+  auto& io = r0.progs[program].io;
   auto it = io.find(field);
   return it == io.end() ? nullptr : it->second.host.data();
 }
 
+// A step on every rank: the inputs the host filled (rank 0's host copies) go to every rank, the
+// ranks' launches are issued back to back on their streams, then every stream is waited for; the
+// outputs come from rank 0 (the gather made its logits whole). One rank: one bind, one launch.
 Expected<void> CudaBackend::run(std::size_t program) {
   Impl& m = *impl_;
   const cu::Api& api = *m.api;
-  if (program >= m.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
-  MET_CHECK(m.bind());
-  auto& p = m.progs[program];
-  MET_CHECK(check_step_io(m.packet->programs[program], p.bounds, static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
+  DeviceRank& r0 = *m.ranks[0];
+  if (program >= r0.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
+  MET_CHECK(r0.bind());
+  MET_CHECK(check_step_io(r0.packet->programs[program], r0.progs[program].bounds,
+                          static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
                           static_cast<const std::int64_t*>(io(program, emit::IoField::ring_slots))));
-  for (auto& [field, io] : p.io)
-    if (emit::io_input(field)) MET_CU(api, MemcpyHtoD(io.dev, io.host.data(), io.host.size()));
-  MET_CU(api, MemsetD32Async(p.counters, 0, std::max<std::uint32_t>(1, p.n_instrs), m.stream));
-  MetInterpParams params{};
-  params.instrs = reinterpret_cast<const MetDevInstr*>(p.instrs);
-  params.streams = reinterpret_cast<const MetDevStream*>(p.streams);
-  params.entries = reinterpret_cast<const MetDevEntry*>(p.entries);
-  params.waits = reinterpret_cast<const MetDevWait*>(p.waits);
-  params.counters = reinterpret_cast<unsigned int*>(p.counters);
-  params.stamps = m.stamps ? reinterpret_cast<unsigned long long*>(p.stamps) : nullptr;
-  MET_CHECK(m.launch(params, p.smem));
-  for (auto& [field, io] : p.io) {
+  auto& io0 = r0.progs[program].io;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    MET_CHECK(m.switch_to(r));
+    DeviceRank& rk = *m.ranks[r];
+    auto& p = rk.progs[program];
+    for (auto& [field, io] : p.io)
+      if (emit::io_input(field)) {
+        const auto& host = r == 0 ? io.host : io0.at(field).host;  // equal sizes: check_rank_io
+        MET_CU(api, MemcpyHtoD(io.dev, host.data(), host.size()));
+      }
+    MET_CU(api, MemsetD32Async(p.counters, 0, std::max<std::uint32_t>(1, p.n_instrs), rk.stream));
+  }
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    MET_CHECK(m.switch_to(r));
+    DeviceRank& rk = *m.ranks[r];
+    const auto& p = rk.progs[program];
+    MetInterpParams params{};
+    params.instrs = reinterpret_cast<const MetDevInstr*>(p.instrs);
+    params.streams = reinterpret_cast<const MetDevStream*>(p.streams);
+    params.entries = reinterpret_cast<const MetDevEntry*>(p.entries);
+    params.waits = reinterpret_cast<const MetDevWait*>(p.waits);
+    params.counters = reinterpret_cast<unsigned int*>(p.counters);
+    params.stamps = m.stamps ? reinterpret_cast<unsigned long long*>(p.stamps) : nullptr;
+    MET_CHECK(on_rank(m.ranks.size(), r, rk.issue(params, p.smem)));
+  }
+  m.last_ms = 0;
+  for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+    MET_CHECK(m.switch_to(r));
+    MET_CHECK(on_rank(m.ranks.size(), r, m.ranks[r]->wait()));
+    m.last_ms = std::max(m.last_ms, m.ranks[r]->last_ms);
+  }
+  MET_CHECK(m.switch_to(0));
+  for (auto& [field, io] : io0) {
     if (field == emit::IoField::out_tokens || field == emit::IoField::sampled_tokens ||
         (field == emit::IoField::logits && m.fetch_logits))
       MET_CU(api, MemcpyDtoH(io.host.data(), io.dev, io.host.size()));
   }
-  if (m.stamps) {
-    p.stamps_host.assign(2 * static_cast<std::size_t>(p.n_entries), 0);
-    MET_CU(api, MemcpyDtoH(p.stamps_host.data(), p.stamps, p.stamps_host.size() * sizeof(unsigned long long)));
-  }
+  if (m.stamps)
+    for (std::size_t r = 0; r < m.ranks.size(); ++r) {
+      MET_CHECK(m.switch_to(r));
+      auto& p = m.ranks[r]->progs[program];
+      p.stamps_host.assign(2 * static_cast<std::size_t>(p.n_entries), 0);
+      MET_CU(api, MemcpyDtoH(p.stamps_host.data(), p.stamps, p.stamps_host.size() * sizeof(unsigned long long)));
+    }
   return {};
 }
 
 Expected<void> CudaBackend::reset_kv() {
-  MET_CHECK(impl_->bind());
-  for (auto i : impl_->kv) MET_CU(*impl_->api, MemsetD8(impl_->tensor[i], 0, impl_->packet->tensors[i].bytes));
+  for (auto& rk : impl_->ranks) {
+    MET_CHECK(rk->bind());
+    for (auto i : rk->kv) MET_CU(*impl_->api, MemsetD8(rk->tensor[i], 0, rk->packet->tensors[i].bytes));
+  }
   return {};
 }
 
 void CudaBackend::set_fetch_logits(bool on) { impl_->fetch_logits = on; }
 void CudaBackend::set_timestamps(bool on) { impl_->stamps = on; }
 float CudaBackend::last_run_ms() const { return impl_->last_ms; }
-std::string CudaBackend::device_name() const { return impl_->dev_name; }
-std::uint64_t CudaBackend::device_bytes() const { return impl_->held; }
+std::size_t CudaBackend::ranks() const { return impl_->ranks.size(); }
+float CudaBackend::rank_run_ms(std::size_t rank) const { return impl_->ranks.at(rank)->last_ms; }
+std::string CudaBackend::device_name() const { return impl_->ranks[0]->dev_name; }
+std::uint64_t CudaBackend::device_bytes() const {
+  std::uint64_t held = 0;
+  for (const auto& rk : impl_->ranks) held += rk->held;
+  return held;
+}
 
-std::vector<double> CudaBackend::instr_times_ns(std::size_t program) const {
-  const auto& p = impl_->progs.at(program);
+std::vector<double> CudaBackend::instr_times_ns(std::size_t program, std::size_t rank) const {
+  const auto& p = impl_->ranks.at(rank)->progs.at(program);
   std::vector<unsigned long long> first(p.n_instrs, ~0ull), last(p.n_instrs, 0);
   for (std::size_t e = 0; e < p.entry_instr.size() && 2 * e + 1 < p.stamps_host.size(); ++e) {
     const auto i = p.entry_instr[e];
@@ -651,8 +953,8 @@ std::vector<double> CudaBackend::instr_times_ns(std::size_t program) const {
   return out;
 }
 
-std::vector<CudaBackend::SliceTimes> CudaBackend::slice_times_ns(std::size_t program) const {
-  const auto& p = impl_->progs.at(program);
+std::vector<CudaBackend::SliceTimes> CudaBackend::slice_times_ns(std::size_t program, std::size_t rank) const {
+  const auto& p = impl_->ranks.at(rank)->progs.at(program);
   std::vector<unsigned long long> first(p.n_instrs, ~0ull), last(p.n_instrs, 0);
   std::vector<double> sum(p.n_instrs, 0.0);
   std::vector<std::size_t> n(p.n_instrs, 0);
@@ -684,7 +986,7 @@ Expected<cu::DevicePtr> harness_tensor(const emit::PacketFile& f, const std::vec
 }  // namespace
 
 Expected<void> CudaBackend::write_tensor(std::size_t h, const void* data, std::uint64_t bytes) {
-  Impl& m = *impl_;
+  DeviceRank& m = *impl_->ranks[0];
   MET_CHECK(m.bind());
   MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
   MET_CU(*m.api, MemcpyHtoD(p, data, bytes));
@@ -696,7 +998,7 @@ Expected<void> CudaBackend::write_tensor(std::size_t h, const void* data, std::u
 }
 
 Expected<void> CudaBackend::read_tensor(std::size_t h, void* data, std::uint64_t bytes) {
-  Impl& m = *impl_;
+  DeviceRank& m = *impl_->ranks[0];
   MET_CHECK(m.bind());
   MET_TRY(cu::DevicePtr p, harness_tensor(*m.packet, m.tensor, h, bytes));
   MET_CU(*m.api, MemcpyDtoH(data, p, bytes));
@@ -705,10 +1007,15 @@ Expected<void> CudaBackend::read_tensor(std::size_t h, void* data, std::uint64_t
 
 // One instruction as a program of its own: its slices spread over the streams, no waits.
 Expected<void> CudaBackend::run_instruction(std::size_t program, std::size_t instr) {
-  Impl& m = *impl_;
+  DeviceRank& m = *impl_->ranks[0];
   MET_CHECK(m.bind());
   if (program >= m.progs.size() || instr >= m.progs[program].host_instrs.size())
     return fail("cuda backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
+  // Under --tp one instruction runs on rank 0 alone (the harness fills and reads rank 0's tensors);
+  // a collective would wait at its barrier for ranks that never come.
+  if (impl_->ranks.size() > 1 && is_collective(m.packet->programs[program].instrs[instr].opcode))
+    return fail("cuda backend: " + m.file + ": program " + m.packet->programs[program].name + " instruction " +
+                std::to_string(instr) + " is a collective; it runs only in a step of every rank (met circuit run), not alone");
   const MetDevInstr& in = m.progs[program].host_instrs[instr];
   const std::uint32_t sm = m.packet->sm_count;
   std::vector<std::vector<MetDevEntry>> per(sm);

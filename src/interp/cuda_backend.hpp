@@ -3,7 +3,10 @@
 // arena, generated tables and every program's tables live on the device; one run of a program is
 // one cooperative launch (grid = the emit's SM count). The host patches only the per-step IO
 // inputs (tokens, positions, slots, sequence bases and lengths, sampling parameters) and reads
-// back the tokens (argmax and sampled), and the logits only when asked.
+// back the tokens (argmax and sampled), and the logits only when asked. A tensor-parallel emit
+// (--tp N) runs in this process on N GPUs, rank r on device r, each with its own context, weights
+// (its windows), KV, IO and arena; the arenas are one symmetric NCCL window through which the
+// collectives' bodies reach their peers (kernels/common/interp/abi.h MetDevPeers).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +29,8 @@ InterpImage hopper_interp_image();
 class CudaBackend final : public Backend {
  public:
   // Refuses assets of another class, a device whose SM count or architecture differs from the
-  // emit's, shapes the interpreter's bodies do not cover, and weights other than bf16.
+  // emit's, shapes the interpreter's bodies do not cover, and weights other than bf16. Under --tp
+  // also ranks whose collectives do not pair, more ranks than GPUs, and a missing or old NCCL.
   static Expected<std::unique_ptr<CudaBackend>> create(const Assets& assets);
   ~CudaBackend() override;
 
@@ -42,20 +46,24 @@ class CudaBackend final : public Backend {
   void set_fetch_logits(bool on) override;
   // Records %globaltimer per stream entry (start after its waits, end after its signal).
   void set_timestamps(bool on);
-  // Device time of the last run (CUDA events around the launch), milliseconds.
+  // Device time of the last run (CUDA events around the launch), milliseconds; under --tp the
+  // slowest rank's.
   float last_run_ms() const;
-  // Per instruction of the last run with timestamps: wall time from its first slice's start to
-  // its last slice's end, nanoseconds.
-  std::vector<double> instr_times_ns(std::size_t program) const;
+  // Tensor-parallel ranks (1 without --tp) and each one's device time of the last run.
+  std::size_t ranks() const;
+  float rank_run_ms(std::size_t rank) const;
+  // Per instruction of the last run with timestamps (of rank `rank`): wall time from its first
+  // slice's start to its last slice's end, nanoseconds.
+  std::vector<double> instr_times_ns(std::size_t program, std::size_t rank = 0) const;
   // Per instruction of the last run with timestamps: the mean time its slices take (start after
   // the waits to end after the signal) and the spread of their starts (last start - first start),
   // nanoseconds. A wall well over the mean slice is skew: slices that started late or ran long.
   struct SliceTimes {
     double mean_ns = 0, start_spread_ns = 0;
   };
-  std::vector<SliceTimes> slice_times_ns(std::size_t program) const;
-  std::string device_name() const;
-  // Bytes of device memory the backend holds.
+  std::vector<SliceTimes> slice_times_ns(std::size_t program, std::size_t rank = 0) const;
+  std::string device_name() const;  // rank 0's
+  // Bytes of device memory the backend holds (every rank's).
   std::uint64_t device_bytes() const;
 
  private:

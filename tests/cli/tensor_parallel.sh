@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `met circuit emit --tp N` and `met circuit run --backend cpu` through the real binary: the TP
 # assets say their degree (model.rank<r>.pkt beside model.pkt, build.json "tp"), run without any
-# flag on the cpu backend and print TP=1's greedy ids; bad degrees and the cuda backend are refused
-# with one located `error:` line. Usage: tensor_parallel.sh MET_BINARY
+# flag on the cpu backend and print TP=1's greedy ids; bad degrees, and the cuda backend on the cpu
+# class's TP assets, are refused with one located `error:` line. Usage: tensor_parallel.sh MET_BINARY
 set -uo pipefail
 
 met=${1:?usage: tensor_parallel.sh MET_BINARY}
@@ -80,6 +80,6 @@ refused "--tp 3 is not a degree" "--tp 3 is not one of 1, 2, 4, 8" \
   "$met" circuit emit --hardware host-cpu --checkpoint "$work/kv8" --out "$work/bad3" --tp 3
 refused "--tp 2 on a GPU class is refused" "class 'hopper' has no collective bodies yet" \
   "$met" circuit emit --hardware h200-sxm --checkpoint "$work/kv8" --out "$work/badgpu" --tp 2
-refused "--backend cuda refuses TP assets" "emitted for 2 tensor-parallel ranks; the cuda backend runs one rank" \
+refused "--backend cuda refuses cpu-class TP assets by their class" "were emitted for class 'cpu'; the cuda backend runs the hopper interpreter" \
   "$met" circuit run --assets "$work/tp2" --backend cuda --prompt-ids 1,2 --max-tokens 1
 finish tensor_parallel

@@ -1,6 +1,6 @@
 // The cpu backend's simulated ranks (emit --tp N): N worker groups in one process meeting at every
-// all-reduce and gather. A TP emit must give TP=1's greedy tokens and logits; the cuda backend
-// refuses TP assets until its collectives exist.
+// all-reduce and gather. A TP emit must give TP=1's greedy tokens and logits. The cuda backend's
+// ranks are wired by the collective plan (collective_plan_test.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <functional>
 
 #include "cpu_run.hpp"
-#include "interp/cuda_backend.hpp"
 
 namespace met {
 namespace {
@@ -112,7 +111,7 @@ TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1'
   }
 }
 
-TEST_CASE("TP assets with a rank's packet missing or swapped are refused at load, and the cuda backend refuses TP assets by name") {
+TEST_CASE("TP assets with a rank's packet missing or swapped are refused at load") {
   const auto ckpt = testing::tiny_checkpoint("tp-load", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
   spec.tp = 4;
@@ -123,12 +122,6 @@ TEST_CASE("TP assets with a rank's packet missing or swapped are refused at load
   auto a = interp::load_assets(dir.string());
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
   CHECK(a->other_ranks.size() == 3);
-
-  auto cuda = interp::CudaBackend::create(*a);
-  REQUIRE_FALSE(cuda.ok());
-  CHECK(cuda.error().message == dir.string() +
-                                    "/model.pkt: emitted for 4 tensor-parallel ranks; the cuda backend runs one rank (its "
-                                    "collectives are not written yet): run these assets with --backend cpu, or emit without --tp");
 
   std::filesystem::rename(dir / "model.rank2.pkt", dir / "model.rank2.bak");
   std::filesystem::copy_file(dir / "model.rank1.pkt", dir / "model.rank2.pkt");
