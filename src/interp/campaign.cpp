@@ -9,6 +9,7 @@
 
 #include "core/strings.hpp"
 #include "emit/opcodes.hpp"
+#include "interp/collective_plan.hpp"
 #include "interp/session.hpp"
 
 namespace met::interp {
@@ -76,6 +77,7 @@ Expected<std::vector<CampaignCase>> parse_campaign(const std::string& spec) {
 Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, const std::vector<CampaignCase>& cases,
                                       const CeilingFn& ceiling, const CampaignOptions& o) {
   const auto& f = a.packet;
+  const std::size_t tp = backend.ranks();
   const std::int64_t max_ctx = a.build.max_ctx;
   std::mt19937_64 rng(o.seed);
   // The vocabulary: the logits width of any program.
@@ -125,6 +127,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
 
   nlohmann::json out;
   out["schema"] = "met-campaign/1";
+  if (tp > 1) out["tp_ranks"] = tp;
   out["device"] = backend.device_name();
   out["assets"] = a.dir;
   out["target"] = {{"class", f.target_class}, {"sm_count", f.sm_count}};
@@ -155,20 +158,27 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     };
     backend.set_timestamps(false);
     std::vector<double> ms;
+    std::vector<std::vector<double>> rank_ms(tp > 1 ? tp : 0);  // under --tp: each rank's own events
     for (int i = 0; i < o.warmup + o.repeats; ++i) {
       double sum = 0;
+      std::vector<double> rank_sum(rank_ms.size(), 0.0);
       for (const auto& l : launches) {
         fill(l);
         MET_CHECK(backend.run(l.program));
         sum += backend.last_run_ms();
+        for (std::size_t r = 0; r < rank_sum.size(); ++r) rank_sum[r] += backend.rank_run_ms(r);
       }
-      if (i >= o.warmup) ms.push_back(sum);
+      if (i >= o.warmup) {
+        ms.push_back(sum);
+        for (std::size_t r = 0; r < rank_ms.size(); ++r) rank_ms[r].push_back(rank_sum[r]);
+      }
     }
     const Stats st = stats(ms);
     // One more run with in-kernel timestamps: wall time of each instruction, summed per family.
     std::map<std::string, double> family, kernel, kernel_slice, kernel_spread;
     double wall_sum = 0, stamped_ms = 0;
     std::size_t instructions = 0;
+    std::vector<double> collective_ms(rank_ms.size(), 0.0);  // per rank: walls of its collectives
     for (const auto& l : launches) {
       fill(l);
       backend.set_timestamps(true);
@@ -177,6 +187,11 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
       stamped_ms += backend.last_run_ms();
       const auto walls = backend.instr_times_ns(l.program);
       const auto slices = backend.slice_times_ns(l.program);
+      for (std::size_t r = 0; r < collective_ms.size(); ++r) {
+        const auto rank_walls = backend.instr_times_ns(l.program, r);
+        for (std::size_t i = 0; i < rank_walls.size(); ++i)
+          if (is_collective(f.programs[l.program].instrs[i].opcode)) collective_ms[r] += rank_walls[i] / 1e6;
+      }
       instructions += f.programs[l.program].instrs.size();
       for (std::size_t i = 0; i < walls.size(); ++i) {
         const auto* op = emit::find_opcode(f.programs[l.program].instrs[i].opcode);
@@ -225,6 +240,16 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["kernel_ms"] = kernel;
     j["kernel_slice_mean_ms"] = kernel_slice;
     j["kernel_start_spread_ms"] = kernel_spread;
+    if (!rank_ms.empty()) {
+      // Under --tp: each rank's step (its own events; `ms` is the slowest rank's per launch) and the
+      // walls of its collective instructions in the timestamped run (waits at the barriers included).
+      j["rank_ms"] = nlohmann::json::array();
+      for (const auto& v : rank_ms) {
+        const Stats rs = stats(v);
+        j["rank_ms"].push_back({{"median", rs.median}, {"p10", rs.p10}, {"p90", rs.p90}, {"min", rs.min}});
+      }
+      j["collective_ms"] = collective_ms;
+    }
     out["cases"].push_back(std::move(j));
   }
   return out;
@@ -263,6 +288,24 @@ std::string campaign_markdown(const nlohmann::json& j) {
     for (const auto& [k, v] : c["kernel_ms"].items())
       s += fmt::format("| `{}` | {} | {:.3f} | {:.3f} | {:.3f} |\n", c["program"].get<std::string>(), k, v.get<double>(),
                        c["kernel_slice_mean_ms"].value(k, 0.0), c["kernel_start_spread_ms"].value(k, 0.0));
+  }
+  bool ranked = false;
+  for (const auto& c : j["cases"]) ranked = ranked || c.contains("rank_ms");
+  if (ranked) {
+    s += "\nTensor-parallel ranks (ms): each rank's median step (its own CUDA events; the table above holds the slowest "
+         "rank's) and the walls of its collective instructions in the timestamped run, barrier waits included.\n\n"
+         "| case | rank | median | p10 | p90 | collectives |\n|---|---:|---:|---:|---:|---:|\n";
+    for (const auto& c : j["cases"]) {
+      if (!c.contains("rank_ms")) continue;
+      const std::string name = c["kind"] == "decode"
+                                   ? fmt::format("decode C={} ctx={}", c["rows"].get<int>(), c["ctx"].get<int>())
+                                   : fmt::format("prefill T={}", c["rows"].get<int>());
+      for (std::size_t r = 0; r < c["rank_ms"].size(); ++r) {
+        const auto& m = c["rank_ms"][r];
+        s += fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", name, r, m["median"].get<double>(),
+                         m["p10"].get<double>(), m["p90"].get<double>(), c["collective_ms"][r].get<double>());
+      }
+    }
   }
   return s;
 }

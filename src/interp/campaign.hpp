@@ -1,7 +1,8 @@
 // Measured campaigns (`met circuit run --campaign`): decode at C sequences of a given context and
 // prefill of T tokens, each timed on the cuda backend with CUDA events around the one launch of
 // its program, after warm-up, over repeats (median, p10, p90, min), with the planner's ceiling for
-// the same case beside it and the time per kernel family from in-kernel timestamps.
+// the same case beside it and the time per kernel family from in-kernel timestamps. Under --tp
+// each case also holds every rank's step times and the walls of its collectives.
 #pragma once
 
 #include <cstdint>
