@@ -358,14 +358,20 @@ int run_optest_cmd(const OptestArgs& a) {
   if (!a.programs.empty()) o.programs = split(a.programs, ',');
   auto cases = interp::run_optest(**test, **ref, *assets, o);
   if (!cases) return error(cases.error().message);
-  std::size_t failed = 0;
+  std::size_t failed = 0, skipped = 0;
   for (const auto& c : *cases) {
+    if (c.skipped) {
+      ++skipped;
+      std::printf("SKIP  %s  %s\n", c.name.c_str(), c.detail.c_str());
+      continue;
+    }
     failed += c.pass ? 0 : 1;
     std::printf("%s  rel %.2e  max|d| %.3g  over %llu  %s%s%s\n", c.pass ? "PASS" : "FAIL", c.rel_err, c.max_abs,
                 static_cast<unsigned long long>(c.elements), c.name.c_str(), c.detail.empty() ? "" : "  ", c.detail.c_str());
   }
-  std::printf("optest: %zu cases, %zu failed (%s vs cpu bodies, seed %llu, tolerance %.1e)\n", cases->size(), failed,
-              a.backend.c_str(), static_cast<unsigned long long>(a.seed), a.tolerance);
+  std::printf("optest: %zu cases, %zu failed%s (%s vs cpu bodies, seed %llu, tolerance %.1e)\n", cases->size(), failed,
+              skipped ? (", " + std::to_string(skipped) + " not run").c_str() : "", a.backend.c_str(),
+              static_cast<unsigned long long>(a.seed), a.tolerance);
   if (cases->empty()) return error("optest: no case matched");
   return failed == 0 ? 0 : 1;
 }

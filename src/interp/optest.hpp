@@ -27,6 +27,9 @@ struct OptestCase {
   double rel_err = 0, max_abs = 0;
   std::uint64_t elements = 0;  // compared (written by either side)
   std::string detail;
+  // Not run: a collective of a tensor-parallel emit meets its peers' slices, so it cannot run
+  // alone on one rank (`met circuit run` checks it, against --backend cpu).
+  bool skipped = false;
 };
 
 Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& reference, const Assets& assets,
