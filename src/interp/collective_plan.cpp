@@ -45,7 +45,9 @@ Expected<CollectivePlan> plan_collectives(const std::vector<const emit::PacketFi
     for (const auto& t : f.tensors)
       if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
   }
-  plan.window_bytes = std::max<std::uint64_t>(nccl::kWinAlign, (arena + nccl::kWinAlign - 1) / nccl::kWinAlign * nccl::kWinAlign);
+  static_assert(nccl::kWinGranularity % nccl::kWinAlign == 0);
+  plan.window_bytes =
+      std::max<std::uint64_t>(1, (arena + nccl::kWinGranularity - 1) / nccl::kWinGranularity) * nccl::kWinGranularity;
   plan.programs.resize(r0.programs.size());
   for (std::size_t p = 0; p < r0.programs.size(); ++p) {
     const auto& prog0 = r0.programs[p];

@@ -28,7 +28,7 @@ struct CollectivePlan {
   // communicator needs (every slice of every collective of a launch has its own).
   std::uint32_t lsa_barriers = 0;
   // Bytes of each rank's arena window: the largest scratch arena of any rank, rounded up to the
-  // window alignment, so the window is the same size on every rank.
+  // window granularity (nccl::kWinGranularity), so the window is the same size on every rank.
   std::uint64_t window_bytes = 0;
 };
 

@@ -22,7 +22,11 @@ using Comm = struct CommSt*;
 using Window = struct WindowSt*;
 inline constexpr int kWinCollSymmetric = 0x01;    // NCCL_WIN_COLL_SYMMETRIC
 inline constexpr std::uint64_t kWinAlign = 4096;  // NCCL_WIN_REQUIRED_ALIGNMENT
-inline constexpr int kMinVersion = 22800;         // 2.28.0: ncclDevCommCreate and the LSA barriers
+// The size a window is rounded up to: the 2 MiB the driver's virtual-memory allocations (which
+// ncclMemAlloc makes) take on the GPUs met runs on, so the registered window is the whole
+// allocation on every rank. A multiple of kWinAlign.
+inline constexpr std::uint64_t kWinGranularity = std::uint64_t{2} << 20;
+inline constexpr int kMinVersion = 22800;  // 2.28.0: ncclDevCommCreate and the LSA barriers
 inline constexpr const char* kDefaultLibrary = "libnccl.so.2";
 inline constexpr const char* kLibraryEnv = "MET_NCCL_LIBRARY";
 

@@ -66,10 +66,11 @@ TEST_CASE(
     most = std::max(most, next);
   }
   CHECK(plan->lsa_barriers == most);
-  // The window: every rank's arena fits, and its size is a multiple of NCCL's window alignment.
+  // The window: every rank's arena fits, and its size is a multiple of the window granularity (and so of NCCL's alignment).
   for (const auto* f : testing::files_of(a))
     for (const auto& t : f->tensors)
       if (t.source == MET_SOURCE_SCRATCH) CHECK(t.ref + t.bytes <= plan->window_bytes);
+  CHECK(plan->window_bytes % interp::nccl::kWinGranularity == 0);
   CHECK(plan->window_bytes % interp::nccl::kWinAlign == 0);
 }
 
