@@ -70,6 +70,11 @@ Expected<void> bind_linear(const KernelSite& site) {
       if (n.op == "attention") at = &n;
     if (!at) return site.where("a qkv projection in a layer without an attention node");
     b.q_width = param(*at, "heads") * param(*at, "head_dim");
+  } else if (b.sh->tp > 1 && (role == "o" || role == "down")) {
+    // A row-parallel projection must all-reduce its fp32 sums into the residual (row_parallel_residual,
+    // from the fused residual ops); a plain one would add a rank's share alone.
+    return site.where("linear:" + role + " without its residual add ('" + site.k +
+                      "') has no tensor-parallel form: a row-parallel projection runs fused with the residual");
   } else if (role == "o") {
     src = b.act("attn", R, in);
     dst = b.act("y", R, out_w);
