@@ -60,11 +60,13 @@ __device__ __forceinline__ void gemm_fp8_tile_convert(u16* dst, const unsigned c
 }
 
 // One output tile: Y[M, Nt] (row stride N) = A[M, K] . B[Nt, K]^T, B bf16 or (kFp8) e4m3 with `sc`;
-// kBias: plus bias[0, Nt) (the tile's columns) in fp32 before the one rounding.
-template <bool kFp8, bool kBias = false>
-__device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16* Y, int64_t M, int64_t Nt, int64_t N, int64_t K,
+// kBias: plus bias[0, Nt) (the tile's columns) in fp32 before the one rounding; kF32: Y is f32 and
+// takes the fp32 sums unrounded (gemm_f32), else bf16.
+template <bool kFp8, bool kBias = false, bool kF32 = false>
+__device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, void* Yv, int64_t M, int64_t Nt, int64_t N, int64_t K,
                                               int64_t b_row0, GemmFp8Scales sc, unsigned char* smem, const u16* bias = nullptr) {
   const u16* B = static_cast<const u16*>(Bw);
+  u16* const Y = static_cast<u16*>(Yv);
   const unsigned char* B8 = static_cast<const unsigned char*>(Bw);
   u16* a_s = reinterpret_cast<u16*>(smem);
   u16* b_s = a_s + kGemmStages * kGemmBM * kGemmLD;
@@ -146,8 +148,18 @@ __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16*
         const int64_t row = wm * 64 + mi * 16 + g + h * 8;
         const int64_t col = wn * 32 + ni * 8 + 2 * t;
         if (row >= M) continue;
-        u16* y = Y + row * N + col;
         float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
+        if constexpr (kF32) {
+          float* yf = static_cast<float*>(Yv) + row * N + col;
+          if (col + 1 < Nt && (reinterpret_cast<uintptr_t>(yf) & 7) == 0) {
+            *reinterpret_cast<float2*>(yf) = make_float2(v0, v1);
+          } else {
+            if (col < Nt) yf[0] = v0;
+            if (col + 1 < Nt) yf[1] = v1;
+          }
+          continue;
+        }
+        u16* y = Y + row * N + col;
         if constexpr (kBias) {
           if (col < Nt) v0 += bf(bias[col]);
           if (col + 1 < Nt) v1 += bf(bias[col + 1]);
@@ -162,9 +174,9 @@ __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, u16*
 }
 
 // One slice; kFp8: the weight is e4m3 with the instruction's block scales; kBias: `bias` (one per
-// output column of the whole matrix) is added before the rounding. Args: the bf16 GEMM's arguments
-// or the biased linear's, which share the geometry.
-template <bool kFp8, bool kBias = false, class Args>
+// output column of the whole matrix) is added before the rounding; kF32: y is f32, unrounded. Args:
+// the bf16 GEMM's arguments, the biased linear's or gemm_f32's, which share the geometry.
+template <bool kFp8, bool kBias = false, bool kF32 = false, class Args>
 __device__ __forceinline__ void gemm_mma_slice(const Args& a, uint32_t slice, unsigned char* smem, const u16* bias = nullptr) {
   const SliceRange rr = slice_rows(a, slice);
   const int64_t N = a.geom.w_rows, K = a.geom.w_cols;
@@ -172,7 +184,7 @@ __device__ __forceinline__ void gemm_mma_slice(const Args& a, uint32_t slice, un
   const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
   if (M <= 0 || Nt <= 0) return;
   const u16* A = a.x + (a.in_row0 + rr.begin) * K;
-  u16* Y = a.y + rr.begin * N + cc.begin;
+  auto* Y = a.y + rr.begin * N + cc.begin;  // bf16, or f32 (kF32)
   GemmFp8Scales sc{};
   const void* B = a.w + cc.begin * K;
   if constexpr (kFp8) {
@@ -181,7 +193,7 @@ __device__ __forceinline__ void gemm_mma_slice(const Args& a, uint32_t slice, un
                        in.w_kb_shift};
     B = reinterpret_cast<const unsigned char*>(a.w) + cc.begin * K;
   }
-  gemm_mma_tile<kFp8, kBias>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem, kBias ? bias + cc.begin : nullptr);
+  gemm_mma_tile<kFp8, kBias, kF32>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem, kBias ? bias + cc.begin : nullptr);
 }
 
 // fp8 weights run out of line, reloading their arguments from the instruction: inlined beside the
@@ -205,6 +217,19 @@ __device__ __noinline__ void gemm_mma_bias(const MetDevInstr* in, uint32_t slice
 }
 
 MET_ENTRY(gemm_bias) { gemm_mma_bias(a.geom.instr, slice, smem); }
+
+// Tensor parallelism: a row-parallel o or down projection at prefill rows keeps its fp32 sums
+// unrounded (gemm_f32, kernels/common/ops.def) for allreduce_residual. The same tile loop with an
+// f32 store, out of line as the other variants (bf16 or fp8 weights by the instruction's format).
+__device__ __noinline__ void gemm_mma_f32(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
+  const MetArgs_gemm_f32 a = met_load_gemm_f32(*in);
+  if (a.geom.w_format == MET_DEV_WEIGHT_FP8_E4M3)
+    gemm_mma_slice<true, false, true>(a, slice, smem);
+  else
+    gemm_mma_slice<false, false, true>(a, slice, smem);
+}
+
+MET_ENTRY(gemm_f32) { gemm_mma_f32(a.geom.instr, slice, smem); }
 
 #endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
 

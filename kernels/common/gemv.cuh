@@ -426,8 +426,9 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
 }
 
 #if MET_HAS_MMA_SYNC
-// What a gemv-family op does with each output value.
-enum class GemvOut { plain, residual, silu, gelu, lm_head, bias };
+// What a gemv-family op does with each output value. f32: the fp32 sum itself, unrounded, into an
+// f32 `y` (gemv_f32, a row-parallel projection's partial sums under tensor parallelism).
+enum class GemvOut { plain, residual, silu, gelu, lm_head, bias, f32 };
 
 // One slice of a gemv-family op: rows [rr) of x (row stride K = w_cols, first row in_row0) against
 // the output rows [c) of W (gate_up: N = w_rows / 2 gate rows, then as many up rows); `norm_w`
@@ -481,6 +482,8 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
       const int64_t col = c0 + j, row = rr.begin + r;
       if (kOut == GemvOut::plain) {
         y[row * N + col] = to_bf(v);
+      } else if (kOut == GemvOut::f32) {
+        reinterpret_cast<float*>(y)[row * N + col] = v;
       } else if (kOut == GemvOut::bias) {
         y[row * N + col] = to_bf(v + bf(bias[col]));
       } else if (kOut == GemvOut::residual) {
@@ -511,6 +514,14 @@ MET_ENTRY(gemv) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::plain, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w, a.y, nullptr, 0.f, nullptr,
              smem);
+}
+
+// The same slice with fp32 outputs (y is f32: gemv_slice's one `y` parameter carries it, and only
+// the f32 store reads it as floats).
+MET_ENTRY(gemv_f32) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice(GemvOut::f32, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w,
+             reinterpret_cast<u16*>(a.y), nullptr, 0.f, nullptr, smem);
 }
 
 MET_ENTRY(gemv_bias) {

@@ -10,13 +10,13 @@
 #include "bf16.hpp"
 #include "peers.hpp"
 
-// x[r, :] = bf16(x[r, :] + bf16(sum over ranks of part[k][r, :])) for rows [row0, row1) of width
-// columns: the fp32 partial sums of a row-parallel projection, rounded once as the unsplit
-// projection's output is, then added as met_residual_add adds.
+// x[r, i] = bf16(x[r, i] + bf16(sum over ranks of part[k][r, i])) for rows [row0, row1) and columns
+// [col0, col1) of width: the fp32 partial sums of a row-parallel projection, rounded once as the
+// unsplit projection's output is, then added as met_residual_add adds.
 extern "C" void met_allreduce_residual(std::uint16_t* x, const MetPeers* parts, std::int64_t width, std::int64_t row0,
-                                       std::int64_t row1) {
+                                       std::int64_t row1, std::int64_t col0, std::int64_t col1) {
   for (std::int64_t r = row0; r < row1; ++r)
-    for (std::int64_t i = 0; i < width; ++i) {
+    for (std::int64_t i = col0; i < col1; ++i) {
       float sum = 0.0f;
       for (std::int32_t k = 0; k < parts->ranks; ++k) sum += static_cast<const float*>(parts->part[k])[r * width + i];
       const float y = met::cpu::round_bf16(sum);
@@ -24,12 +24,12 @@ extern "C" void met_allreduce_residual(std::uint16_t* x, const MetPeers* parts, 
     }
 }
 
-// out[r, k * width + i] = part[k][r, i] for rows [row0, row1).
+// out[r, c] = part[c / width][r, c % width] for rows [row0, row1) and the columns [col0, col1) of
+// the gathered ranks x width.
 extern "C" void met_allgather_cols(const MetPeers* parts, std::uint16_t* out, std::int64_t width, std::int64_t row0,
-                                   std::int64_t row1) {
+                                   std::int64_t row1, std::int64_t col0, std::int64_t col1) {
   const std::int64_t stride = width * parts->ranks;
   for (std::int64_t r = row0; r < row1; ++r)
-    for (std::int32_t k = 0; k < parts->ranks; ++k)
-      for (std::int64_t i = 0; i < width; ++i)
-        out[r * stride + k * width + i] = static_cast<const std::uint16_t*>(parts->part[k])[r * width + i];
+    for (std::int64_t c = col0; c < col1; ++c)
+      out[r * stride + c] = static_cast<const std::uint16_t*>(parts->part[c / width])[r * width + c % width];
 }

@@ -7,7 +7,9 @@
 #define MET_HAS_WGMMA 1
 #define MET_HAS_TMA 1
 #define MET_HAS_FP8_MMA 1
+#define MET_HAS_NCCL_DEVICE 1
 #include "common/attention_decode.cuh"
+#include "common/collective.cuh"
 #include "common/device.cuh"
 #include "common/elementwise.cuh"
 #include "common/embed.cuh"

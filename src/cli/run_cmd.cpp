@@ -389,7 +389,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   emit->add_option("--decode-rungs", ea->decode_rungs, "decode batch sizes, e.g. 1,2,4 (default: the class's)");
   emit->add_option("--prefill-buckets", ea->prefill_buckets, "prefill row counts, e.g. 64,128 (default: the class's)");
   emit->add_option("--threads", ea->threads, "cpu: worker threads (default 4); GPU: SMs (default: the device's)");
-  emit->add_option("--tp", ea->tp, "tensor-parallel ranks: 1, 2, 4, 8 (one packet per rank; cpu class only for now)")
+  emit->add_option("--tp", ea->tp, "tensor-parallel ranks: 1, 2, 4, 8 (one packet per rank; cpu and hopper classes, the cpu backend runs them)")
       ->capture_default_str();
   emit->add_option("--kv-dtype", ea->kv_dtype,
                    "KV cache: bf16 | fp8 (e4m3, one scale per cache: 1; a checkpoint with calibrated KV scales is refused)")

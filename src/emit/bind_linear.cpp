@@ -29,7 +29,8 @@ Expected<void> row_parallel_residual(const KernelSite& site, const char* plain, 
   Builder& b = site.b;
   const auto y = b.buffer("y.partial", MET_DTYPE_F32, {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
   MET_CHECK(b.add(plain, site.c.group_index, site.c.label, {in, w, y}, {site.R, /*in_row0=*/0, /*col_slices=*/1}, {}));
-  return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, y}, {site.R, site.hidden, b.sh->tp}, {});
+  return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, y},
+               {site.R, site.hidden, b.sh->tp, /*col_slices=*/1}, {});
 }
 
 // Tensor parallelism: the rank's vocabulary slice of the logits, gathered from every rank into the
@@ -38,7 +39,8 @@ Expected<void> gather_logits(const KernelSite& site, std::uint32_t local, std::i
   Builder& b = site.b;
   const std::int64_t vocab = local_vocab * b.sh->tp;
   const auto logits = b.io(IoField::logits, site.R, vocab);
-  MET_CHECK(b.add("allgather_cols", site.c.group_index, site.c.label, {local, logits}, {site.R, local_vocab, b.sh->tp}, {}));
+  MET_CHECK(b.add("allgather_cols", site.c.group_index, site.c.label, {local, logits},
+                  {site.R, local_vocab, b.sh->tp, /*col_slices=*/1}, {}));
   if (!tokens) return {};
   return b.add("argmax", site.c.group_index, site.c.label, {logits, b.io(IoField::out_tokens, site.R)}, {site.R, /*in_row0=*/0, vocab},
                {});
@@ -68,6 +70,11 @@ Expected<void> bind_linear(const KernelSite& site) {
       if (n.op == "attention") at = &n;
     if (!at) return site.where("a qkv projection in a layer without an attention node");
     b.q_width = param(*at, "heads") * param(*at, "head_dim");
+  } else if (b.sh->tp > 1 && (role == "o" || role == "down")) {
+    // A row-parallel projection must all-reduce its fp32 sums into the residual (row_parallel_residual,
+    // from the fused residual ops); a plain one would add a rank's share alone.
+    return site.where("linear:" + role + " without its residual add ('" + site.k +
+                      "') has no tensor-parallel form: a row-parallel projection runs fused with the residual");
   } else if (role == "o") {
     src = b.act("attn", R, in);
     dst = b.act("y", R, out_w);

@@ -318,6 +318,39 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   return a;
 }
 
+// The ops tensor parallelism adds to a rank's programs (kernels/common/ops.def): the collectives
+// (an int `ranks`) and the projections whose sums stay fp32 for the all-reduce (`_f32`). The class
+// chain must define a body for each one: availability, not the vendor, decides (the cpu class's
+// bodies, the hopper interpreter's under MET_HAS_NCCL_DEVICE). Before the emit, the collectives
+// every TP program runs (the residual all-reduce, the logits' gather); after rank 0's emit, every
+// such op its programs use.
+Expected<void> check_tp_body(const planner::Target& target, const std::string& op, const std::string& used_by, int tp,
+                             const std::string& display) {
+  const avail::KernelStatus st = target.availability.status("met_" + op);
+  if (st.available) return {};
+  return fail(
+      fmt::format("{}: --tp {}: {} '{}', which class '{}' has no body for ({}); tensor-parallel programs run where the "
+                  "class chain defines the collectives and the fp32 projections they use",
+                  display, tp, used_by, op, target.chain.leaf().id, st.why));
+}
+
+Expected<void> check_tp_collectives(const planner::Target& target, int tp, const std::string& display) {
+  for (const char* op : {"allreduce_residual", "allgather_cols"})
+    MET_CHECK(check_tp_body(target, op, "every tensor-parallel program runs", tp, display));
+  return {};
+}
+
+Expected<void> check_tp_bodies(const planner::Target& target, const PacketFile& f, int tp, const std::string& display) {
+  for (const auto& p : f.programs)
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+      const OpcodeInfo* op = find_opcode(p.instrs[i].opcode);
+      if (!op || (int_index(*op, "ranks") < 0 && !op->name.ends_with("_f32"))) continue;
+      MET_CHECK(check_tp_body(target, op->name, fmt::format("program {} instruction {} ({}) is", p.name, i, p.instrs[i].scope),
+                              tp, display));
+    }
+  return {};
+}
+
 }  // namespace
 
 Expected<Assets> emit(const planner::Library& lib, const planner::Target& target, const model::ModelGraph& graph,
@@ -326,14 +359,11 @@ Expected<Assets> emit(const planner::Library& lib, const planner::Target& target
   const std::string display = options.checkpoint.empty() ? graph.id : options.checkpoint;
   if (options.tp < 1 || options.tp > static_cast<int>(kMaxTpRanks) || (options.tp & (options.tp - 1)) != 0)
     return fail(fmt::format("{}: --tp {} is not one of 1, 2, 4, 8", display, options.tp));
-  const auto& cls = target.chain.leaf();
-  if (cls.vendor != "host")
-    return fail(fmt::format("{}: --tp {}: class '{}' has no collective bodies yet; tensor-parallel programs run on the cpu "
-                            "class (--hardware host-cpu) with simulated ranks",
-                            display, options.tp, cls.id));
+  MET_CHECK(check_tp_collectives(target, options.tp, display));
   MET_TRY(const model::ModelGraph rg, rank_graph(graph, options.tp, display));
   const int groups = kv_groups(graph, options.tp);
   MET_TRY(Assets a, emit_rank(lib, target, rg, layout, options, 0, groups));
+  MET_CHECK(check_tp_bodies(target, a.packet, options.tp, display));
   for (int r = 1; r < options.tp; ++r) {
     MET_TRY(Assets ar, emit_rank(lib, target, rg, layout, options, r, groups));
     // One weights.json for every rank: the rank's entries join rank 0's (a replicated entry is

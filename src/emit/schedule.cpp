@@ -3,6 +3,14 @@
 // implies; slices are dealt to the streams round-robin in instruction order, except where an
 // instruction's slices differ in cost (causal prefill attention): those are placed longest first on
 // the stream with the least of that instruction's work so far.
+//
+// Tensor parallelism: the placement is a function of the instruction list alone (opcodes, tensor
+// handles, ints, slices; the costs from the same ints) and the stream count, with total tie-breaks.
+// Every rank's program has the same instructions in the same order (emit builds the ranks from one
+// rank graph and refuses ranks that fuse differently), so each collective slice lands on the same
+// stream at the same position on every rank: a stream that waits in slice s of a collective waits
+// for streams that reach slice s after the same work, and the slices pair without a deadlock (the
+// cpu backend checks it when it wires the ranks).
 #include "emit/schedule.hpp"
 
 #include <algorithm>

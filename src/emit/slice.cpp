@@ -105,6 +105,40 @@ Tiles gemm_tiles(const OpcodeInfo& op, std::int64_t rows, std::int64_t n, std::u
   return t;
 }
 
+// A collective's slices. The cpu class: one (a host rank needs one arrival at the rendezvous). A GPU
+// class: one slice is one SM reading every rank's copy of its range over the interconnect, so the
+// [rows, n] range (n: width, or ranks x width gathered) is cut into row parts x column parts, up to
+// one slice per stream and no fewer than kCollectiveSliceValues values a slice (one 16-byte vector
+// per thread of a block). Column parts divide n into multiples of 8 values, so each slice's range
+// in a row starts and ends on a 16-byte boundary and the body loads whole vectors
+// (kernels/common/collective.cuh); slice s of every rank covers the same range, since every rank's
+// instruction has the same ints.
+constexpr std::int64_t kCollectiveSliceValues = std::int64_t{MET_INTERP_THREADS} * 8;
+constexpr std::int64_t kCollectiveVector = 8;  // bf16 values of one 16-byte load
+
+void slice_collective(InstrDesc& d, const OpcodeInfo& op, const PacketFile& f, std::uint32_t sm, bool gpu) {
+  const auto ck = static_cast<std::size_t>(int_index(op, "col_slices"));
+  d.slices = 1;
+  d.ints[ck] = 1;
+  const std::int64_t rows = d.ints[0], width = d.ints[1], ranks = d.ints[2];
+  const std::int64_t n = op.name == "allgather_cols" ? width * ranks : width;
+  if (!gpu || rows <= 0 || n <= 0) return;
+  const std::int64_t want = std::clamp<std::int64_t>(rows * n / kCollectiveSliceValues, 1, sm);
+  const std::int64_t row_parts = std::min(rows, want);
+  std::int64_t cols = 1;
+  if (n % kCollectiveVector == 0) {
+    const std::int64_t vectors = n / kCollectiveVector;
+    for (std::int64_t c = std::min(vectors, want / row_parts); c > 1 && cols == 1; --c)
+      if (vectors % c == 0) cols = c;
+  }
+  d.ints[ck] = cols;
+  d.slices = static_cast<std::uint32_t>(row_parts * cols);
+  if (!disjoint_writes(d, f)) {  // by construction they are; never two slices on the same bytes
+    d.slices = 1;
+    d.ints[ck] = 1;
+  }
+}
+
 }  // namespace
 
 void split_gemms(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, std::pair<std::int64_t, std::int64_t> split,
@@ -144,8 +178,8 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
   out.reserve(p.instrs.size());
   for (auto& d : p.instrs) {
     const OpcodeInfo* op = find_opcode(d.opcode);
-    if (int_index(*op, "ranks") >= 0) {  // a collective: one arrival per rank at its rendezvous
-      d.slices = 1;
+    if (int_index(*op, "ranks") >= 0) {  // a collective: slice s meets slice s of every other rank
+      slice_collective(d, *op, f, sm, gpu);
       out.push_back(d);
       continue;
     }

@@ -27,6 +27,16 @@ std::string describe_tensor(const emit::TensorDesc& t) {
 
 }  // namespace
 
+bool same_placement(const emit::ProgramDesc& a, const emit::ProgramDesc& b) {
+  if (a.streams.size() != b.streams.size()) return false;
+  for (std::size_t j = 0; j < a.streams.size(); ++j) {
+    if (a.streams[j].size() != b.streams[j].size()) return false;
+    for (std::size_t k = 0; k < a.streams[j].size(); ++k)
+      if (a.streams[j][k].instr != b.streams[j][k].instr || a.streams[j][k].slice != b.streams[j][k].slice) return false;
+  }
+  return true;
+}
+
 bool is_collective(std::uint32_t opcode) {
   const emit::OpcodeInfo* op = emit::find_opcode(opcode);
   return op && peers_operand(*op) >= 0;
@@ -58,6 +68,9 @@ Expected<CollectivePlan> plan_collectives(const std::vector<const emit::PacketFi
         return fail(rank_file(dir, r) + ": program " + std::to_string(p) + " is " + other.name + " of " +
                     std::to_string(other.instrs.size()) + " instructions; model.pkt's is " + prog0.name + " of " +
                     std::to_string(prog0.instrs.size()) + ": the ranks' collectives would not pair");
+      if (!same_placement(prog0, other))
+        return fail(rank_file(dir, r) + ": program " + prog0.name +
+                    " places its slices on other streams than rank 0's; the ranks' collectives would not pair");
     }
     for (std::size_t i = 0; i < prog0.instrs.size(); ++i) {
       const auto& d0 = prog0.instrs[i];

@@ -32,11 +32,19 @@ struct CollectivePlan {
   std::uint64_t window_bytes = 0;
 };
 
+// Whether two ranks' programs deal the same slices to the same streams in the same order (emit's
+// schedule does, from identical instruction lists): a stream that reached collective slice s then
+// finds slice s at the same place on every other rank's stream, which the per-slice rendezvous (the
+// cpu backend's) and barriers (the hopper bodies') rely on to never wait on a slice that a peer's
+// stream reaches only after it.
+bool same_placement(const emit::ProgramDesc& a, const emit::ProgramDesc& b);
+
 // Whether an opcode is a collective (its registry row has a `peers` operand).
 bool is_collective(std::uint32_t opcode);
 
 // Plans the collectives of `ranks` (rank r's packet at r; dir names the assets in errors). The
-// ranks' programs must agree instruction by instruction (opcode, slices) and, for a collective,
+// ranks' programs must agree instruction by instruction (opcode, slices), place their slices alike
+// (same_placement) and, for a collective,
 // operand by operand (the same source, arena offset and bytes) and in its ints; a mismatch is
 // refused with its rank file, program and instruction. A collective's peers operand must be scratch.
 Expected<CollectivePlan> plan_collectives(const std::vector<const emit::PacketFile*>& ranks, const std::string& dir);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "emit/opcodes.hpp"
+#include "interp/collective_plan.hpp"
 #include "interp/cpu_bodies.hpp"
 #include "kernels/cpu/peers.hpp"
 #include "interp/io_check.hpp"
@@ -44,30 +45,30 @@ void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value) {
   }
 }
 
-// The rendezvous of the reference collectives: before a collective's body every rank has arrived
-// (its input is written: stream order and counters guarantee it on each rank), and no rank moves
-// past the body until every rank's body has read the inputs, so no rank overwrites a buffer a peer
-// still reads. One arrival and one departure per rank: a collective runs as one slice.
+// The rendezvous of the reference collectives, per slice: slice s of a collective meets slice s of
+// the same instruction on every other rank. Before its body every rank has arrived (the slice's
+// input is written: stream order and counters guarantee it on each rank), and no rank moves past
+// the body until every rank's slice has read the inputs, so no rank overwrites a buffer a peer still
+// reads. A cpu emit gives a collective one slice; a GPU class's packets (cpu-oracle) many, placed
+// alike on every rank (src/emit/schedule.cpp), so the slices pair without a deadlock.
 struct Collectives {
   std::uint32_t ranks = 1;
-  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> in, out;  // [program][instr]
+  std::vector<std::vector<std::size_t>> first;                         // [program][instr]: its slice 0's index below
+  std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> in, out;  // [program][slice of any instruction]
+  std::vector<std::size_t> count;                                      // [program]: slices of every instruction
 
-  void arrive(std::size_t p, std::size_t i) {
+  void arrive(std::size_t p, std::size_t i, std::uint32_t s) { meet(in[p][first[p][i] + s]); }
+  void depart(std::size_t p, std::size_t i, std::uint32_t s) { meet(out[p][first[p][i] + s]); }
+  void meet(std::atomic<std::uint32_t>& c) const {
     if (ranks == 1) return;
-    in[p][i].fetch_add(1, std::memory_order_acq_rel);
-    in[p][i].notify_all();
-    wait_at_least(in[p][i], ranks);
+    c.fetch_add(1, std::memory_order_acq_rel);
+    c.notify_all();
+    wait_at_least(c, ranks);
   }
-  void depart(std::size_t p, std::size_t i) {
-    if (ranks == 1) return;
-    out[p][i].fetch_add(1, std::memory_order_acq_rel);
-    out[p][i].notify_all();
-    wait_at_least(out[p][i], ranks);
-  }
-  void reset(std::size_t p, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      in[p][i].store(0, std::memory_order_relaxed);
-      out[p][i].store(0, std::memory_order_relaxed);
+  void reset(std::size_t p) {
+    for (std::size_t k = 0; k < count[p]; ++k) {
+      in[p][k].store(0, std::memory_order_relaxed);
+      out[p][k].store(0, std::memory_order_relaxed);
     }
   }
 };
@@ -114,9 +115,9 @@ struct Rank {
     for (const auto& e : p.streams[stream]) {
       for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value);
       const bool coll_here = collective[program][e.instr];
-      if (coll_here) coll->arrive(program, e.instr);  // every rank's input is written
+      if (coll_here) coll->arrive(program, e.instr, e.slice);  // every rank's input is written
       bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
-      if (coll_here) coll->depart(program, e.instr);  // every rank has read them
+      if (coll_here) coll->depart(program, e.instr, e.slice);  // every rank has read them
       ctr[e.instr].fetch_add(1, std::memory_order_release);
       ctr[e.instr].notify_all();
     }
@@ -293,13 +294,26 @@ Expected<void> wire_collectives(CpuBackend::Impl& m, const Assets& a) {
   for (std::size_t p = 0; p < r0.programs.size(); ++p) {
     const auto& instrs = r0.programs[p].instrs;
     m.peers[p].assign(instrs.size(), MetPeers{});
-    m.coll.in.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, instrs.size())));
-    m.coll.out.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, instrs.size())));
+    std::vector<std::size_t> first(instrs.size());
+    std::size_t slices = 0;
+    for (std::size_t i = 0; i < instrs.size(); ++i) {
+      first[i] = slices;
+      slices += instrs[i].slices;
+    }
+    m.coll.first.push_back(std::move(first));
+    m.coll.count.push_back(slices);
+    m.coll.in.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, slices)));
+    m.coll.out.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, slices)));
+    for (std::size_t r = 1; r < m.ranks.size(); ++r)
+      if (!same_placement(r0.programs[p], m.ranks[r]->packet->programs[p]))
+        return fail(a.dir + "/" + rank_packet_name(static_cast<int>(r)) + ": program " + r0.programs[p].name +
+                    " places its slices on other streams than rank 0's; the ranks' collectives would not pair");
     for (std::size_t i = 0; i < instrs.size(); ++i) {
       const emit::OpcodeInfo* op = emit::find_opcode(instrs[i].opcode);
       for (std::size_t r = 1; r < m.ranks.size(); ++r) {
         const auto& other = m.ranks[r]->packet->programs[p];
-        if (other.instrs.size() != instrs.size() || other.instrs[i].opcode != instrs[i].opcode)
+        if (other.instrs.size() != instrs.size() || other.instrs[i].opcode != instrs[i].opcode ||
+            other.instrs[i].slices != instrs[i].slices)
           return fail(a.dir + "/" + rank_packet_name(static_cast<int>(r)) + ": program " + other.name + " instruction " +
                       std::to_string(i) + " differs from rank 0's; the ranks' collectives would not pair");
       }
@@ -366,7 +380,7 @@ Expected<void> CpuBackend::run(std::size_t program) {
   // Every rank runs the step on the same inputs: rank 0's IO (what the host filled) is copied to
   // the others; the outputs the host reads are rank 0's, which the gather made whole.
   for (std::size_t r = 1; r < m.ranks.size(); ++r) MET_CHECK(copy_inputs(r0, *m.ranks[r], program));
-  m.coll.reset(program, r0.packet->programs[program].instrs.size());
+  m.coll.reset(program);
   for (auto& rk : m.ranks) rk->start(program);
   r0.walk(program, 0);
   for (auto& rk : m.ranks) rk->finish();

@@ -413,13 +413,13 @@ void body_moe_down_mma(const MetArgs_moe_down_mma& a, const InstrDesc& d, std::u
 }
 
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s);
-  met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end);
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.width);
+  met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end, c.begin, c.end);
 }
 
 void body_allgather_cols(const MetArgs_allgather_cols& a, const InstrDesc& d, std::uint32_t s) {
-  const RowRange r = emit::slice_rows(d, s);
-  met_allgather_cols(a.part, a.out, a.width, r.begin, r.end);
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.width * a.part->ranks);
+  met_allgather_cols(a.part, a.out, a.width, r.begin, r.end, c.begin, c.end);
 }
 
 // opcode number - 1 -> the body of the op's CPU reference, over the reference's operand struct

@@ -425,9 +425,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
       // Shapes the bodies cover (kernels/common/*.cuh).
       const bool gemv = op->family == "gemv", gemm = op->family == "gemm";
       const bool fp8_w = di.w_format == MET_DEV_WEIGHT_FP8_E4M3;
-      if (fp8_w && !gemv && op->name != "gemm_bf16_mma")
+      if (fp8_w && !gemv && op->name != "gemm_bf16_mma" && op->name != "gemm_f32")
         return fail(where + ": " + op->name + " reads an fp8 weight; the hopper interpreter's fp8 bodies are the gemv family "
-                    "and gemm_bf16_mma (W8A16)");
+                    "and the mma.sync GEMMs gemm_bf16_mma and gemm_f32 (W8A16)");
       // gpt-oss's experts (layout 1): the bodies read MXFP4 rows; bf16 ones are stored [experts, in, out].
       const bool fused_experts = op->name == "moe_gate_up_swiglu" || op->name == "moe_down_bias";
       if ((di.w_format == MET_DEV_WEIGHT_MXFP4) != fused_experts)

@@ -90,8 +90,9 @@ refused "--tp 4 with 3 KV heads names the config key" \
 [[ -e $work/bad4 ]] && bad "--tp 4 leaves no --out" "$work/bad4 exists"
 refused "--tp 3 is not a degree" "--tp 3 is not one of 1, 2, 4, 8" \
   "$met" circuit emit --hardware host-cpu --checkpoint "$work/kv8" --out "$work/bad3" --tp 3
-refused "--tp 2 on a GPU class is refused" "class 'hopper' has no collective bodies yet" \
-  "$met" circuit emit --hardware h200-sxm --checkpoint "$work/kv8" --out "$work/badgpu" --tp 2
+refused "--tp 2 on a class without the collective bodies is refused" \
+  "every tensor-parallel program runs 'allreduce_residual', which class 'ampere' has no body for" \
+  "$met" circuit emit --hardware a100-sxm-80g --checkpoint "$work/kv8" --out "$work/badgpu" --tp 2
 refused "--backend cuda refuses cpu-class TP assets by their class" "were emitted for class 'cpu'; the cuda backend runs the hopper interpreter" \
   "$met" circuit run --assets "$work/tp2" --backend cuda --prompt-ids 1,2 --max-tokens 1
 finish tensor_parallel

@@ -1,6 +1,7 @@
 // emit --tp N (src/emit/tensor_parallel.cpp and its binding): each rank's packet holds its share of
 // the weights and the collectives the planner places; counts that N does not divide, classes
-// without collective bodies and architectures without split rules are refused by name.
+// without collective bodies and architectures without split rules are refused by name. A GPU
+// class's collectives are cut into many slices, placed alike on every rank.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "../interp/tiny_model.hpp"
 #include "emit/opcodes.hpp"
 #include "estimate/analysis.hpp"
+#include "kernels/common/interp/abi.h"
 
 namespace met {
 namespace {
@@ -259,15 +261,105 @@ TEST_CASE("--tp that does not divide the heads, the intermediate size or the voc
   }
 }
 
-TEST_CASE("--tp on a GPU class, at a degree other than 1, 2, 4, 8, or on Gemma-3, gpt-oss and Gemma-4's MoE is refused by name") {
+TEST_CASE(
+    "an h200-sxm --tp 2 emit cuts each collective into slices of 16-byte-aligned column ranges up to the stream count, the same "
+    "on every rank, and places them alike (one slice per collective, a column part off a vector boundary, or ranks placed "
+    "differently, fails)") {
+  // A vocabulary of 8192 gathers 8192 columns of one decode row: more than one slice's worth.
+  const std::string cfg = with(testing::oracle_config("tiny-llama3.json"), "vocab_size", "8192");
+  const auto ckpt = testing::tiny_checkpoint("tp-gpu-slices", cfg);
+  testing::EmitSpec spec;
+  spec.device = "h200-sxm";
+  spec.tp = 2;
+  spec.buckets = {32, 128};  // hopper's prefill rules start above 16 rows
+  auto a = testing::emit_checkpoint(ckpt, spec);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  const auto ranks = rank_packets(*a);
+  REQUIRE(ranks.size() == 2);
+  const std::uint32_t sm = a->packet.sm_count;
+  bool row_parts = false, col_parts = false;
+  for (std::size_t p = 0; p < a->packet.programs.size(); ++p) {
+    const auto& prog = a->packet.programs[p];
+    const auto& other = ranks[1]->programs[p];
+    CAPTURE(prog.name);
+    REQUIRE(other.instrs.size() == prog.instrs.size());
+    for (std::size_t i = 0; i < prog.instrs.size(); ++i) {
+      const auto& d = prog.instrs[i];
+      const auto& op = *emit::find_opcode(d.opcode);
+      if (emit::int_index(op, "ranks") < 0) continue;
+      CAPTURE(op.name);
+      CHECK(other.instrs[i].slices == d.slices);
+      CHECK(other.instrs[i].ints == d.ints);
+      CHECK(d.slices <= sm);
+      const std::int64_t rows = d.ints[0], n = op.name == "allgather_cols" ? d.ints[1] * d.ints[2] : d.ints[1];
+      // up to one slice per stream and per 16-byte vector of each thread of a block, and every row
+      // part that allows
+      const std::int64_t most = std::min<std::int64_t>(sm, std::max<std::int64_t>(1, rows * n / (MET_INTERP_THREADS * 8)));
+      CHECK(d.slices <= most);
+      CHECK(d.slices >= std::min(rows, most));
+      const std::int64_t cols = emit::col_parts(d);
+      row_parts = row_parts || d.slices / cols > 1;
+      col_parts = col_parts || cols > 1;
+      std::int64_t covered = 0;
+      for (std::uint32_t s = 0; s < d.slices; ++s) {
+        const auto rr = emit::slice_rows(d, s);
+        const auto cc = emit::slice_cols(d, s, n);
+        CHECK(cc.begin % 8 == 0);
+        CHECK(cc.end % 8 == 0);
+        covered += (rr.end - rr.begin) * (cc.end - cc.begin);
+      }
+      CHECK(covered == rows * n);
+    }
+    REQUIRE(other.streams.size() == prog.streams.size());
+    for (std::size_t j = 0; j < prog.streams.size(); ++j) {
+      REQUIRE(other.streams[j].size() == prog.streams[j].size());
+      for (std::size_t k = 0; k < prog.streams[j].size(); ++k) {
+        CHECK(other.streams[j][k].instr == prog.streams[j][k].instr);
+        CHECK(other.streams[j][k].slice == prog.streams[j][k].slice);
+      }
+    }
+  }
+  CHECK(row_parts);  // prefill: row parts
+  CHECK(col_parts);  // the decode row's gather: column parts
+  // The same checkpoint on host-cpu: one slice per collective.
+  spec.device = "host-cpu";
+  auto cpu = testing::emit_checkpoint(ckpt, spec);
+  REQUIRE_MESSAGE(cpu.ok(), (cpu.ok() ? "" : cpu.error().message));
+  for (const auto& p : cpu->packet.programs)
+    for (const auto& d : p.instrs)
+      if (emit::int_index(*emit::find_opcode(d.opcode), "ranks") >= 0) CHECK(d.slices == 1);
+}
+
+TEST_CASE(
+    "--tp runs the row-parallel projections as gemv_f32 / gemm_f32 on h200-sxm, and is refused on a class without the collective "
+    "bodies (a100-sxm-80g: ampere) and for a hopper MoE, by the body and the class (a vendor test, or an emit that leaves a body "
+    "out, fails)") {
   const auto llama = testing::tiny_checkpoint("tp-class", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
   spec.tp = 2;
   spec.device = "h200-sxm";
+  spec.buckets = {32, 128};  // hopper's prefill rules start above 16 rows
   auto gpu = testing::emit_checkpoint(llama, spec);
-  REQUIRE_FALSE(gpu.ok());
-  CHECK(gpu.error().message.find("class 'hopper' has no collective bodies yet") != std::string::npos);
-  spec.device = "host-cpu";
+  REQUIRE_MESSAGE(gpu.ok(), (gpu.ok() ? "" : gpu.error().message));
+  std::int64_t gemv = 0, gemm = 0;
+  for (const auto& p : gpu->packet.programs) {
+    gemv += count_ops(p, "gemv_f32");
+    gemm += count_ops(p, "gemm_f32");
+  }
+  CHECK(gemv > 0);
+  CHECK(gemm > 0);
+  spec.device = "a100-sxm-80g";
+  auto ampere = testing::emit_checkpoint(llama, spec);
+  REQUIRE_FALSE(ampere.ok());
+  CHECK(ampere.error().message.find("every tensor-parallel program runs 'allreduce_residual', which class 'ampere' has no body for") != std::string::npos);
+  CHECK(ampere.error().message.find("MET_HAS_NCCL_DEVICE") != std::string::npos);
+  spec.device = "h200-sxm";
+  const std::string moe_cfg =
+      with(with(testing::oracle_config("tiny-qwen3-moe.json"), "num_attention_heads", "8"), "num_key_value_heads", "8");
+  auto moe = testing::emit_checkpoint(testing::tiny_checkpoint("tp-gpu-moe", moe_cfg), spec);
+  REQUIRE_FALSE(moe.ok());
+  CHECK(moe.error().message.find("moe_down") != std::string::npos);
+  spec = testing::EmitSpec{};
   spec.tp = 3;
   auto three = testing::emit_checkpoint(llama, spec);
   REQUIRE_FALSE(three.ok());

@@ -134,4 +134,29 @@ TEST_CASE("TP assets with a rank's packet missing or swapped are refused at load
   CHECK(missing.error().message == (dir / "model.rank2.pkt").string() + ": cannot open");
 }
 
+TEST_CASE(
+    "an h200-sxm --tp 2 emit runs on the cpu backend only while every rank places its collective slices on the same streams: "
+    "rank 1 with two streams swapped is refused (a rendezvous that paired slices placed differently could hang)") {
+  const auto ckpt = testing::tiny_checkpoint("tp-place-ckpt", testing::oracle_config("tiny-llama3-kv8.json"));
+  testing::EmitSpec spec;
+  spec.device = "h200-sxm";
+  spec.tp = 2;
+  spec.rungs = {1};
+  spec.buckets = {32};
+  spec.max_ctx = 64;
+  const auto dir = testing::write_assets(ckpt, spec, "tp-place");
+  auto a = interp::load_assets(dir.string());
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  {
+    auto ok = interp::CpuBackend::create(*a, 0, /*any_class=*/true);
+    CHECK_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  }
+  auto& streams = a->other_ranks[0].programs[0].streams;
+  REQUIRE(streams.size() > 1);
+  std::swap(streams[0], streams[1]);
+  auto swapped = interp::CpuBackend::create(*a, 0, /*any_class=*/true);
+  REQUIRE_FALSE(swapped.ok());
+  CHECK(swapped.error().message.find("places its slices on other streams than rank 0's") != std::string::npos);
+}
+
 }  // namespace met

@@ -322,7 +322,10 @@ TEST_CASE("gemv_f32 and gemm_f32 rows=70 in=128 out=48 keep gemv's fp32 sums unr
   check_close(rounded, ref_linear(to_dbl(x), t, 70));
 }
 
-TEST_CASE("allreduce_residual ranks=3 rows=2 width=5 adds bf16(p0 + p1 + p2) to x, rows [1, 2) only; allgather_cols lays the ranks' columns side by side (a rank dropped or a wrong stride fails)") {
+TEST_CASE(
+    "allreduce_residual ranks=3 rows=2 width=5 adds bf16(p0 + p1 + p2) to x in rows [1, 2) x columns [1, 4) only; allgather_cols "
+    "lays the ranks' columns side by side, a slice's columns at a time (a rank dropped, a wrong stride or a slice that writes "
+    "past its columns fails)") {
   std::vector<float> p0(10), p1(10), p2(10);
   Bf16 x(10);
   for (int i = 0; i < 10; ++i) {
@@ -333,20 +336,25 @@ TEST_CASE("allreduce_residual ranks=3 rows=2 width=5 adds bf16(p0 + p1 + p2) to 
   }
   const MetPeers peers{3, {p0.data(), p1.data(), p2.data()}};
   const Bf16 before = x;
-  met_allreduce_residual(x.data(), &peers, /*width=*/5, /*row0=*/1, /*row1=*/2);
+  met_allreduce_residual(x.data(), &peers, /*width=*/5, /*row0=*/1, /*row1=*/2, /*col0=*/1, /*col1=*/4);
   for (int i = 0; i < 10; ++i) {
     CAPTURE(i);
-    const float want = i < 5 ? met::cpu::bf16_to_f32(before[i])
-                             : met::cpu::round_bf16(static_cast<float>(i) + met::cpu::round_bf16(p0[i] + p1[i] + p2[i]));
+    const bool in_slice = i >= 5 && i % 5 >= 1 && i % 5 < 4;
+    const float want = !in_slice ? met::cpu::bf16_to_f32(before[i])
+                                 : met::cpu::round_bf16(static_cast<float>(i) + met::cpu::round_bf16(p0[i] + p1[i] + p2[i]));
     CHECK(met::cpu::bf16_to_f32(x[i]) == want);
   }
-  Bf16 a(4), b(4), out(16);
+  Bf16 a(4), b(4), out(8, met::cpu::f32_to_bf16(-1.0f));
   for (int i = 0; i < 4; ++i) {
     a[i] = met::cpu::f32_to_bf16(static_cast<float>(i));
     b[i] = met::cpu::f32_to_bf16(static_cast<float>(10 + i));
   }
   const MetPeers parts{2, {a.data(), b.data()}};
-  met_allgather_cols(&parts, out.data(), /*width=*/2, /*row0=*/0, /*row1=*/2);
+  met_allgather_cols(&parts, out.data(), /*width=*/2, /*row0=*/0, /*row1=*/2, /*col0=*/1, /*col1=*/3);
+  const float first[] = {-1, 1, 10, -1, -1, 3, 12, -1};
+  for (int i = 0; i < 8; ++i) CHECK(met::cpu::bf16_to_f32(out[i]) == first[i]);
+  met_allgather_cols(&parts, out.data(), /*width=*/2, /*row0=*/0, /*row1=*/2, /*col0=*/0, /*col1=*/1);
+  met_allgather_cols(&parts, out.data(), /*width=*/2, /*row0=*/0, /*row1=*/2, /*col0=*/3, /*col1=*/4);
   const float want[] = {0, 1, 10, 11, 2, 3, 12, 13};
   for (int i = 0; i < 8; ++i) CHECK(met::cpu::bf16_to_f32(out[i]) == want[i]);
 }

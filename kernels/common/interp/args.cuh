@@ -32,7 +32,7 @@ typedef int* T_i32;
 typedef int64_t* T_i64;
 typedef float* T_f32;
 typedef const float* T_table;
-typedef const void* T_peers;  // collectives: no device body yet (the cuda backend refuses TP assets)
+typedef const MetDevPeers* T_peers;  // collectives: the host's record of every rank's copy (abi.h)
 
 #define MET_ARGS_HEAD MetGeom geom;
 #include "common/ops_args.h"

@@ -2,7 +2,8 @@
 # The hopper interpreter image met carries is the class avail describes: kernels/hopper/interp.cu
 # includes the class build's sources with its defines, the bodies the image defines (its met_entry_<op> markers, read from the cubin nvcc built) are exactly the kernels
 # `met circuit kernels --hardware h200-sxm` reports available, and every opcode an emit for that
-# device produces (tiny Llama-3 and Qwen3 checkpoints, decode rungs and prefill buckets) has one.
+# device produces (tiny Llama-3 and Qwen3 checkpoints, decode rungs and prefill buckets, at --tp 1
+# and 2) has one.
 # Usage: image_entries.sh MET CUBIN CONFIG...
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
@@ -51,18 +52,23 @@ else
   status=1
 fi
 
+# At --tp 1 and --tp 2 (the collectives and the fp32 projections; rank 0's packet, whose opcodes
+# every rank shares).
 for config in "$@"; do
   name=$(basename "$config" .json)
   "$met" model synth --config "$config" --seed 1 --out "$work/$name" >/dev/null
-  "$met" circuit emit --hardware h200-sxm --checkpoint "$work/$name" --out "$work/$name-assets" >/dev/null
-  "$met" circuit disasm "$work/$name-assets" | awk '/^ +[0-9]+ +\[g/ { sub(/^.*\] /, ""); print "met_" $1 }' |
-    LC_ALL=C sort -u >"$work/$name.ops"
-  missing=$(LC_ALL=C comm -23 "$work/$name.ops" "$work/image.txt")
-  if [[ -z $missing ]]; then
-    echo "PASS emitted_opcodes_have_bodies_$name ($(wc -l <"$work/$name.ops") opcodes)"
-  else
-    echo "FAIL emitted_opcodes_have_bodies_$name: no body for $(echo $missing)"
-    status=1
-  fi
+  for tp in 1 2; do
+    case=${name}_tp$tp
+    "$met" circuit emit --hardware h200-sxm --tp "$tp" --checkpoint "$work/$name" --out "$work/$case-assets" >/dev/null
+    "$met" circuit disasm "$work/$case-assets" | awk '/^ +[0-9]+ +\[g/ { sub(/^.*\] /, ""); print "met_" $1 }' |
+      LC_ALL=C sort -u >"$work/$case.ops"
+    missing=$(LC_ALL=C comm -23 "$work/$case.ops" "$work/image.txt")
+    if [[ -z $missing ]]; then
+      echo "PASS emitted_opcodes_have_bodies_$case ($(wc -l <"$work/$case.ops") opcodes)"
+    else
+      echo "FAIL emitted_opcodes_have_bodies_$case: no body for $(echo $missing)"
+      status=1
+    fi
+  done
 done
 exit $status
