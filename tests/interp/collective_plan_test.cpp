@@ -164,4 +164,36 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "an h200-sxm --tp 2 emit plans on the real packets: every collective's peers operand lies on a 16-byte boundary "
+    "of the window (the bodies' vector loads), the communicator has as many LSA barriers as the largest program's "
+    "collective slices summed, and the window holds every rank's arena (catches a slicing or arena layout the "
+    "device bodies cannot read, or a barrier count short of a many-slice program)") {
+  interp::Assets a = testing::tp_assets("collective-plan-h200", 2, "h200-sxm");
+  auto plan = interp::plan_collectives(testing::files_of(a), a.dir);
+  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message));
+  std::uint32_t most = 0, many = 0;
+  for (std::size_t p = 0; p < a.packet.programs.size(); ++p) {
+    std::uint32_t sum = 0;
+    for (const auto& c : plan->programs[p]) {
+      const std::uint64_t offset = c.offset;
+      CAPTURE(offset);
+      CHECK(offset % 16 == 0);
+      CHECK(c.barrier0 == sum);
+      sum += c.slices;
+      many = std::max(many, c.slices);
+    }
+    CHECK(!plan->programs[p].empty());
+    most = std::max(most, sum);
+  }
+  CHECK(plan->lsa_barriers == most);
+  CHECK(many > 1);  // a GPU class cuts its collectives into many slices
+  std::uint64_t arena = 0;
+  for (const auto* f : testing::files_of(a))
+    for (const auto& t : f->tensors)
+      if (t.source == MET_SOURCE_SCRATCH) arena = std::max(arena, t.ref + t.bytes);
+  CHECK(plan->window_bytes >= arena);
+  CHECK(plan->window_bytes % interp::nccl::kWinGranularity == 0);
+}
+
 }  // namespace met

@@ -1,6 +1,6 @@
 // Test helpers for the tensor-parallel wiring of the cuda backend: a tiny Llama-3 emitted at --tp N
-// for the cpu class (the only class that emits TP programs yet), its rank packets as lists, and
-// the first collective of program 0.
+// for the cpu class (two streams, one slice a collective) or for h200-sxm (132 streams, the
+// collectives cut into many slices), its rank packets as lists, and the first collective of program 0.
 #pragma once
 
 #include <utility>
@@ -11,14 +11,16 @@
 
 namespace met::testing {
 
-inline interp::Assets tp_assets(const std::string& name, int tp) {
+inline interp::Assets tp_assets(const std::string& name, int tp, const std::string& device = "host-cpu") {
   const auto ckpt = tiny_checkpoint("collective-plan", oracle_config("tiny-llama3-kv8.json"));
   EmitSpec spec;
+  spec.device = device;
   spec.tp = tp;
-  spec.threads = 2;
+  const bool cpu = device == "host-cpu";
+  spec.threads = cpu ? 2 : 0;  // a GPU emit has the device's streams
   spec.rungs = {1, 2};
-  spec.buckets = {8};
-  spec.max_ctx = 32;
+  spec.buckets = {cpu ? 8 : 64};  // hopper's prefill GEMMs take 32 rows or more
+  spec.max_ctx = cpu ? 32 : 128;
   auto a = interp::load_assets(write_assets(ckpt, spec, name).string());
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
   return std::move(*a);
