@@ -3,8 +3,8 @@
 # machine has no Debian -dev packages: `met` is built here and carried).
 #
 #   bash scripts/h200_bringup.sh [STAGES] [MODELS]
-#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,optest,campaign,peers,oracle,lengths,ringlong,long
-#             (default: all but lengths, ringlong and long; run in that order per model)
+#     STAGES: comma list of tiny,ring,fp8,gptoss,gemma4moe,tptiny,optest,campaign,peers,oracle,lengths,ringlong,long,tp
+#             (default: all but tptiny, lengths, ringlong, long and tp; run in that order per model)
 #     MODELS: comma list of bench/configs names (default: llama-3.2-1b,qwen3-0.6b,llama-3.1-8b)
 #
 # Inputs: MET (default .device/met) and its shared libraries in .device/libs.tar.xz (made by
@@ -31,6 +31,10 @@
 #   gemma4moe tests/oracle/configs/tiny-gemma4-moe.json (its GPU bodies: the scaled router, the GELU experts
 #             of layout 2, moe_down on their one tensor) as tiny does, against the in-repo reference
 #             (tests/oracle/reference_gemma4.py); its transformers fixture runs in the tiny stage
+#   tptiny    tensor parallelism (TP_RANKS ranks, default 2, one GPU each: the 2-GPU machine):
+#             TINY_TP (default tiny-llama3,tiny-qwen3) emitted for h200-sxm with --tp TP_RANKS, run on cuda
+#             against their transformers fixtures (free-running and forced), against the same packets on
+#             the cpu bodies (cpu-oracle: simulated ranks) and against the --tp 1 emit on cuda
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -46,6 +50,10 @@
 #             chunks read the earlier ones' keys from the cache), an emit of max-ctx LONG_T with one
 #             decode rung: met circuit run --campaign prefill:LONG_T (1 warm-up, 5 timed runs) beside its
 #             ceiling, and transformers' prefill of the same length (peers.py --modes prefill)
+#   tp        the model emitted with --tp TP_RANKS (its own checkpoint of MODELS, e.g. llama-3.1-70b, whose
+#             141 GB of bf16 want WORK on a file system that holds them: `df` is printed first), run on
+#             cuda: met circuit run --campaign decode:1,16@ctx=4096 --campaign prefill:4096 (per-rank
+#             step times and the collectives' time per step are in the campaign record)
 #   peers     bench/peers/peers.py: transformers eager and hand-captured CUDA graph, same checkpoint;
 #             then bench/peers/compiled.py: the compiled PyTorch decoder (static KV cache, torch.compile,
 #             hand-captured CUDA graph), checked against transformers' logits before it is timed
@@ -221,12 +229,50 @@ reference_fixture() {
   FIXTURES="$WORK/ref" tiny_fixture "$m" "$dtype" "$n"
 }
 
+# Tensor parallelism on TP_RANKS GPUs: tp_fixture MODEL (its bf16 transformers fixture), the emit of
+# tiny_fixture with --tp.
+tp_ranks="${TP_RANKS:-2}"
+# NCCL for the cuda backend's ranks: libnccl.so.2 through the loader's path, else the one PyTorch's
+# wheels carry (src/interp/nccl.cpp refuses a library of another major.minor than met's headers).
+if (has tptiny || has tp) && [[ -z "${MET_NCCL_LIBRARY:-}" ]] && ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2 '; then
+  MET_NCCL_LIBRARY="$(python3 -c "import glob, os, nvidia.nccl; print(sorted(glob.glob(os.path.join(list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so*')))[0])" 2>/dev/null)"
+  export MET_NCCL_LIBRARY
+  echo "MET_NCCL_LIBRARY=$MET_NCCL_LIBRARY"
+fi
+export NCCL_NVLS_ENABLE=0 NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+tp_fixture() {
+  local m="$1" n="$1-bf16"
+  local fx="tests/oracle/fixtures/$n.json" a="$WORK/$n-tp$tp_ranks"
+  step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$n" >/dev/null
+  for t in 1 "$tp_ranks"; do
+    step "$n emit --tp $t" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$n" --out "$WORK/$n-tp$t" --max-ctx 256 \
+      --decode-rungs 1,2,4,8 --prefill-buckets 64,128 --tp "$t"
+  done
+  : >"$WORK/res/tp-$n.txt"
+  against_tf "$n tp$tp_ranks" "$a" "$fx" "$(steps_of "$fx")" "$WORK/$n-tp$tp_ranks-cuda" "$WORK/res/tp-$n.txt"
+  # shellcheck disable=SC2046
+  step "$n tp1 run cuda" 120 "$MET" circuit run --assets "$WORK/$n-tp1" --backend cuda $(prompts_of "$fx") \
+    --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$n-tp1-cuda.json"
+  step "$n tp$tp_ranks vs tp1 on cuda" 60 python3 "$WORK/same_tokens.py" "$WORK/$n-tp$tp_ranks-cuda.json" "$WORK/$n-tp1-cuda.json" \
+    | tee -a "$WORK/res/tp-$n.txt" || status=1
+  # shellcheck disable=SC2046
+  step "$n tp$tp_ranks run cpu-oracle" 300 "$MET" circuit run --assets "$a" --backend cpu-oracle $(prompts_of "$fx") \
+    --max-tokens "$(steps_of "$fx")" --logits-out "$WORK/$n-tp$tp_ranks-cpu.json"
+  step "$n tp$tp_ranks cuda vs cpu-oracle" 60 python3 "$WORK/same_tokens.py" "$WORK/$n-tp$tp_ranks-cuda.json" \
+    "$WORK/$n-tp$tp_ranks-cpu.json" | tee -a "$WORK/res/tp-$n.txt" || status=1
+}
+if has tptiny; then
+  nvidia-smi topo -m || true
+  for m in $(echo "${TINY_TP:-tiny-llama3,tiny-qwen3}" | tr , " "); do tp_fixture "$m"; done
+fi
+
 if has gptoss; then reference_fixture tiny-gpt-oss mxfp4 reference_gpt_oss.py; fi
 if has gemma4moe; then reference_fixture tiny-gemma4-moe bf16 reference_gemma4.py; fi
 
 for m in ${models//,/ }; do
   ck="$WORK/$m"
-  if has optest || has oracle || has campaign || has peers || has lengths || has ringlong || has long; then
+  if has tp; then df -h "$WORK" /dev/shm 2>/dev/null || true; fi
+  if has optest || has oracle || has campaign || has peers || has lengths || has ringlong || has long || has tp; then
     [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
   fi
   if has optest; then
@@ -241,6 +287,12 @@ for m in ${models//,/ }; do
   if has campaign; then
     step "$m campaign" 400 "$MET" circuit run --assets "$ck-a" --backend cuda --campaign decode:1,2,4,8,16@ctx=4096 \
       --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
+  fi
+  if has tp; then
+    step "$m emit --tp $tp_ranks" 300 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-tp$tp_ranks" \
+      --max-ctx 4160 --decode-rungs 1,16 --prefill-buckets 4096 --tp "$tp_ranks"
+    step "$m campaign --tp $tp_ranks" 600 "$MET" circuit run --assets "$ck-tp$tp_ranks" --backend cuda \
+      --campaign decode:1,16@ctx=4096 --campaign prefill:4096 --perf-dir "$WORK/res/perf"
   fi
   if has peers; then
     step "$m peers" 400 python3 bench/peers/peers.py --checkpoint "$ck" --out "$WORK/res/peers-$m.json"
