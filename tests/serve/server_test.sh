@@ -10,7 +10,11 @@
 #   moe       a tiny Qwen3-MoE (tests/serve/client/tiny-qwen3-moe-vocab151936.json: Qwen3's tokenizer
 #             and template, a routed-expert layer and a dense one): the official OpenAI client chats
 #             with it, and simultaneous chats each get their solo text (tests/serve/client/moe_chat.mjs)
-# Usage: server_test.sh MET client|promtool|gemma4|moe
+#   tp        the tiny Qwen3 emitted with --tp 2 (two simulated ranks on the cpu backend) beside a second
+#             server of the same checkpoint emitted without: the official OpenAI client chats with both,
+#             and the --tp 2 server's greedy texts, streamed, solo and simultaneous, must be the --tp 1
+#             server's (tests/serve/client/tp_chat.mjs)
+# Usage: server_test.sh MET client|promtool|gemma4|moe|tp
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
 # MET_TEST_TIME_SCALE (default 1) multiplies the waits, here and in the client (sanitizer builds).
 set -euo pipefail
@@ -29,11 +33,18 @@ fi
 work="$(mktemp -d)"
 # shellcheck source=serve_fixture.sh
 source "$here/serve_fixture.sh"
-trap stop_server EXIT
+solo_pid=""
+stop_all() {
+  if [ -n "$solo_pid" ]; then kill "$solo_pid" 2>/dev/null || true; wait "$solo_pid" 2>/dev/null || true; fi
+  stop_server
+}
+trap stop_all EXIT
 model=qwen3
 if [ "$mode" = gemma4 ]; then model=gemma4; fi
 if [ "$mode" = moe ]; then model=qwen3-moe; fi
-start_server --model "$model" --api-key "$api_key" --max-body 65536 --queue 4
+tp=1
+if [ "$mode" = tp ]; then tp=2; fi
+start_server --model "$model" --tp "$tp" --api-key "$api_key" --max-body 65536 --queue 4
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="$served" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
 export MET_SERVER_PID="$server_pid" MET_BIN="$met" MET_ASSETS="$work/assets"
@@ -43,6 +54,17 @@ case "$mode" in
     ;;
   moe)
     node "$client/moe_chat.mjs"
+    ;;
+  tp)
+    # The same checkpoint without --tp, served beside it: what the --tp 2 server must answer.
+    tp_port="$port"
+    "$met" circuit emit --hardware host-cpu --checkpoint "$work/$served" --out "$work/assets-tp1" --max-ctx 256 --threads 2 \
+      --decode-rungs 1,2,4,8 --prefill-buckets 16,64,256 >/dev/null 2>"$work/emit1.log" || { cat "$work/emit1.log"; exit 1; }
+    "$met" serve --assets "$work/assets-tp1" --host 127.0.0.1 --port 0 --api-key "$api_key" --queue 4 >"$work/serve1.log" 2>&1 &
+    solo_pid=$!
+    await_port "$solo_pid" "$work/serve1.log" "$((10 * time_scale))"
+    MET_SOLO_URL="http://127.0.0.1:$port" node "$client/tp_chat.mjs"
+    port="$tp_port"
     ;;
   client)
     node "$client/openai_test.mjs"
@@ -90,6 +112,6 @@ case "$mode" in
     [ "$failed" -eq 0 ]
     ;;
   *)
-    echo "usage: server_test.sh MET client|promtool|gemma4|moe"; exit 2
+    echo "usage: server_test.sh MET client|promtool|gemma4|moe|tp"; exit 2
     ;;
 esac

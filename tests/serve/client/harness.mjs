@@ -25,6 +25,15 @@ export function done() {
   process.exit(failed ? 1 : 0);
 }
 
+// The server's token count of a chat's messages (POST /tokenize), what usage must report.
+export async function tokenizeCount(base, key, model, messages) {
+  const headers = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
+  const r = await fetch(`${base}/tokenize`, { method: "POST", headers, body: JSON.stringify({ model, messages }) });
+  const text = await r.text();
+  eq(r.status, 200, `/tokenize status (body ${text.slice(0, 300)})`);
+  return JSON.parse(text).count;
+}
+
 // A greedy non-streaming chat of at most 8 tokens: the envelope, usage against promptTokens() (the
 // server's /tokenize of the same messages) and a length stop at max_tokens. Returns the text.
 export async function checkGreedyChat(client, model, messages, promptTokens) {

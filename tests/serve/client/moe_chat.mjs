@@ -3,7 +3,7 @@
 // client. Run by tests/serve/server_test.sh moe, which sets MET_BASE_URL, MET_API_KEY, MET_MODEL,
 // MET_MAX_CTX and MET_SLOTS. Each case names what it would catch; the last line is "N passed, M failed".
 import OpenAI from "openai";
-import { check, checkGreedyChat, checkStreamedChat, done, eq, test } from "./harness.mjs";
+import { check, checkGreedyChat, checkStreamedChat, done, eq, test, tokenizeCount } from "./harness.mjs";
 
 const base = process.env.MET_BASE_URL;
 const key = process.env.MET_API_KEY;
@@ -12,14 +12,8 @@ const maxCtx = Number(process.env.MET_MAX_CTX);
 const slots = Number(process.env.MET_SLOTS);
 const timeScale = Number(process.env.MET_TEST_TIME_SCALE || 1);
 const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: key, maxRetries: 0, timeout: 60000 * timeScale });
-const auth = { Authorization: `Bearer ${key}`, "Content-Type": "application/json" };
 
-async function tokenCount(messages) {
-  const r = await fetch(`${base}/tokenize`, { method: "POST", headers: auth, body: JSON.stringify({ model, messages }) });
-  const text = await r.text();
-  eq(r.status, 200, `/tokenize status (body ${text.slice(0, 300)})`);
-  return JSON.parse(text).count;
-}
+const tokenCount = (messages) => tokenizeCount(base, key, model, messages);
 
 for (let i = 0; i < 200 * timeScale; ++i) {  // the server may still be loading
   try { if ((await fetch(`${base}/health`)).status === 200) break; } catch {}
