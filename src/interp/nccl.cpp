@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "interp/dl_resolve.hpp"
 
@@ -104,7 +105,13 @@ Expected<const Api*> open_library(const std::string& path) {
     dlclose(lib);
     return fail("nccl: cannot set NCCL_NVLS_ENABLE=0 in the environment: " + std::string(std::strerror(errno)));
   }
-  return a.release();  // kept for the process's life, as the library is
+  // Kept for the process's life, as the library is: owned by a registry of every library opened
+  // (the cached one, and any a caller such as a test opens again), not leaked.
+  static std::mutex opened_mu;
+  static std::vector<std::unique_ptr<Api>> opened;
+  const std::lock_guard<std::mutex> hold(opened_mu);
+  opened.push_back(std::move(a));
+  return opened.back().get();
 }
 
 Expected<const Api*> api() {
