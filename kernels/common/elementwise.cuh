@@ -72,6 +72,57 @@ __device__ __forceinline__ void rmsnorm_short(const Args& a, SliceRange r, float
   }
 }
 
+// Vectors of kNormRowMinDim to kNormRowMaxDim values (a prefill's hidden-size norms), one warp each: a lane
+// loads all of its 16-byte words of the vector at once and keeps them in registers, so the vector
+// is read once and its loads are in flight together. Reading it twice, a word at a time, left an
+// 8B prefill of 4096 rows at about 40% of an SM's share of the read bandwidth in its norms (the
+// second read misses L1 beside a GEMM ring's shared memory; held: 2.647 -> 2.184 ms of the norms,
+// Llama-3.2-1B 0.661 -> 0.596). A lane sums its squares in the same
+// order as the two-pass path below (words lane, lane + 32, ...), so the sums are the same.
+constexpr int kNormRowWords = 16;  // 16-byte words a lane holds
+constexpr int64_t kNormRowMaxDim = 8 * 32 * kNormRowWords;
+// Below this a lane holds 4 words or fewer, and the held path did not pay: Qwen3-0.6B's norms of
+// 1024 took 2.044 ms of its prefill of 4096 against 1.970 read twice (H200, same call;
+// perf-data/h200-sxm/20261205T0200Z-norm-waits).
+constexpr int64_t kNormRowMinDim = 2048;
+template <bool kOnce, class Args>
+__device__ __forceinline__ void rmsnorm_held(const Args& a, SliceRange r, float offset, int64_t items) {
+  const int64_t count = a.count, dim = a.dim, words = dim / 8;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int64_t it = warp; it < items; it += MET_INTERP_WARPS) {  // warp-uniform
+    const int64_t row = r.begin + it / count, v = it % count;
+    const u16* xv = a.x + (a.in_row0 + row) * a.x_stride + a.x_col0 + v * dim;
+    u16* yv = a.y + row * a.y_stride + a.y_col0 + v * dim;
+    uint4 x[kNormRowWords];
+#pragma unroll
+    for (int j = 0; j < kNormRowWords; ++j) {
+      const int64_t w = lane + 32 * j;
+      x[j] = w < words ? *reinterpret_cast<const uint4*>(xv + 8 * w) : make_uint4(0, 0, 0, 0);
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kNormRowWords; ++j) {
+      float f[8];
+      unpack8(x[j], f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
+    }
+    ss = met_warp_reduce(ss);
+    const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + a.eps);
+#pragma unroll
+    for (int j = 0; j < kNormRowWords; ++j) {
+      const int64_t w = lane + 32 * j;
+      if (w >= words) break;
+      float f[8], g[8];
+      unpack8(x[j], f);
+      norm_w8(a.w, 8 * w, g);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) f[k] = norm_elem<kOnce>(f[k], inv, g[k], offset);
+      *reinterpret_cast<uint4*>(yv + 8 * w) = pack8(f);
+    }
+  }
+}
+
 // y = x / rms(x) * (offset + w), rounded as norm_elem rounds: rmsnorm is kOnce false (offset 0);
 // rmsnorm_offset kOnce true, Gemma-3's 1 + w, Gemma-4's w, or no w (offset ignored, as the cpu's).
 // One warp per (row, vector); where the slice has fewer vectors than the block
@@ -126,9 +177,14 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
     }
     return;
   }
-  if (dim % 8 == 0 && dim <= 256 && aligned16(a.x) && aligned16(a.y) && aligned16(a.w) && a.x_stride % 8 == 0 &&
-      a.y_stride % 8 == 0 && a.x_col0 % 8 == 0 && a.y_col0 % 8 == 0) {
+  const bool words16 = dim % 8 == 0 && aligned16(a.x) && aligned16(a.y) && aligned16(a.w) && a.x_stride % 8 == 0 &&
+                       a.y_stride % 8 == 0 && a.x_col0 % 8 == 0 && a.y_col0 % 8 == 0;
+  if (words16 && dim <= 256) {
     rmsnorm_short<kOnce>(a, r, offset, items);
+    return;
+  }
+  if (words16 && dim >= kNormRowMinDim && dim <= kNormRowMaxDim) {
+    rmsnorm_held<kOnce>(a, r, offset, items);
     return;
   }
   for (int64_t it = warp; it < items; it += MET_INTERP_WARPS) {
