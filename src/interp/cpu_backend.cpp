@@ -21,8 +21,10 @@ namespace {
 constexpr std::size_t kMaxOperands = 12;  // Instr.tensors
 constexpr std::size_t kBufferAlign = 64;
 // Polls of a counter before blocking on it: the producing slice usually runs on another core and
-// finishes within microseconds, and a futex sleep + wake costs more than that per wait.
-constexpr int kSpinPolls = 1 << 11;
+// finishes within microseconds, and a futex sleep + wake costs more than that per wait. With more
+// threads than cores (cpu-oracle's one worker per SM) the producer is usually not running while the
+// waiter spins, so there a waiter blocks at once: the spins took three quarters of such a run.
+constexpr std::uint32_t kSpinPolls = 1 << 11;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -32,10 +34,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// Blocks until c >= value: a bounded spin, then C++20 atomic wait.
-void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value) {
+// Blocks until c >= value: at most `spins` polls, then C++20 atomic wait.
+void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value, std::uint32_t spins) {
   std::uint32_t v = c.load(std::memory_order_acquire);
-  for (int spin = 0; v < value && spin < kSpinPolls; ++spin) {
+  for (std::uint32_t spin = 0; v < value && spin < spins; ++spin) {
     cpu_relax();
     v = c.load(std::memory_order_acquire);
   }
@@ -53,6 +55,7 @@ void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value) {
 // alike on every rank (src/emit/schedule.cpp), so the slices pair without a deadlock.
 struct Collectives {
   std::uint32_t ranks = 1;
+  std::uint32_t spins = kSpinPolls;                                    // wait_at_least's polls
   std::vector<std::vector<std::size_t>> first;                         // [program][instr]: its slice 0's index below
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> in, out;  // [program][slice of any instruction]
   std::vector<std::size_t> count;                                      // [program]: slices of every instruction
@@ -63,7 +66,7 @@ struct Collectives {
     if (ranks == 1) return;
     c.fetch_add(1, std::memory_order_acq_rel);
     c.notify_all();
-    wait_at_least(c, ranks);
+    wait_at_least(c, ranks, spins);
   }
   void reset(std::size_t p) {
     for (std::size_t k = 0; k < count[p]; ++k) {
@@ -102,6 +105,7 @@ struct Rank {
   Collectives* coll = nullptr;
 
   std::uint32_t workers = 1;
+  std::uint32_t spins = kSpinPolls;  // wait_at_least's polls
   std::uint32_t first_pooled = 1;  // streams below it run on the caller (rank 0: stream 0)
   std::vector<std::thread> pool;
   std::atomic<std::uint32_t> generation{0};
@@ -113,7 +117,7 @@ struct Rank {
     const auto& p = packet->programs[program];
     auto* ctr = counters[program].get();
     for (const auto& e : p.streams[stream]) {
-      for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value);
+      for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value, spins);
       const bool coll_here = collective[program][e.instr];
       if (coll_here) coll->arrive(program, e.instr, e.slice);  // every rank's input is written
       bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
@@ -360,6 +364,13 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::u
     MET_CHECK(build_rank(rk, a, *files[r], impl->host));
   }
   MET_CHECK(wire_collectives(*impl, a));
+  // Spin only while every stream worker of every rank can have a core of its own.
+  std::uint64_t threads_total = 0;
+  for (const auto& rk : impl->ranks) threads_total += rk->workers;
+  const unsigned cores = std::thread::hardware_concurrency();
+  const std::uint32_t spins = cores != 0 && threads_total > cores ? 0 : kSpinPolls;
+  impl->coll.spins = spins;
+  for (auto& rk : impl->ranks) rk->spins = spins;
   for (std::size_t p = 0; p < a.packet.programs.size(); ++p) impl->bounds.push_back(slot_bounds(a.packet, p));
   for (auto& rk : impl->ranks) {
     Rank* raw = rk.get();
