@@ -102,6 +102,10 @@ struct Rank {
   std::vector<std::vector<CpuBody>> bodies;                            // [program][instr]
   std::vector<std::vector<bool>> collective;                           // [program][instr]
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> counters; // [program][instr]
+  // [program][instr]: the counts some stream waits for, ascending. Only a slice that brings its
+  // counter to one of them wakes the counter's waiters: at any other count none of them can go on,
+  // and waking every waiter at every slice kept a GPU emit's hundreds of workers in the kernel.
+  std::vector<std::vector<std::vector<std::uint32_t>>> wake_at;
   Collectives* coll = nullptr;
 
   std::uint32_t workers = 1;
@@ -122,8 +126,9 @@ struct Rank {
       if (coll_here) coll->arrive(program, e.instr, e.slice);  // every rank's input is written
       bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
       if (coll_here) coll->depart(program, e.instr, e.slice);  // every rank has read them
-      ctr[e.instr].fetch_add(1, std::memory_order_release);
-      ctr[e.instr].notify_all();
+      const std::uint32_t count = ctr[e.instr].fetch_add(1, std::memory_order_release) + 1;
+      const auto& wake = wake_at[program][e.instr];
+      if (std::binary_search(wake.begin(), wake.end(), count)) ctr[e.instr].notify_all();
     }
   }
 
@@ -285,6 +290,16 @@ Expected<void> build_rank(Rank& rk, const Assets& a, const emit::PacketFile& pf,
     rk.bodies.push_back(std::move(rows));
     rk.collective.push_back(std::move(coll));
     rk.counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
+    std::vector<std::vector<std::uint32_t>> wake(p.instrs.size());
+    for (const auto& stream : p.streams)
+      for (const auto& e : stream)
+        for (const auto& w : e.waits)
+          if (w.counter < wake.size()) wake[w.counter].push_back(w.value);
+    for (auto& v : wake) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    }
+    rk.wake_at.push_back(std::move(wake));
   }
   return {};
 }
