@@ -43,7 +43,8 @@ start() {
   pids+=($!)
   local port=""
   for _ in $(seq 1 600); do
-    port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
+    # The background job opens the log after its fork: on a loaded machine the first reads can come first.
+    [[ -e "$2" ]] && port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
     [[ -n "$port" ]] && break
     kill -0 "${pids[-1]}" 2>/dev/null || { echo "error: met serve --backend $1 exited:" >&2; cat "$2" >&2; return 1; }
     sleep 0.1

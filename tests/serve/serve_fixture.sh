@@ -63,7 +63,8 @@ start_server() {
 await_port() {
   port=""
   for _ in $(seq 1 "$((10 * $3))"); do
-    port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
+    # The background job opens LOG after its fork: on a loaded machine the first reads can come first.
+    [ -e "$2" ] && port="$(sed -n 's/^serve: listening on http:\/\/127\.0\.0\.1:\([0-9]*\)$/\1/p' "$2")"
     [ -n "$port" ] && return 0
     kill -0 "$1" 2>/dev/null || { echo "FAIL: met serve exited:"; cat "$2"; exit 1; }
     sleep 0.1
