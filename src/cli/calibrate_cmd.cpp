@@ -26,11 +26,6 @@ struct CalibrateArgs {
   bool update = false, held_out = false;
 };
 
-int error(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  return 1;
-}
-
 // The line that regenerates the evidence file (paths as given, so the file names the same bytes
 // wherever the repository is checked out).
 std::string command_of(const CalibrateArgs& a, const std::string& hardware) {

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "cli/campaigns.hpp"
+#include "cli/commands.hpp"
 #include "cli/files.hpp"
 #include "cli/model_ref.hpp"
 #include "core/numfmt.hpp"
@@ -25,12 +26,15 @@
 #include "tree/disk_tree.hpp"
 
 namespace met::cli {
-namespace {
 
-int report_error(const Error& e) {
-  std::fprintf(stderr, "error: %s\n", e.message.c_str());
+int error(const std::string& message) {
+  std::fprintf(stderr, "error: %s\n", message.c_str());
   return 1;
 }
+
+namespace {
+
+int report_error(const Error& e) { return error(e.message); }
 
 Expected<estimate::BasisChoice> parse_basis(const std::string& b) {
   if (b == "measured") return estimate::BasisChoice::measured;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "planner/library.hpp"
@@ -12,6 +13,9 @@
 namespace met::cli {
 
 using LibraryFn = std::function<const planner::Library*()>;  // nullptr after printing an error
+
+// Prints "error: <message>" on stderr; returns 1, a command's exit status for it (circuit.cpp).
+int error(const std::string& message);
 
 struct Command {
   CLI::App* app = nullptr;

@@ -39,11 +39,6 @@ struct SynthArgs {
   bool force = false;
 };
 
-int error(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  return 1;
-}
-
 Expected<std::string> read_text(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return fail(fmt::format("{}: no such file", path));

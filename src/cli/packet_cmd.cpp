@@ -17,11 +17,6 @@
 namespace met::cli {
 namespace {
 
-int error(const std::string& m) {
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
-}
-
 Expected<emit::PacketFile> load_packet(const std::string& assets) {
   const std::string path = assets + "/model.pkt";
   MET_TRY(const std::string bytes, read_file(path));

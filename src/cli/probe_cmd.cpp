@@ -26,11 +26,6 @@ struct ProbeArgs {
   std::string json, from_json, hardware, update_devices;
 };
 
-int error(const std::string& message) {
-  std::fprintf(stderr, "error: %s\n", message.c_str());
-  return 1;
-}
-
 // The command that measured, as the record and the citation name it (where the record went is
 // not part of the measurement).
 std::string command_of(const ProbeArgs& a) {

@@ -57,11 +57,6 @@ struct RunArgs {
   int warmup = 3, repeats = 20;
 };
 
-int error(const std::string& m) {
-  std::fprintf(stderr, "error: %s\n", m.c_str());
-  return 1;
-}
-
 // "1,2,4" -> {1, 2, 4}; every element a non-negative integer.
 Expected<std::vector<std::int64_t>> int_list(const std::string& flag, const std::string& text) {
   std::vector<std::int64_t> out;
