@@ -55,7 +55,7 @@ void wait_at_least(const std::atomic<std::uint32_t>& c, std::uint32_t value, std
 // alike on every rank (src/emit/schedule.cpp), so the slices pair without a deadlock.
 struct Collectives {
   std::uint32_t ranks = 1;
-  std::uint32_t spins = kSpinPolls;                                    // wait_at_least's polls
+  std::uint32_t spins = kSpinPolls;                                    // wait_at_least's polls, every rank's
   std::vector<std::vector<std::size_t>> first;                         // [program][instr]: its slice 0's index below
   std::vector<std::unique_ptr<std::atomic<std::uint32_t>[]>> in, out;  // [program][slice of any instruction]
   std::vector<std::size_t> count;                                      // [program]: slices of every instruction
@@ -109,7 +109,6 @@ struct Rank {
   Collectives* coll = nullptr;
 
   std::uint32_t workers = 1;
-  std::uint32_t spins = kSpinPolls;  // wait_at_least's polls
   std::uint32_t first_pooled = 1;  // streams below it run on the caller (rank 0: stream 0)
   std::vector<std::thread> pool;
   std::atomic<std::uint32_t> generation{0};
@@ -121,7 +120,7 @@ struct Rank {
     const auto& p = packet->programs[program];
     auto* ctr = counters[program].get();
     for (const auto& e : p.streams[stream]) {
-      for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value, spins);
+      for (const auto& w : e.waits) wait_at_least(ctr[w.counter], w.value, coll->spins);
       const bool coll_here = collective[program][e.instr];
       if (coll_here) coll->arrive(program, e.instr, e.slice);  // every rank's input is written
       bodies[program][e.instr](p.instrs[e.instr], e.slice, operands[program][e.instr].data());
@@ -383,9 +382,7 @@ Expected<std::unique_ptr<CpuBackend>> CpuBackend::create(const Assets& a, std::u
   std::uint64_t threads_total = 0;
   for (const auto& rk : impl->ranks) threads_total += rk->workers;
   const unsigned cores = std::thread::hardware_concurrency();
-  const std::uint32_t spins = cores != 0 && threads_total > cores ? 0 : kSpinPolls;
-  impl->coll.spins = spins;
-  for (auto& rk : impl->ranks) rk->spins = spins;
+  impl->coll.spins = cores != 0 && threads_total > cores ? 0 : kSpinPolls;  // every rank's waits read it
   for (std::size_t p = 0; p < a.packet.programs.size(); ++p) impl->bounds.push_back(slot_bounds(a.packet, p));
   for (auto& rk : impl->ranks) {
     Rank* raw = rk.get();
