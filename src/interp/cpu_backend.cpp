@@ -289,11 +289,11 @@ Expected<void> build_rank(Rank& rk, const Assets& a, const emit::PacketFile& pf,
     rk.bodies.push_back(std::move(rows));
     rk.collective.push_back(std::move(coll));
     rk.counters.push_back(std::make_unique<std::atomic<std::uint32_t>[]>(std::max<std::size_t>(1, p.instrs.size())));
+    // Every wait names an instruction of its program: the packet reader refuses any other.
     std::vector<std::vector<std::uint32_t>> wake(p.instrs.size());
     for (const auto& stream : p.streams)
       for (const auto& e : stream)
-        for (const auto& w : e.waits)
-          if (w.counter < wake.size()) wake[w.counter].push_back(w.value);
+        for (const auto& w : e.waits) wake[w.counter].push_back(w.value);
     for (auto& v : wake) {
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
