@@ -330,8 +330,13 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   }
   ce.ceiling_s = sum.ceiling + ce.allreduce_s + ce.gather_s;
   ce.prediction_s = sum.prediction + ce.allreduce_s + ce.gather_s;
-  ce.prediction_basis = sum.measured ? "measured: " + join(std::vector<std::string>(sum.evidence.begin(), sum.evidence.end()), ", ")
-                                     : "unmeasured";
+  // A family's evidence is a list of campaigns, and families share them: each file once.
+  std::set<std::string> files;
+  for (const auto& e : sum.evidence)
+    for (const auto& f : split(e, ','))
+      if (auto t = trim(f); !t.empty()) files.insert(std::string(t));
+  ce.evidence.assign(files.begin(), files.end());
+  ce.prediction_basis = sum.measured ? "measured: " + join(ce.evidence, ", ") : "unmeasured";
   ce.weight_bytes = sum.weight;
   ce.kv_bytes = sum.kv;
   ce.other_bytes = sum.other;

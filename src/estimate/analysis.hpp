@@ -52,7 +52,8 @@ struct CaseEstimate {
   int tp = 1;
   double ceiling_s = 0;
   double prediction_s = 0;
-  std::string prediction_basis;  // "unmeasured" or the evidence
+  std::string prediction_basis;       // "unmeasured" or "measured: " and the evidence
+  std::vector<std::string> evidence;  // the campaigns the prediction read, sorted, each once
   double weight_bytes = 0;
   double kv_bytes = 0;
   double other_bytes = 0;

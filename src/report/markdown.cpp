@@ -2,6 +2,8 @@
 // full precision; this rendering rounds for reading only.
 #include <fmt/format.h>
 
+#include <set>
+
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
 #include "planner/plan.hpp"
@@ -38,9 +40,10 @@ std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool pr
   s += md_head(head);
   for (const auto& c : cases) {
     std::vector<std::string> row = {fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
-                                    c.prediction_basis == "unmeasured" ? "= ceiling (unmeasured)"
-                                                                       : fmt::format("{}, {} tokens/s ({})", ms(c.prediction_s),
-                                                                                     rate(c.predicted_tokens_per_s), c.prediction_basis)};
+                                    c.prediction_basis == "unmeasured"
+                                        ? "= ceiling (unmeasured)"
+                                        : fmt::format("{}, {} tokens/s (measured: {} campaign{})", ms(c.prediction_s),
+                                                      rate(c.predicted_tokens_per_s), c.evidence.size(), c.evidence.size() == 1 ? "" : "s")};
     if (measured) row.push_back(c.measured_s > 0 ? fmt::format("{} ({})", ms(c.measured_s), c.measured_source) : "-");
     for (auto cell : {fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share), fmt_int(c.gaps)})
       row.push_back(cell);
@@ -65,9 +68,11 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += md_row({"plan digest", an.plan.digest});
   s += md_row({"ceiling", fmt::format("{} per step, {} tokens/s", ms(an.requested.ceiling_s), rate(an.requested.tokens_per_s))});
   s += md_row({"prediction", an.requested.prediction_basis == "unmeasured" ? "same as the ceiling (unmeasured: no campaign evidence for this class yet)"
-                                                                           : fmt::format("{} per step, {} tokens/s ({})", ms(an.requested.prediction_s),
+                                                                           : fmt::format("{} per step, {} tokens/s (measured: {} campaign{}, listed after the prefill table)",
+                                                                                         ms(an.requested.prediction_s),
                                                                                          rate(an.requested.predicted_tokens_per_s),
-                                                                                         an.requested.prediction_basis)});
+                                                                                         an.requested.evidence.size(),
+                                                                                         an.requested.evidence.size() == 1 ? "" : "s")});
   if (an.measured_asked) s += md_row({"measured", measured_line(an, an.requested)});
   s += md_row({"gaps", fmt::format("{} groups, {} of the step", an.plan.gap_groups,
                                    pct(an.requested.prediction_s > 0 ? an.requested.gap_s / an.requested.prediction_s : 0))});
@@ -135,6 +140,14 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += fmt::format("\n## Prefill (TP {}; each launch's head on the last row of each prompt it can finish, at most {} rows)\n\n",
                    an.options.tp, planner::kPrefillHeadRows);
   s += case_table(an.prefill, true);
+  // The tables name how many campaigns each prediction read; the files are listed once here.
+  std::set<std::string> read(an.requested.evidence.begin(), an.requested.evidence.end());
+  for (const auto* cases : {&an.decode, &an.prefill})
+    for (const auto& c : *cases) read.insert(c.evidence.begin(), c.evidence.end());
+  if (!read.empty()) {
+    s += "\nThe predictions above read these campaigns (the class's calibration, docs/arch/planner.md):\n\n";
+    for (const auto& f : read) s += fmt::format("- {}\n", f);
+  }
   s += "\n## Tensor parallelism\n\n";
   if (an.tp.empty()) {
     s += fmt::format("Not applicable: {} has no device interconnect.\n", d.id);

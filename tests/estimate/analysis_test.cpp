@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/strings.hpp"
 #include "estimate/cost.hpp"
 #include "kernels/common/interp/smem.h"
 #include "model/kv_ring.hpp"
@@ -126,6 +127,11 @@ TEST_CASE("a decode step at C = 1 takes at least its bytes over the datasheet ba
   // Hopper families carry efficiencies measured on the H200 (kernels/hopper/KERNEL_FAMILIES.toml):
   // the prediction names that evidence and never beats the ceiling.
   CHECK(d1.prediction_basis.rfind("measured: perf-data/h200-sxm/", 0) == 0);
+  // Families share campaigns: the prediction names each file once, sorted, and the basis is that list.
+  REQUIRE(!d1.evidence.empty());
+  for (std::size_t i = 1; i < d1.evidence.size(); ++i) CHECK(d1.evidence[i - 1] < d1.evidence[i]);
+  for (const auto& f : d1.evidence) CHECK(f.find(',') == std::string::npos);
+  CHECK(d1.prediction_basis == "measured: " + met::join(d1.evidence, ", "));
   CHECK(d1.prediction_s >= d1.ceiling_s);
   // tokens/s is printed beside the ceiling, so it is the ceiling's; the prediction's is its own
   CHECK(d1.tokens_per_s == doctest::Approx(1.0 / d1.ceiling_s));
