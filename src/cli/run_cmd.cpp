@@ -387,7 +387,7 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
   emit->add_option("--tp", ea->tp, "tensor-parallel ranks: 1, 2, 4, 8 (one packet per rank; cpu and hopper classes, the cpu backend runs them)")
       ->capture_default_str();
   emit->add_option("--kv-dtype", ea->kv_dtype,
-                   "KV cache: bf16 | fp8 (e4m3, one scale per cache: 1; a checkpoint with calibrated KV scales is refused)")
+                   "KV cache: bf16 | fp8 (e4m3, one scale per cache: the checkpoint's calibrated k_scale/v_scale, else 1)")
       ->capture_default_str();
   out.push_back({emit, [library, ea] { return run_emit(library, *ea); }});
 

@@ -126,21 +126,17 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
   sh.kv_groups = kv_groups;
 
   // KV caches: one k and one v tensor per attention layer, shared by every program, in the graph's
-  // KV format: bf16, or e4m3 with a per-tensor scale of 1 per cache (docs/arch/interpreter.md, The
-  // fp8 KV cache).
+  // KV format: bf16, or e4m3 with one per-tensor scale per cache: the checkpoint's calibrated scale
+  // (modelopt's k_proj.k_scale / v_proj.v_scale) where it carries them, else 1 (docs/arch/formats.md,
+  // The fp8 KV cache). With bf16 caches the calibrated scales are unused.
   if (graph.kv != Format::bf16 && graph.kv != Format::fp8_e4m3) {
     return fail("emit: a " + std::string(format_name(graph.kv)) + " KV cache is not emitted (bf16, fp8-e4m3)");
   }
-  if (graph.kv == Format::fp8_e4m3) {
-    // Calibrated scales (modelopt's k_proj.k_scale / v_proj.v_scale) live in the weight bytes, which
-    // emit does not read; a cache of scale 1 beside them would be a silent substitute.
-    for (const auto& [name, info] : layout.tensors) {
-      if (name.ends_with(".k_proj.k_scale") || name.ends_with(".v_proj.v_scale"))
-        return fail("emit: the checkpoint carries calibrated KV scales ('" + name +
-                    "'); an fp8 KV cache with them is not emitted yet (emit writes scale 1): use a bf16 KV cache");
-    }
-  }
   const bool kv_fp8 = graph.kv == Format::fp8_e4m3;
+  std::map<int, KvScale> calibrated;
+  if (kv_fp8) {
+    MET_TRY(calibrated, calibrated_kv_scales(layout, sh.display));
+  }
   sh.kv_fp8 = kv_fp8 ? 1 : 0;
   const std::uint64_t kv_elem = kv_fp8 ? 1 : 2;
   // A sliding-window layer's cache is a ring where that is smaller (model/kv_ring.hpp).
@@ -167,6 +163,16 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
       const auto kh = make("k", hd);
       sh.kv[static_cast<int>(l)] = {kh, make("v", vhd)};
       sh.kv_scale[static_cast<int>(l)] = {1.0f, 1.0f};
+      if (!calibrated.empty()) {
+        // Every cache of a calibrated checkpoint encodes with its own layer's scales, never 1.
+        auto it = calibrated.find(static_cast<int>(l));
+        if (it == calibrated.end()) {
+          return fail(fmt::format("emit: {}: the checkpoint carries calibrated KV scales, but none for layer {} ('layers.{}{}')",
+                                  sh.display, l, l, kKScaleSuffix));
+        }
+        sh.kv_scale[static_cast<int>(l)] = {it->second.k_scale, it->second.v_scale};
+        a.weights.kv_scales.push_back(it->second);
+      }
       sh.kv_ring[static_cast<int>(l)] = ring;
     }
   }

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -299,6 +301,18 @@ std::string to_json(const WeightsManifest& m) {
     }
     root["tensors"].push_back(std::move(j));
   }
+  if (!m.kv_scales.empty()) {
+    root["kv_scales"] = ordered::array();
+    for (const auto& k : m.kv_scales) {
+      ordered j;
+      j["layer"] = k.layer;
+      j["k"] = part_json(k.k);
+      j["v"] = part_json(k.v);
+      j["k_scale"] = k.k_scale;
+      j["v_scale"] = k.v_scale;
+      root["kv_scales"].push_back(std::move(j));
+    }
+  }
   return root.dump(2) + "\n";
 }
 
@@ -309,7 +323,7 @@ Expected<WeightsManifest> parse_weights_manifest(const std::string& text, const 
   } catch (const json::exception& e) {
     return fail(fmt::format("{}: invalid json: {}", display, e.what()));
   }
-  MET_CHECK(check_keys(root, {"schema", "network", "checkpoint", "tensors"}, {}, display));
+  MET_CHECK(check_keys(root, {"schema", "network", "checkpoint", "tensors"}, {"kv_scales"}, display));
   MET_TRY(std::string schema, get_string(root, "schema", display));
   if (schema != kWeightsSchema) {
     return fail(fmt::format("{}: schema '{}', this met reads '{}'", display, schema, kWeightsSchema));
@@ -324,6 +338,34 @@ Expected<WeightsManifest> parse_weights_manifest(const std::string& text, const 
     MET_TRY(auto e, parse_entry(ts[k], fmt::format("{}: tensors {}", display, k)));
     if (!names.insert(e.name).second) return fail(fmt::format("{}: tensors {}: duplicate name '{}'", display, k, e.name));
     m.tensors.push_back(std::move(e));
+  }
+  if (root.contains("kv_scales")) {
+    const json& ks = root.at("kv_scales");
+    if (!ks.is_array()) return fail(fmt::format("{}: 'kv_scales' is {}, expected a list", display, json_type(ks)));
+    std::set<int> layers;
+    for (std::size_t k = 0; k < ks.size(); ++k) {
+      const std::string ctx = fmt::format("{}: kv_scales {}", display, k);
+      MET_CHECK(check_keys(ks[k], {"layer", "k", "v", "k_scale", "v_scale"}, {}, ctx));
+      KvScale s;
+      MET_TRY(auto layer, get_u64(ks[k].at("layer"), ctx + ": 'layer'"));
+      if (layer > 1000000) return fail(fmt::format("{}: layer {} is out of range", ctx, layer));
+      s.layer = static_cast<int>(layer);
+      if (!layers.insert(s.layer).second) return fail(fmt::format("{}: a second entry for layer {}", ctx, s.layer));
+      MET_TRY(s.k, parse_part(ks[k].at("k"), ctx + ": k"));
+      MET_TRY(s.v, parse_part(ks[k].at("v"), ctx + ": v"));
+      for (auto [key, out] : {std::pair{"k_scale", &s.k_scale}, std::pair{"v_scale", &s.v_scale}}) {
+        const json& v = ks[k].at(key);
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 ||
+            static_cast<double>(static_cast<float>(v.get<double>())) != v.get<double>()) {
+          return fail(fmt::format("{}: '{}' is {}, expected a positive finite f32 value", ctx, key, v.dump()));
+        }
+        *out = static_cast<float>(v.get<double>());
+      }
+      for (const auto* p : {&s.k, &s.v})
+        if (p->dtype != "F32" || !p->shape.empty() || !p->window.empty())
+          return fail(fmt::format("{}: '{}' is {} {}, expected F32 []", ctx, p->tensor, p->dtype, shape_text(p->shape)));
+      m.kv_scales.push_back(std::move(s));
+    }
   }
   return m;
 }
@@ -342,7 +384,59 @@ Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src) {
     MET_TRY(auto h, model::read_safetensors_header(src, f));
     layout.data_start[f] = kLengthBytes + h.header_length;
   }
+  for (const auto& [name, t] : layout.tensors) {
+    const std::string_view n(name);
+    if (!n.ends_with(kKScaleSuffix) && !n.ends_with(kVScaleSuffix)) continue;
+    if (t.dtype != "F32" || !t.shape.empty() || t.end - t.begin != sizeof(float)) continue;  // calibrated_kv_scales names it
+    MET_TRY(std::string b, src.read_range(t.file, layout.data_start.at(t.file) + t.begin, sizeof(float)));
+    float v = 0;
+    std::memcpy(&v, b.data(), sizeof v);  // safetensors is little-endian, as every host met runs on
+    layout.kv_scale_values[name] = v;
+  }
   return layout;
+}
+
+Expected<std::map<int, KvScale>> calibrated_kv_scales(const CheckpointLayout& layout, const std::string& display) {
+  std::map<int, KvScale> out;
+  auto value = [&](const WeightPart& p, const std::string& ctx) -> Expected<float> {
+    if (p.dtype != "F32" || !p.shape.empty()) {
+      return fail(fmt::format("{}: KV scale '{}' is {} {}, expected F32 [] (one scale per cache)", ctx, p.tensor, p.dtype,
+                              shape_text(p.shape)));
+    }
+    auto it = layout.kv_scale_values.find(p.tensor);
+    if (it == layout.kv_scale_values.end()) return fail(fmt::format("{}: KV scale '{}' was not read", ctx, p.tensor));
+    if (!std::isfinite(it->second) || it->second <= 0) {
+      return fail(fmt::format("{}: KV scale '{}' is {}; a cache scale must be finite and positive", ctx, p.tensor, it->second));
+    }
+    return it->second;
+  };
+  for (const auto& [name, t] : layout.tensors) {
+    const std::string_view n(name);
+    const bool is_k = n.ends_with(kKScaleSuffix);
+    if (!is_k && !n.ends_with(kVScaleSuffix)) continue;
+    // "<...>.layers.<N>" + suffix: N is the layer the scale belongs to.
+    const std::string attn(n.substr(0, n.size() - std::string_view(is_k ? kKScaleSuffix : kVScaleSuffix).size()));
+    const std::string ctx = fmt::format("{}: '{}'", display, name);
+    const auto num = attn.rfind('.');
+    int layer = -1;
+    if (num != std::string::npos && num >= 6 && attn.compare(num - 6, 6, "layers") == 0 && (num == 6 || attn[num - 7] == '.')) {
+      const std::string digits = attn.substr(num + 1);
+      if (!digits.empty() && digits.size() < 7 && digits.find_first_not_of("0123456789") == std::string::npos)
+        layer = std::stoi(digits);
+    }
+    if (layer < 0) return fail(fmt::format("{}: a KV scale outside '<...>.layers.<N>.self_attn'", ctx));
+    const std::string k = attn + kKScaleSuffix, v = attn + kVScaleSuffix;
+    if (!layout.tensors.count(is_k ? v : k)) return fail(fmt::format("{}: no '{}' beside it", ctx, is_k ? v : k));
+    if (out.count(layer)) continue;  // its pair already read it
+    KvScale s;
+    s.layer = layer;
+    MET_TRY(s.k, part_of(k, layout, ctx));
+    MET_TRY(s.v, part_of(v, layout, ctx));
+    MET_TRY(s.k_scale, value(s.k, ctx));
+    MET_TRY(s.v_scale, value(s.v, ctx));
+    out.emplace(layer, std::move(s));
+  }
+  return out;
 }
 
 Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,

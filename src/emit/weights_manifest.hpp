@@ -24,6 +24,8 @@ inline constexpr const char* kTensorScaleSuffix = "_scale";  // modelopt: "<modu
 inline constexpr const char* kInputScale = "input_scale";    // modelopt: "<module>.input_scale"
 inline constexpr const char* kBlocksSuffix = "_blocks";    // MXFP4 (gpt-oss experts): "<tensor>_blocks" U8 codes
 inline constexpr const char* kScalesSuffix = "_scales";    // and "<tensor>_scales" U8 e8m0, one per 32 codes
+inline constexpr const char* kKScaleSuffix = ".self_attn.k_proj.k_scale";  // modelopt FP8 KV: "<...>.layers.N" + these
+inline constexpr const char* kVScaleSuffix = ".self_attn.v_proj.v_scale";
 inline constexpr std::uint64_t kMxfp4BlockBytes = 16;       // 32 e2m1 codes, two a byte
 inline constexpr std::uint64_t kFp8BlockRows = 128;         // weight_block_size of DeepSeek-V3 / Qwen3-FP8
 inline constexpr std::uint64_t kFp8BlockCols = 128;
@@ -55,10 +57,20 @@ struct WeightEntry {
   std::vector<WeightPart> input_scale_parts;  // static per-tensor activation scales, F32 [], one per part, or empty
 };
 
+// A calibrated per-tensor KV-cache scale (modelopt's `<attn>.k_proj.k_scale` and
+// `<attn>.v_proj.v_scale`, F32 []) that emit wrote into the packets of an fp8 KV cache. The loader
+// reads both tensors again and refuses a checkpoint whose values are not the ones the packets hold.
+struct KvScale {
+  int layer = 0;  // the graph's layer, whose caches the scales encode
+  WeightPart k, v;
+  float k_scale = 1, v_scale = 1;
+};
+
 struct WeightsManifest {
   std::string network;                // lower-cased checkpoint directory name
   std::string checkpoint;             // the checkpoint directory as given
   std::vector<WeightEntry> tensors;
+  std::vector<KvScale> kv_scales;     // fp8 KV cache over a checkpoint's calibrated scales; else empty
 };
 
 // Canonical text (2-space indent, fixed key order, trailing newline).
@@ -67,11 +79,18 @@ std::string to_json(const WeightsManifest& m);
 Expected<WeightsManifest> parse_weights_manifest(const std::string& text, const std::string& display);
 
 // Every tensor of a checkpoint plus, per shard, where its data begins (8 + header length).
+// The values of its calibrated KV scales (F32 [] tensors named `*.k_proj.k_scale` and
+// `*.v_proj.v_scale`), read from the weight bytes: the only values emit puts in the packets.
 struct CheckpointLayout {
   std::map<std::string, model::TensorInfo> tensors;
   std::map<std::string, std::uint64_t> data_start;  // file -> byte offset of the first data byte
+  std::map<std::string, float> kv_scale_values;     // tensor -> value
 };
 Expected<CheckpointLayout> read_checkpoint_layout(const CheckpointSource& src);
+
+// The calibrated KV scales of a checkpoint by layer (the N of `layers.N.self_attn.k_proj.k_scale`),
+// each layer with both k and v, F32 [], finite and positive; empty when it carries none.
+Expected<std::map<int, KvScale>> calibrated_kv_scales(const CheckpointLayout& layout, const std::string& display);
 
 // One manifest entry from checkpoint tensors stacked along dim 0: same rank, trailing dims and
 // dtype; fp8 parts must each have a `<tensor>_scale_inv` F32 [ceil(r/128), ceil(c/128)] or, all of

@@ -251,6 +251,19 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     }
     w.slots_.push_back(s);
   }
+  // The calibrated KV scales emit put in the packets: the checkpoint must still hold those values.
+  for (const auto& k : manifest.kv_scales) {
+    for (auto [part, want] : {std::pair{&k.k, k.k_scale}, std::pair{&k.v, k.v_scale}}) {
+      MET_TRY(auto ptr, part_bytes(*part, fmt::format("KV scale of layer {}", k.layer)));
+      float have = 0;
+      std::memcpy(&have, ptr, sizeof have);
+      if (std::memcmp(&have, &want, sizeof have) != 0) {
+        return fail(fmt::format("{}: KV scale '{}' is {} in the checkpoint, {} in weights.json and the packets; the "
+                                "checkpoint changed since emit",
+                                checkpoint_dir, part->tensor, have, want));
+      }
+    }
+  }
   return w;
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 namespace met {
 namespace {
@@ -14,6 +15,15 @@ constexpr std::uint64_t kMaxSmallFile = std::uint64_t{256} << 20;  // config/ind
 }
 
 CheckpointSource::~CheckpointSource() = default;
+
+Expected<std::string> CheckpointSource::read_range(const std::string& file, std::uint64_t offset, std::uint64_t n) const {
+  if (offset > std::numeric_limits<std::uint64_t>::max() - n) return fail(fmt::format("{}: range of {} bytes at {} overflows", display(file), n, offset));
+  MET_TRY(std::string head, read_prefix(file, offset + n));
+  if (head.size() < offset + n) {
+    return fail(fmt::format("{}: {} bytes at {} asked for, the file ends at {}", display(file), n, offset, head.size()));
+  }
+  return head.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(n));
+}
 
 DiskCheckpoint::DiskCheckpoint(std::string dir) : dir_(std::move(dir)) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -54,6 +64,20 @@ Expected<std::string> DiskCheckpoint::read(const std::string& file) const {
     return fail(fmt::format("{}: {} bytes is too large for a metadata file", display(file), total));
   }
   return read_prefix(file, total);
+}
+
+Expected<std::string> DiskCheckpoint::read_range(const std::string& file, std::uint64_t offset, std::uint64_t n) const {
+  MET_TRY(std::uint64_t total, size(file));
+  if (offset > total || n > total - offset) {
+    return fail(fmt::format("{}: {} bytes at {} asked for, the file has {}", display(file), n, offset, total));
+  }
+  std::ifstream in(std::filesystem::path(dir_) / file, std::ios::binary);
+  if (!in) return fail(fmt::format("{}: cannot open", display(file)));
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string out(static_cast<std::size_t>(n), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(n));
+  if (!in || static_cast<std::uint64_t>(in.gcount()) != n) return fail(fmt::format("{}: short read at {}", display(file), offset));
+  return out;
 }
 
 }  // namespace met

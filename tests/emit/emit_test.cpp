@@ -894,7 +894,7 @@ TEST_CASE("--kv-dtype fp8: the caches are F8_E4M3 at half the bytes, and every o
   CHECK(f8_an->fit.kv * 2 == bf_an->fit.kv);
 }
 
-TEST_CASE("an fp8 KV cache on a checkpoint that carries calibrated KV scales (modelopt k_proj.k_scale) is refused, never run at scale 1") {
+TEST_CASE("an fp8 KV cache on a checkpoint that carries calibrated KV scales (modelopt k_proj.k_scale) encodes each layer's caches with that layer's scales, never 1, and weights.json records them (catches scale 1 or another layer's scale)") {
   const auto dir = testing::tiny_checkpoint("kv-scales", testing::tiny_llama_config(2, 128), 7, Format::fp8_e4m3,
                                             model::Fp8Layout::modelopt);
   DiskCheckpoint src(dir.string());
@@ -903,19 +903,40 @@ TEST_CASE("an fp8 KV cache on a checkpoint that carries calibrated KV scales (mo
   auto g = model::instantiate_checkpoint(testing::tree_lib().tree, testing::tree_lib().lib.circuits, src);
   REQUIRE(g.ok());
   CHECK(g->kv == Format::fp8_e4m3);  // hf_quant_config.json: kv_cache_quant_algo FP8
-  auto target = planner::resolve_target(testing::tree_lib().lib, "host-cpu");
-  REQUIRE(target.ok());
-  emit::EmitOptions o;
-  o.max_ctx = 128;
-  o.decode_rungs = {1};
-  o.prefill_buckets = {8};
-  auto config = src.read("config.json");
-  REQUIRE(config.ok());
-  o.config_json = *config;
-  auto a = emit::emit(testing::tree_lib().lib, *target, *g, *layout, o);
-  REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message.find("the checkpoint carries calibrated KV scales ('model.layers.0.self_attn.k_proj.k_scale')") !=
-        std::string::npos);
+  testing::EmitSpec spec;
+  spec.kv = Format::fp8_e4m3;
+  auto a = testing::emit_checkpoint(dir, spec);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  std::map<int, std::pair<float, float>> want;
+  for (int l = 0; l < 2; ++l) {
+    const std::string attn = "model.layers." + std::to_string(l);
+    want[l] = {layout->kv_scale_values.at(attn + emit::kKScaleSuffix), layout->kv_scale_values.at(attn + emit::kVScaleSuffix)};
+  }
+  CHECK(want[0].first != want[1].first);
+  REQUIRE(a->weights.kv_scales.size() == 2);
+  for (const auto& k : a->weights.kv_scales) CHECK(std::pair{k.k_scale, k.v_scale} == want.at(k.layer));
+  std::size_t touching = 0;
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      const int k = emit::int_index(*op, "kv_fp8"), kc = emit::tensor_index(*op, "k_cache");
+      if (k < 0) continue;
+      REQUIRE(kc >= 0);
+      const std::string cache = a->packet.tensors.at(d.tensors.at(static_cast<std::size_t>(kc))).name;  // "kv.L<l>.k"
+      const int layer = std::stoi(cache.substr(4, cache.size() - 6));
+      CAPTURE(cache);
+      ++touching;
+      CHECK(d.ints[static_cast<std::size_t>(k)] == 1);
+      CHECK(d.imms[d.imms.size() - 2] == want.at(layer).first);
+      CHECK(d.imms[d.imms.size() - 1] == want.at(layer).second);
+    }
+  CHECK(touching > 0);
+  // With a bf16 cache the scales are unused: nothing recorded.
+  testing::EmitSpec bf;
+  auto b = testing::emit_checkpoint(dir, bf);
+  REQUIRE(b.ok());
+  CHECK(b->weights.kv_scales.empty());
 }
 
 TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for host-cpu and is refused for h200-sxm, whose class has no W8A8 body: never run weight-only (a W8A16 substitute fails)") {

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstring>
+#include <span>
+
 #include "emit/weights_manifest.hpp"
 #include "model/checkpoint.hpp"
 #include "model/instantiate.hpp"
@@ -195,7 +198,7 @@ TEST_CASE("the parser is strict: unknown keys, wrong types, bad schema, parts th
     return r.error().message;
   };
   CHECK(mutate([](auto& j) { j["extra"] = 1; }) ==
-        "w.json: unknown key 'extra' (known: checkpoint, network, schema, tensors)");
+        "w.json: unknown key 'extra' (known: checkpoint, kv_scales, network, schema, tensors)");
   CHECK(mutate([](auto& j) { j["schema"] = "met-weights/2"; }) == "w.json: schema 'met-weights/2', this met reads 'met-weights/1'");
   CHECK(mutate([](auto& j) { j["tensors"][1]["dtype"] = 3; }) ==
         "w.json: tensors 1 'model.layers.0.input_layernorm.weight': 'dtype' is an integer, expected a string");
@@ -302,4 +305,84 @@ TEST_CASE("an unknown quant_algo in hf_quant_config.json is refused naming the f
   auto g = model::instantiate_checkpoint(tree(), circuits(), src);
   REQUIRE_FALSE(g.ok());
   CHECK(g.error().message.find("hf_quant_config.json: unsupported quant_algo 'FP9' (known: FP8, NVFP4, MXFP4)") != std::string::npos);
+}
+
+TEST_CASE("modelopt's calibrated KV scales are read from the weight bytes by layer, round-trip through weights.json, and bad ones are refused naming the tensor (catches a scale read from the wrong offset, or k and v swapped)") {
+  const auto p = modelopt_plan("tiny-llama");
+  model::MemCheckpoint src("ckpt", files_of(p));
+  auto layout = read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  auto value_of = [&](const std::string& name) {
+    for (std::size_t t = 0; t < p.tensors.size(); ++t) {
+      if (p.tensors[t].name != name) continue;
+      float v = 0;
+      model::synth_bytes(p, t, 0, std::span<std::byte>(reinterpret_cast<std::byte*>(&v), sizeof v));
+      return v;
+    }
+    FAIL("no tensor " << name);
+    return 0.0f;
+  };
+  auto scales = calibrated_kv_scales(*layout, "ckpt");
+  REQUIRE_MESSAGE(scales.ok(), (scales.ok() ? "" : scales.error().message));
+  REQUIRE(scales->size() == 2);
+  for (const auto& [layer, s] : *scales) {
+    const std::string attn = "model.layers." + std::to_string(layer);
+    CHECK(s.layer == layer);
+    CHECK(s.k.tensor == attn + kKScaleSuffix);
+    CHECK(s.v.tensor == attn + kVScaleSuffix);
+    CHECK(s.k_scale == value_of(s.k.tensor));
+    CHECK(s.v_scale == value_of(s.v.tensor));
+    CHECK(s.k_scale != s.v_scale);  // the synth draws each: a swap would show
+  }
+  WeightsManifest m;
+  m.network = "ckpt";
+  m.checkpoint = "ckpt";
+  for (const auto& [layer, s] : *scales) m.kv_scales.push_back(s);
+  const std::string text = to_json(m);
+  auto back = parse_weights_manifest(text, "w.json");
+  REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+  REQUIRE(back->kv_scales.size() == 2);
+  CHECK(back->kv_scales[1].k_scale == m.kv_scales[1].k_scale);
+  CHECK(to_json(*back) == text);
+
+  // weights.json: a scale that is not a positive f32, a layer twice.
+  auto edited = [&](auto&& change) {
+    auto j = nlohmann::json::parse(text);
+    change(j);
+    auto r = parse_weights_manifest(j.dump(), "w.json");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(edited([](auto& j) { j["kv_scales"][0]["k_scale"] = 0; }) ==
+        "w.json: kv_scales 0: 'k_scale' is 0, expected a positive finite f32 value");
+  CHECK(edited([](auto& j) { j["kv_scales"][1]["v_scale"] = 0.1; }) ==
+        "w.json: kv_scales 1: 'v_scale' is 0.1, expected a positive finite f32 value");
+  CHECK(edited([](auto& j) { j["kv_scales"][1]["layer"] = 0; }) == "w.json: kv_scales 1: a second entry for layer 0");
+  CHECK(edited([](auto& j) { j["kv_scales"][0].erase("v"); }) == "w.json: kv_scales 0: missing key 'v'");
+
+  // The checkpoint: a scale of 0, a v without its k.
+  auto with_value = [&](const std::string& tensor, float v) {
+    auto files = files_of(p);
+    std::string& st = files.at("model.safetensors");
+    const auto& t = layout->tensors.at(tensor);
+    std::memcpy(st.data() + layout->data_start.at(t.file) + t.begin, &v, sizeof v);
+    model::MemCheckpoint c("ckpt", files);
+    auto l = read_checkpoint_layout(c);
+    REQUIRE(l.ok());
+    auto r = calibrated_kv_scales(*l, "ckpt");
+    REQUIRE_FALSE(r.ok());
+    return r.error().message;
+  };
+  CHECK(with_value("model.layers.1.self_attn.v_proj.v_scale", 0.0f) ==
+        "ckpt: 'model.layers.1.self_attn.k_proj.k_scale': KV scale 'model.layers.1.self_attn.v_proj.v_scale' is 0; a cache "
+        "scale must be finite and positive");
+  model::SynthPlan lone = p;
+  std::erase_if(lone.tensors, [](const model::SynthTensor& t) { return t.name == "model.layers.0.self_attn.k_proj.k_scale"; });
+  model::MemCheckpoint c("ckpt", files_of(lone));
+  auto l = read_checkpoint_layout(c);
+  REQUIRE(l.ok());
+  auto r = calibrated_kv_scales(*l, "ckpt");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message ==
+        "ckpt: 'model.layers.0.self_attn.v_proj.v_scale': no 'model.layers.0.self_attn.k_proj.k_scale' beside it");
 }

@@ -263,7 +263,7 @@ constexpr double kW8A8Rel = 0.12;
 TEST_CASE("modelopt FP8 runs W8A8 with its static input scales: the logits depart from the weight-only fp32 forward pass by more than bf16 noise and stay within 0.12 (an input_scale ignored, inverted or misplaced fails)") {
   const auto ckpt = testing::tiny_checkpoint("interp-modelopt", testing::tiny_llama_config(), 7, Format::fp8_e4m3,
                                              model::Fp8Layout::modelopt);
-  testing::EmitSpec spec;  // bf16 KV: emit refuses fp8 KV beside the checkpoint's calibrated KV scales
+  testing::EmitSpec spec;  // bf16 KV: the checkpoint's calibrated KV scales stay unused
   spec.threads = 2;
   const auto assets = testing::write_assets(ckpt, spec, "assets-modelopt");
   const RefModel ref(ckpt);
@@ -292,6 +292,69 @@ TEST_CASE("--kv-dtype fp8: logits stay within 5e-2 of the fp32 forward pass whil
   INFO("fp8 KV worst " << e8 << ", bf16 KV worst " << eb);
   CHECK(e8 <= kKvFp8Rel);
   CHECK(r8.logits[0][0] != rb.logits[0][0]);  // the fp8 cache is what the prefill read
+}
+
+// The largest |logit| difference of two runs' prompt steps (the same prompt, so comparable whatever
+// they generate after), relative to the first run's largest |logit|.
+double prompt_step_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0, d = 0;
+  for (std::size_t j = 0; j < a.size(); ++j) {
+    m = std::max(m, std::abs(static_cast<double>(a[j])));
+    d = std::max(d, std::abs(static_cast<double>(a[j]) - b[j]));
+  }
+  return d / m;
+}
+
+// modelopt with an fp8 cache against the same W8A8 run over a bf16 cache: the cache's e4m3 noise
+// passes through the e4m3 activation roundings of every later matmul (kW8A8Rel above), so the two
+// prompt steps differ by about as much as W8A8 departs from fp32 (measured 0.059). A k_scale of
+// 1e-4 written into the checkpoint saturates every K code and departs 3.6x as far (0.213); a
+// scale of 1 in the packets instead of the checkpoint's would leave the two runs equal.
+TEST_CASE("modelopt FP8 with --kv-dtype fp8: each cache encodes with its layer's calibrated k_scale/v_scale; the prompt step stays within the W8A8 bound of the bf16 cache's, and a scale the values overflow (set in the checkpoint) departs by far more") {
+  const auto ckpt = testing::tiny_checkpoint("interp-modelopt-kv", testing::tiny_llama_config(), 7, Format::fp8_e4m3,
+                                             model::Fp8Layout::modelopt);
+  testing::EmitSpec spec;
+  spec.threads = 2;
+  const auto bf16_kv = testing::write_assets(ckpt, spec, "assets-modelopt-kvbf16");
+  spec.kv = Format::fp8_e4m3;
+  const auto fp8_kv = testing::write_assets(ckpt, spec, "assets-modelopt-kvfp8");
+  std::ifstream mf(fp8_kv / "weights.json");
+  const std::string text((std::istreambuf_iterator<char>(mf)), std::istreambuf_iterator<char>());
+  auto manifest = emit::parse_weights_manifest(text, "weights.json");
+  REQUIRE(manifest.ok());
+  CHECK(manifest->kv_scales.size() == 2);  // one per layer: the loader re-reads them
+  const auto rb = must_run(bf16_kv, {kPrompt}, 2);
+  const auto r8 = must_run(fp8_kv, {kPrompt}, 2);
+  const double calibrated = prompt_step_rel(rb.logits[0][0], r8.logits[0][0]);
+  INFO("fp8 KV at the calibrated scales against the bf16 cache: " << calibrated);
+  CHECK(calibrated > 0);  // the cache is e4m3
+  CHECK(calibrated <= kW8A8Rel);
+
+  // The same checkpoint with every k_scale 1e-4: K / 1e-4 saturates at 448, so K reads back as
+  // at most 0.0448. The emit takes that scale from the checkpoint into the packets, and the run
+  // departs from the bf16 cache's by far more than the calibrated one.
+  const auto tiny = ckpt.parent_path() / "tiny-llama-k1e-4";
+  std::filesystem::remove_all(tiny);
+  std::filesystem::copy(ckpt, tiny, std::filesystem::copy_options::recursive);
+  DiskCheckpoint src(tiny.string());
+  auto layout = emit::read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  std::fstream f(tiny / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  int patched = 0;
+  for (const auto& [name, t] : layout->tensors) {
+    if (!name.ends_with(emit::kKScaleSuffix)) continue;
+    const float v = 1e-4f;
+    f.seekp(static_cast<std::streamoff>(layout->data_start.at(t.file) + t.begin));
+    f.write(reinterpret_cast<const char*>(&v), sizeof v);
+    ++patched;
+  }
+  f.close();
+  CHECK(patched == 2);
+  const auto overflowed = testing::write_assets(tiny, spec, "assets-modelopt-kv1e-4");
+  const auto ro = must_run(overflowed, {kPrompt}, 2);
+  const double saturated = prompt_step_rel(rb.logits[0][0], ro.logits[0][0]);
+  INFO("fp8 KV at k_scale 1e-4: " << saturated);
+  CHECK(saturated > 2 * calibrated);
 }
 
 TEST_CASE("a prompt longer than the largest bucket is prefilled in chunks that agree with the reference") {

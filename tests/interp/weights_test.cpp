@@ -248,3 +248,24 @@ TEST_CASE("modelopt fp8: a fused q/k/v decodes each row with its own projection'
     row += rows;
   }
 }
+
+TEST_CASE("the calibrated KV scales weights.json records are read again at load: a checkpoint whose scale changed since emit is refused naming the tensor and both values (catches packets encoding with a stale scale)") {
+  TempCheckpoint ck("tiny-llama", Format::fp8_e4m3, model::kDefaultShardBytes, model::Fp8Layout::modelopt);
+  auto m = ck.manifest();
+  DiskCheckpoint src(ck.dir.string());
+  auto layout = emit::read_checkpoint_layout(src);
+  REQUIRE(layout.ok());
+  auto scales = emit::calibrated_kv_scales(*layout, ck.dir.string());
+  REQUIRE(scales.ok());
+  REQUIRE(scales->size() == 2);
+  for (const auto& [layer, s] : *scales) m.kv_scales.push_back(s);
+  auto ok = interp::LoadedWeights::load(m, ck.dir.string());
+  REQUIRE_MESSAGE(ok.ok(), (ok.ok() ? "" : ok.error().message));
+  auto stale = m;
+  stale.kv_scales[1].v_scale *= 2;
+  auto w = interp::LoadedWeights::load(stale, ck.dir.string());
+  REQUIRE_FALSE(w.ok());
+  CHECK(w.error().message == fmt::format("{}: KV scale 'model.layers.1.self_attn.v_proj.v_scale' is {} in the checkpoint, {} in "
+                                         "weights.json and the packets; the checkpoint changed since emit",
+                                         ck.dir.string(), m.kv_scales[1].v_scale, stale.kv_scales[1].v_scale));
+}
