@@ -61,12 +61,14 @@ __device__ __forceinline__ bool by_vectors(int64_t c0, int64_t c1, int64_t width
   return c0 % 8 == 0 && c1 % 8 == 0 && width % 8 == 0 && aligned16(out) && aligned16(ncclGetLsaPointer(v.window, v.offset, 0));
 }
 
-// x[r, c] = bf16(x[r, c] + bf16(sum over ranks of part_k[r, c])) over the slice's rows and columns.
+// x[r, c] = bf16(x[r, c] + bf16(sum over ranks of part_k[r, c])) over the slice's rows and columns;
+// accumulate 0: x[r, c] = bf16(sum), x not read.
 __device__ __noinline__ void allreduce_residual_slice(const MetDevInstr* in, uint32_t slice) {
   const MetArgs_allreduce_residual a = met_load_allreduce_residual(*in);
   const SliceRange rr = slice_rows(a, slice), cc = slice_cols(a, slice, a.width);
   const PeerView v = peer_view(a.part, slice);
   const int ranks = static_cast<int>(a.ranks);
+  const bool add = a.accumulate != 0;
   const int64_t W = a.width, R = rr.end - rr.begin;
   ncclLsaBarrierSession<ncclCoopCta> bar(ncclCoopCta(), *v.comm, ncclTeamTagLsa(), v.barrier);
   release_to_peers();
@@ -88,9 +90,14 @@ __device__ __noinline__ void allreduce_residual_slice(const MetDevInstr* in, uin
         }
         uint4* xp = reinterpret_cast<uint4*>(a.x + e);
         float f[8];
-        unpack8(*xp, f);
+        if (add) {
+          unpack8(*xp, f);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) f[j] += bf_round(s[j]);
+          for (int j = 0; j < 8; ++j) f[j] += bf_round(s[j]);
+        } else {  // the rounded sum itself (a -0 stays -0, as the cpu body keeps it)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) f[j] = bf_round(s[j]);
+        }
         *xp = pack8(f);
       }
     } else {
@@ -100,7 +107,7 @@ __device__ __noinline__ void allreduce_residual_slice(const MetDevInstr* in, uin
         float s = 0.f;
 #pragma unroll 1
         for (int k = 0; k < ranks; ++k) s += peer_copy<float>(v, k)[e];
-        a.x[e] = to_bf(bf(a.x[e]) + bf_round(s));
+        a.x[e] = add ? to_bf(bf(a.x[e]) + bf_round(s)) : to_bf(bf_round(s));
       }
     }
   }

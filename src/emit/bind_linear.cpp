@@ -30,7 +30,7 @@ Expected<void> row_parallel_residual(const KernelSite& site, const char* plain, 
   const auto y = b.buffer("y.partial", MET_DTYPE_F32, {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
   MET_CHECK(b.add(plain, site.c.group_index, site.c.label, {in, w, y}, {site.R, /*in_row0=*/0, /*col_slices=*/1}, {}));
   return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, y},
-               {site.R, site.hidden, b.sh->tp, /*col_slices=*/1}, {});
+               {site.R, site.hidden, b.sh->tp, /*col_slices=*/1, /*accumulate=*/1}, {});
 }
 
 // Tensor parallelism: the rank's vocabulary slice of the logits, gathered from every rank into the
@@ -71,10 +71,18 @@ Expected<void> bind_linear(const KernelSite& site) {
     if (!at) return site.where("a qkv projection in a layer without an attention node");
     b.q_width = param(*at, "heads") * param(*at, "head_dim");
   } else if (b.sh->tp > 1 && (role == "o" || role == "down")) {
-    // A row-parallel projection must all-reduce its fp32 sums into the residual (row_parallel_residual,
-    // from the fused residual ops); a plain one would add a rank's share alone.
-    return site.where("linear:" + role + " without its residual add ('" + site.k +
-                      "') has no tensor-parallel form: a row-parallel projection runs fused with the residual");
+    // A row-parallel projection apart from its residual (a step between them, as Gemma's post
+    // norms): this rank's fp32 partial sums, all-reduced into y, rounded once as the unsplit
+    // projection rounds, for the steps after it to read as they would read its output.
+    const bool gemv = site.op.family == "gemv";
+    if (!gemv && site.op.family != "gemm")
+      return site.where("linear:" + role + " on '" + site.kname + "' (family " + site.op.family +
+                        ") has no tensor-parallel form: a row-parallel projection runs as gemv_f32 or gemm_f32");
+    const auto y = b.buffer("y.partial", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(out_w)});
+    MET_CHECK(b.add(gemv ? "gemv_f32" : "gemm_f32", site.c.group_index, site.c.label,
+                    {b.act(role == "o" ? "attn" : "h", R, in), w, y}, {R, /*in_row0=*/0, /*col_slices=*/1}, {}));
+    return b.add("allreduce_residual", site.c.group_index, site.c.label, {b.act("y", R, out_w), y},
+                 {R, out_w, b.sh->tp, /*col_slices=*/1, /*accumulate=*/0}, {});
   } else if (role == "o") {
     src = b.act("attn", R, in);
     dst = b.act("y", R, out_w);

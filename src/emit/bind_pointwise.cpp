@@ -140,7 +140,7 @@ Expected<void> bind_residual_add(const KernelSite& site) {
   if (b.partial != MET_NO_TENSOR) {  // tensor parallelism: every rank's partial sums, then the add
     const std::uint32_t part = std::exchange(b.partial, MET_NO_TENSOR);
     return b.add("allreduce_residual", site.c.group_index, site.c.label, {site.x, part},
-                 {site.R, site.hidden, b.sh->tp, /*col_slices=*/1}, {});
+                 {site.R, site.hidden, b.sh->tp, /*col_slices=*/1, /*accumulate=*/1}, {});
   }
   MET_CHECK(site.add({site.x, b.act("y", site.R, site.hidden)}, {site.R, site.hidden}, {}));
   return {};

@@ -1,7 +1,8 @@
 // The split rules of tensor parallelism, one table by (op, role): what each node's parameters
 // become on one rank and which dimension of its weight is cut. A node the table does not name is
-// refused by name, so an architecture with a step between a row-parallel projection and its
-// residual (Gemma-3's post norms) is refused, never split wrong. Experts split like the dense MLP:
+// refused by name, never split wrong. A step between a row-parallel projection and its residual
+// (Gemma's post norms) reads the all-reduced projection output, whole on every rank, so it is
+// replicated (the projection's binder all-reduces into its output there). Experts split like the dense MLP:
 // every rank routes every row (the router replicated) and holds its slice of each expert's
 // intermediate size, gate/up by rows and down by columns, the down's weighted sums left in fp32
 // for the all-reduce.
@@ -27,6 +28,10 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"rmsnorm", "attn_norm"}, Rule::replicate},
       {{"rmsnorm", "mlp_norm"}, Rule::replicate},
       {{"rmsnorm", "final_norm"}, Rule::replicate},
+      {{"rmsnorm", "post_attn_norm"}, Rule::replicate},  // Gemma: on the all-reduced o and down outputs
+      {{"rmsnorm", "post_mlp_norm"}, Rule::replicate},
+      {{"scale", ""}, Rule::replicate},           // Gemma's embedding scale, on the whole residual stream
+      {{"softcap", "*"}, Rule::replicate},        // over the gathered logits
       {{"rmsnorm", "q_norm"}, Rule::heads},       // per-head norms: the rank's heads, the same weight
       {{"rmsnorm", "k_norm"}, Rule::heads},
       {{"rope", "*"}, Rule::heads},
@@ -38,6 +43,7 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"linear", "o"}, Rule::row},
       {{"linear", "down"}, Rule::row},
       {{"silu_mul", "*"}, Rule::inter_width},
+      {{"gelu_mul", "*"}, Rule::inter_width},
       {{"moe_router", "*"}, Rule::replicate},      // every rank routes every row the same way
       {{"moe_gate_up", "*"}, Rule::expert_column}, // each expert's gate and up rows of the rank's slice
       {{"moe_down", "*"}, Rule::expert_row},       // each expert's columns of that slice: fp32 partials
@@ -158,9 +164,9 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
-                            "attention and MLP layers: embed, the attention/mlp/final norms, qkv, q/k norms, rope, "
-                            "attention, o, gate_up, silu_mul, down, the residuals, lm_head, argmax; and routed experts: "
-                            "moe_router, moe_gate_up, moe_down)",
+                            "attention and MLP layers: embed and its scale, the attention/mlp/final and post norms, qkv, "
+                            "q/k norms, rope, attention, o, gate_up, silu_mul, gelu_mul, down, the residuals, lm_head, "
+                            "softcap, argmax; and routed experts: moe_router, moe_gate_up, moe_down)",
                             ctx, missing.size(), g.circuit, list));
   }
   return r;

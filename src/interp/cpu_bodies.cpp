@@ -414,7 +414,7 @@ void body_moe_down_mma(const MetArgs_moe_down_mma& a, const InstrDesc& d, std::u
 
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.width);
-  met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end, c.begin, c.end);
+  met_allreduce_residual(a.x, a.part, a.width, r.begin, r.end, c.begin, c.end, static_cast<std::int32_t>(a.accumulate));
 }
 
 void body_allgather_cols(const MetArgs_allgather_cols& a, const InstrDesc& d, std::uint32_t s) {

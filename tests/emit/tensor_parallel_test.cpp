@@ -67,6 +67,43 @@ estimate::CaseEstimate tp_row(const model::ModelGraph& graph, int tp) {
   return {};
 }
 
+// Emits ckpt (host-cpu) at TP 2, 4 and 8 and, at each: one packet per rank, numbered; every rank's
+// decode weight bytes against the plan's TP row (the experts at expert_share); every program's
+// all-reduces and gathers against the planner's (two per layer, one); then per_program(rank
+// packet, program) and per_tp(tp, graph, assets).
+template <class P, class T>
+void check_tp_emits(const std::filesystem::path& ckpt, double expert_share, P&& per_program, T&& per_tp) {
+  const auto graph = testing::graph_of(ckpt);
+  const double hidden = graph.params.at("hidden");
+  const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
+  for (int tp : {2, 4, 8}) {
+    CAPTURE(tp);
+    testing::EmitSpec spec;
+    spec.tp = tp;
+    auto a = testing::emit_checkpoint(ckpt, spec);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    REQUIRE(a->other_ranks.size() == static_cast<std::size_t>(tp - 1));
+    const auto row = tp_row(graph, tp);
+    const auto coll = estimate::tp_collectives(graph, tp);
+    CHECK(coll.all_reduces == 2 * layers);
+    CHECK(coll.gathers == 1);
+    const auto ranks = rank_packets(*a);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      CAPTURE(r);
+      CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
+      CHECK(ranks[r]->tp_rank == r);
+      CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden, expert_share) == doctest::Approx(row.weight_bytes).epsilon(1e-12));
+      for (const auto& p : ranks[r]->programs) {
+        CAPTURE(p.name);
+        CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
+        CHECK(count_ops(p, "allgather_cols") == coll.gathers);
+        per_program(*ranks[r], p);
+      }
+    }
+    per_tp(tp, graph, *a);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP table and runs the planner's collectives per step (a split that drops or repeats a weight, or a missing all-reduce, fails)") {
@@ -74,34 +111,32 @@ TEST_CASE("each rank's packet reads the weight bytes per device of the plan's TP
   for (const char* cfg : {"tiny-llama3-kv8.json", "tiny-llama3.json"}) {
     CAPTURE(cfg);
     const auto ckpt = testing::tiny_checkpoint(std::string("tp-bytes-") + cfg, testing::oracle_config(cfg));
-    const auto graph = testing::graph_of(ckpt);
-    const double hidden = graph.params.at("hidden");
-    const std::int64_t layers = static_cast<std::int64_t>(graph.params.at("layers"));
-    for (int tp : {2, 4, 8}) {
-      CAPTURE(tp);
-      testing::EmitSpec spec;
-      spec.tp = tp;
-      auto a = testing::emit_checkpoint(ckpt, spec);
-      REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-      REQUIRE(a->other_ranks.size() == static_cast<std::size_t>(tp - 1));
-      const auto row = tp_row(graph, tp);
-      const auto coll = estimate::tp_collectives(graph, tp);
-      CHECK(coll.all_reduces == 2 * layers);
-      CHECK(coll.gathers == 1);
-      const auto ranks = rank_packets(*a);
-      for (std::size_t r = 0; r < ranks.size(); ++r) {
-        CAPTURE(r);
-        CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
-        CHECK(ranks[r]->tp_rank == r);
-        CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden) == doctest::Approx(row.weight_bytes).epsilon(1e-12));
-        for (const auto& p : ranks[r]->programs) {
-          CAPTURE(p.name);
-          CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
-          CHECK(count_ops(p, "allgather_cols") == coll.gathers);
-        }
-      }
-    }
+    check_tp_emits(ckpt, 1.0, [](const emit::PacketFile&, const emit::ProgramDesc&) {},
+                   [](int, const model::ModelGraph&, const emit::Assets&) {});
   }
+}
+
+TEST_CASE("Gemma-3 splits like Llama around its post norms: each row-parallel o and down all-reduces its fp32 sums into y (accumulate 0) before the post norm reads it whole, the residual adds y after, and each rank reads the plan's TP bytes (an all-reduce into the residual past the norm, or a norm on one rank's share, fails)") {
+  // 8 heads over 8 KV heads so that 2, 4 and 8 ranks split them.
+  const std::string cfg = with(with(testing::oracle_config("tiny-gemma3.json"), "num_attention_heads", "8"), "num_key_value_heads", "8");
+  const auto ckpt = testing::tiny_checkpoint("tp-gemma3", cfg);
+  // Each all-reduce writes y, the next instruction normalises y in place, and a residual add follows.
+  auto post_norms = [](const emit::PacketFile& f, const emit::ProgramDesc& p) {
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+      const auto* op = emit::find_opcode(p.instrs[i].opcode);
+      if (op->name != "allreduce_residual") continue;
+      const auto& d = p.instrs[i];
+      CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*op, "accumulate"))] == 0);
+      const std::uint32_t y = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "x"))];
+      CHECK(f.tensors.at(y).name.ends_with(".y"));
+      REQUIRE(i + 2 < p.instrs.size());
+      const auto* norm = emit::find_opcode(p.instrs[i + 1].opcode);
+      CHECK(norm->name.starts_with("rmsnorm"));
+      CHECK(p.instrs[i + 1].tensors[static_cast<std::size_t>(emit::tensor_index(*norm, "x"))] == y);
+      CHECK(emit::find_opcode(p.instrs[i + 2].opcode)->name == "residual_add");
+    }
+  };
+  check_tp_emits(ckpt, 1.0, post_norms, [](int, const model::ModelGraph&, const emit::Assets&) {});
 }
 
 TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size and the whole router, reads the plan's TP bytes per device, and all-reduces the experts' fp32 sums at the residual (a router split, an expert cut by the wrong dimension or a missing all-reduce fails)") {
@@ -117,35 +152,19 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
       moe_layers += static_cast<std::int64_t>(k.layers.size());
   REQUIRE(moe_layers > 0);
   REQUIRE(moe_layers < layers);
-  for (int tp : {2, 4, 8}) {
-    CAPTURE(tp);
-    testing::EmitSpec spec;
-    spec.tp = tp;
-    auto a = testing::emit_checkpoint(ckpt, spec);
-    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-    const auto row = tp_row(graph, tp);
-    const auto coll = estimate::tp_collectives(graph, tp);
-    CHECK(coll.all_reduces == 2 * layers);
-    const auto ranks = rank_packets(*a);
-    for (std::size_t r = 0; r < ranks.size(); ++r) {
-      CAPTURE(r);
-      // A decode step of one row reads top_k of the experts' slices (the planner's occupancy at C = 1).
-      CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden, top_k / experts) ==
-            doctest::Approx(row.weight_bytes).epsilon(1e-12));
-      for (const auto& p : ranks[r]->programs) {
-        CAPTURE(p.name);
-        CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
-        CHECK(count_ops(p, "moe_down_f32") == moe_layers);
-        CHECK(count_ops(p, "moe_down") == 0);
-      }
-    }
+  // A decode step of one row reads top_k of the experts' slices (the planner's occupancy at C = 1).
+  auto experts_f32 = [&](const emit::PacketFile&, const emit::ProgramDesc& p) {
+    CHECK(count_ops(p, "moe_down_f32") == moe_layers);
+    CHECK(count_ops(p, "moe_down") == 0);
+  };
+  check_tp_emits(ckpt, top_k / experts, experts_f32, [&](int tp, const model::ModelGraph&, const emit::Assets& assets) {
     // Rank 1's windows: gate and up rows [inter / tp, 2 inter / tp) of every expert, down's columns.
     const auto w = static_cast<std::uint64_t>(graph.params.at("moe_inter")) / static_cast<std::uint64_t>(tp);
     const auto h = static_cast<std::uint64_t>(hidden), e = static_cast<std::uint64_t>(experts);
     const emit::WeightEntry* gate_up = nullptr;
     const emit::WeightEntry* down = nullptr;
     const emit::WeightEntry* router = nullptr;
-    for (const auto& entry : a->weights.tensors) {
+    for (const auto& entry : assets.weights.tensors) {
       const bool rank1 = entry.name.starts_with("model.layers.0.") && entry.name.ends_with(".rank1");
       if (rank1 && entry.parts.size() == 2 * e) gate_up = &entry;
       if (rank1 && entry.parts.size() == e) down = &entry;
@@ -164,7 +183,7 @@ TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size 
     for (const auto& part : down->parts) CHECK(part.window == std::vector<std::uint64_t>{0, h, w, w});
     CHECK(gate_up->shape == std::vector<std::uint64_t>{e * 2 * w, h});
     CHECK(down->shape == std::vector<std::uint64_t>{e * h, w});
-  }
+  });
 }
 
 TEST_CASE("with fewer KV heads than ranks a rank holds the one KV head its query heads read: 2 KV heads at TP 8 give ranks 0-3 KV head 0 and ranks 4-7 KV head 1, their q rows split 8 ways (a k or v window cut 8 ways, or the wrong head, fails)") {
@@ -374,7 +393,7 @@ TEST_CASE(
   const auto per_tensor = testing::tiny_checkpoint("tp-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), 7,
                                                    Format::fp8_e4m3, model::Fp8Layout::modelopt);
   CHECK(testing::emit_checkpoint(per_tensor, spec).ok());
-  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma3.json", "rmsnorm:post_attn_norm (kernels/circuits/gemma3.toml:"},
+  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma4.json", "rmsnorm:v_norm (kernels/circuits/gemma4.toml:"},
                                                          {"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"},
                                                          {"tiny-gemma4-moe.json", "expert_scale (kernels/circuits/gemma4.toml:"}};
   for (const auto& [cfg, node] : refused) {

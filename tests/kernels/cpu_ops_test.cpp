@@ -336,13 +336,21 @@ TEST_CASE(
   }
   const MetPeers peers{3, {p0.data(), p1.data(), p2.data()}};
   const Bf16 before = x;
-  met_allreduce_residual(x.data(), &peers, /*width=*/5, /*row0=*/1, /*row1=*/2, /*col0=*/1, /*col1=*/4);
+  met_allreduce_residual(x.data(), &peers, /*width=*/5, /*row0=*/1, /*row1=*/2, /*col0=*/1, /*col1=*/4, /*accumulate=*/1);
   for (int i = 0; i < 10; ++i) {
     CAPTURE(i);
     const bool in_slice = i >= 5 && i % 5 >= 1 && i % 5 < 4;
     const float want = !in_slice ? met::cpu::bf16_to_f32(before[i])
                                  : met::cpu::round_bf16(static_cast<float>(i) + met::cpu::round_bf16(p0[i] + p1[i] + p2[i]));
     CHECK(met::cpu::bf16_to_f32(x[i]) == want);
+  }
+  // accumulate 0: the rounded sum replaces x (the projection's output before a post norm).
+  Bf16 y = before;
+  met_allreduce_residual(y.data(), &peers, /*width=*/5, /*row0=*/0, /*row1=*/2, /*col0=*/2, /*col1=*/5, /*accumulate=*/0);
+  for (int i = 0; i < 10; ++i) {
+    CAPTURE(i);
+    const float want = i % 5 < 2 ? met::cpu::bf16_to_f32(before[i]) : met::cpu::round_bf16(p0[i] + p1[i] + p2[i]);
+    CHECK(met::cpu::bf16_to_f32(y[i]) == want);
   }
   Bf16 a(4), b(4), out(8, met::cpu::f32_to_bf16(-1.0f));
   for (int i = 0; i < 4; ++i) {
