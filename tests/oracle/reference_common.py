@@ -17,6 +17,13 @@ def round_bf16(v):
     return bf16_to_f32((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
 
 
+def bf16_order(v):
+    """A bf16 value as an integer in the order of the values, adjacent values one apart (as
+    transformers_logits.py's RouterWatch.ordered counts router gaps)."""
+    bits = struct.unpack("<I", struct.pack("<f", round_bf16(v)))[0] >> 16
+    return -(bits & 0x7FFF) if bits & 0x8000 else bits
+
+
 _F32 = array.array("f", [0.0])
 
 
@@ -82,17 +89,27 @@ class Checkpoint(SafetensorsFile):
 
 def greedy(model, prompt, steps):
     """The prompt but its last token fed through model.step, then `steps` greedy tokens (ties to the
-    lower id) and each step's logits."""
+    lower id), each step's logits, and, for a model with a router (its step() sets `router_gap`:
+    the smallest gap, in bf16 steps, between the k-th and (k+1)-th router logits at any MoE layer
+    of that token), each step's gap and the smallest over the prompt's tokens (as
+    transformers_logits.py records router_gaps and prompt_router_gap), else None for both."""
     model.reset()
+    prompt_gaps = []
     for i, t in enumerate(prompt[:-1]):
         model.step(t, i)
-    tokens, logits, cur = [], [], prompt[-1]
+        prompt_gaps.append(getattr(model, "router_gap", None))
+    tokens, logits, gaps, cur = [], [], [], prompt[-1]
     for s in range(steps):
         row = model.step(cur, len(prompt) - 1 + s)
+        gaps.append(getattr(model, "router_gap", None))
+        if s == 0:
+            prompt_gaps.append(gaps[0])
         cur = max(range(len(row)), key=lambda i: (row[i], -i))
         tokens.append(cur)
         logits.append([round(v, 5) for v in row])
-    return tokens, logits
+    if any(g is None for g in gaps + prompt_gaps):
+        return tokens, logits, None, None
+    return tokens, logits, gaps, min(prompt_gaps)
 
 
 def follow(model, prompt, tokens, steps):
@@ -140,9 +157,13 @@ def main(model_class, generated_by, options=()):
     cases = []
     for text in args.prompt_ids:
         prompt = [int(t) for t in text.split(",")]
-        tokens, logits = greedy(model, prompt, args.steps)
+        tokens, logits, gaps, prompt_gap = greedy(model, prompt, args.steps)
         margin = min(sorted(r, reverse=True)[0] - sorted(r, reverse=True)[1] for r in logits)
-        cases.append({"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5), "logits": logits})
+        case = {"prompt": prompt, "tokens": tokens, "min_margin": round(margin, 5), "logits": logits}
+        if gaps is not None:
+            case["router_gaps"] = gaps
+            case["prompt_router_gap"] = prompt_gap
+        cases.append(case)
     fixture = {"schema": "met-oracle/1", "checkpoint": os.path.basename(os.path.normpath(args.checkpoint)),
                "generated_by": generated_by, "dtype": "bfloat16", "steps": args.steps, "cases": cases}
     with open(args.out, "w") as f:

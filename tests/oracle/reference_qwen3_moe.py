@@ -19,7 +19,7 @@ import math
 import os
 import struct
 
-from reference_common import SafetensorsFile, bf16_to_f32, main, round_bf16
+from reference_common import SafetensorsFile, bf16_order, bf16_to_f32, main, round_bf16
 
 
 class Checkpoint(SafetensorsFile):
@@ -50,6 +50,7 @@ class Model:
         step = c.get("decoder_sparse_step", 1)
         self.dense = set(c.get("mlp_only_layers") or []) | {i for i in range(self.layers) if (i + 1) % step != 0}
         self.lm_head = "lm_head.weight" if "lm_head.weight" in self.w else "model.embed_tokens.weight"
+        self.watch_router = False  # --router-gaps
         self.reset()
 
     def reset(self):
@@ -84,7 +85,11 @@ class Model:
         p = [math.exp(v - m) for v in logits]
         z = sum(p)
         p = [v / z for v in p]
-        chosen = sorted(range(self.experts), key=lambda e: (-p[e], e))[:self.top_k]
+        order = sorted(range(self.experts), key=lambda e: (-p[e], e))
+        chosen = order[:self.top_k]
+        if self.watch_router and self.top_k < self.experts:  # k-th against (k+1)-th bf16 logit (reference_common.greedy)
+            gap = bf16_order(logits[order[self.top_k - 1]]) - bf16_order(logits[order[self.top_k]])
+            self.router_gap = gap if self.router_gap is None else min(self.router_gap, gap)
         weights = [p[e] for e in chosen]
         if self.norm_topk:
             s = sum(weights)
@@ -97,6 +102,7 @@ class Model:
         return [round_bf16(v) for v in y]
 
     def step(self, token, pos):
+        self.router_gap = None  # this token's smallest router gap over the MoE layers (moe)
         hd, group = self.head_dim, self.heads // self.kv_heads
         x = list(self.w["model.embed_tokens.weight"][token])
         for layer in range(self.layers):
@@ -126,4 +132,6 @@ class Model:
 
 
 if __name__ == "__main__":
-    main(Model, "tests/oracle/reference_qwen3_moe.py")
+    main(Model, "tests/oracle/reference_qwen3_moe.py",
+         [("--router-gaps", "watch_router", "record each case's router_gaps and prompt_router_gap, in bf16 steps of the "
+                                             "router logits, as transformers_logits.py does, for compare.py to set near ties aside")])
