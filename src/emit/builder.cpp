@@ -101,8 +101,11 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
     if (node.op == "linear" && node.role == "qkv" && e.parts.size() < 2)
       return fail(sh.display + ": tensor '" + whole + "': a qkv projection stored as one tensor is not split for tensor "
                   "parallelism (its windows would cut across q, k and v)");
-    if (node.op == "linear" && node.role == "qkv" && sh.kv_groups < sh.tp)
-      for (std::size_t k = 0; k < e.parts.size(); ++k) groups.push_back(k == 0 ? 0 : sh.kv_groups);
+    // The node's kind's KV slices (rank_graph sets kv_groups on every qkv; Gemma-4's full layers
+    // have KV heads of their own), else the graph's.
+    const int kv_groups = node.params.count("kv_groups") ? static_cast<int>(node.params.at("kv_groups")) : sh.kv_groups;
+    if (node.op == "linear" && node.role == "qkv" && kv_groups < sh.tp)
+      for (std::size_t k = 0; k < e.parts.size(); ++k) groups.push_back(k == 0 ? 0 : kv_groups);
     MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups));
   }
   TensorDesc t;

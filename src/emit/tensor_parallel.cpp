@@ -31,9 +31,11 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"rmsnorm", "post_attn_norm"}, Rule::replicate},  // Gemma: on the all-reduced o and down outputs
       {{"rmsnorm", "post_mlp_norm"}, Rule::replicate},
       {{"scale", ""}, Rule::replicate},           // Gemma's embedding scale, on the whole residual stream
+      {{"scale", "layer_scalar"}, Rule::replicate},  // Gemma-4's, on the whole residual stream
       {{"softcap", "*"}, Rule::replicate},        // over the gathered logits
       {{"rmsnorm", "q_norm"}, Rule::heads},       // per-head norms: the rank's heads, the same weight
       {{"rmsnorm", "k_norm"}, Rule::heads},
+      {{"rmsnorm", "v_norm"}, Rule::heads},       // Gemma-4's weightless norm of each KV head's V
       {{"rope", "*"}, Rule::heads},
       {{"kv_append", "*"}, Rule::heads},
       {{"attention", "*"}, Rule::heads},
@@ -80,23 +82,42 @@ int kv_groups(const model::ModelGraph& g, int ranks) {
   return static_cast<int>(it->second);
 }
 
+namespace {
+
+// How one layer kind's KV heads split: the kind's attention node's KV heads (Gemma-4's full layers
+// have their own count), and with fewer than ranks, one per rank shared by ranks / kv ranks.
+struct KvSplit {
+  double kv_heads = 0;  // unsplit
+  int groups = 1;       // kv_groups of the kind
+  double rank_kv = 0;   // a rank's KV heads
+  double q_rows = 0;    // the kind's heads x head_dim (its qkv's q rows), unsplit
+};
+
+Expected<KvSplit> kv_split(double kv_heads, double q_rows, int ranks, const std::string& ctx, const std::string& key) {
+  KvSplit k;
+  k.kv_heads = kv_heads;
+  k.q_rows = q_rows;
+  k.groups = kv_heads >= ranks ? ranks : static_cast<int>(kv_heads);
+  if (kv_heads <= 0) return k;
+  if (k.groups == ranks && std::fmod(kv_heads, ranks) != 0)
+    return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it", ctx, key, kv_heads, ranks));
+  if (k.groups < ranks && std::fmod(ranks, kv_heads) != 0)
+    return fail(fmt::format("{}: {} = {} is fewer than the {} ranks and does not divide them: a rank holds one KV head, "
+                            "shared by an equal number of ranks",
+                            ctx, key, kv_heads, ranks));
+  k.rank_kv = k.groups < ranks ? 1 : kv_heads / ranks;
+  return k;
+}
+
+}  // namespace
+
 Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, const std::string& display) {
   const std::string ctx = fmt::format("{}/config.json: --tp {}", display, ranks);
   // Fewer KV heads than ranks: each rank holds the one KV head its query heads read, shared by
   // ranks / kv_heads ranks (so ranks must be a multiple of the KV heads).
-  const int groups = kv_groups(g, ranks);
-  double kv_heads = 0;
-  if (auto it = g.params.find("kv_heads"); it != g.params.end()) {
-    kv_heads = it->second;
-    if (groups == ranks && std::fmod(kv_heads, ranks) != 0)
-      return fail(fmt::format("{}: num_key_value_heads = {} is not a multiple of {}: each rank takes an equal share of it",
-                              ctx, kv_heads, ranks));
-    if (groups < ranks && std::fmod(ranks, kv_heads) != 0)
-      return fail(fmt::format("{}: num_key_value_heads = {} is fewer than the {} ranks and does not divide them: a rank "
-                              "holds one KV head, shared by an equal number of ranks",
-                              ctx, kv_heads, ranks));
-  }
-  const double rank_kv = groups < ranks ? 1 : kv_heads / ranks;
+  auto param_or = [&](const char* p) { return g.params.count(p) ? g.params.at(p) : 0.0; };
+  MET_TRY(const KvSplit whole, kv_split(param_or("kv_heads"), param_or("heads") * param_or("head_dim"), ranks, ctx,
+                                        "num_key_value_heads"));
   // What a rank must hold whole: config.json key -> circuit parameter.
   const std::pair<const char*, const char*> counts[] = {{"num_attention_heads", "heads"},
                                                         {"intermediate_size", "inter"},
@@ -112,11 +133,11 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
   model::ModelGraph r = g;
   for (const char* p : {"heads", "inter", "moe_inter"})
     if (auto it = r.params.find(p); it != r.params.end()) it->second /= ranks;
-  if (auto it = r.params.find("kv_heads"); it != r.params.end()) it->second = rank_kv;
+  if (auto it = r.params.find("kv_heads"); it != r.params.end()) it->second = whole.rank_kv;
   // Every node without a rule is named at once: what an architecture lacks, not its first gap.
   std::vector<std::string> missing;
   std::string bad;  // the first node whose numbers the split cannot divide
-  auto split = [&](model::Node& n) {
+  auto split = [&](model::Node& n, const KvSplit& kv) {
     const Rule* rule = rule_of(n);
     if (!rule) {
       const std::string name = fmt::format("{}{} ({})", n.op, n.role.empty() ? "" : ":" + n.role, n.where);
@@ -127,27 +148,30 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::replicate: break;
       case Rule::heads:
         divide(n, "heads", ranks);
-        if (auto it = n.params.find("kv_heads"); it != n.params.end()) it->second = rank_kv;
-        // A per-head norm's count: the KV heads' (k_norm) become the rank's, the query heads' divide.
+        if (auto it = n.params.find("kv_heads"); it != n.params.end()) it->second = kv.rank_kv;
+        // A per-head norm's count: the KV heads' (k_norm, v_norm) become the rank's, the query heads' divide.
         if (auto it = n.params.find("count"); it != n.params.end())
-          it->second = groups < ranks && it->second == kv_heads ? rank_kv : it->second / ranks;
+          it->second = kv.groups < ranks && it->second == kv.kv_heads ? kv.rank_kv : it->second / ranks;
         break;
       case Rule::column:
-        if (n.op == "linear" && n.role == "qkv" && groups < ranks) {
-          // The rank's q heads, then its one KV head's k and v rows.
-          auto out = n.params.find("out");
-          const double q = g.params.count("heads") && g.params.count("head_dim") ? g.params.at("heads") * g.params.at("head_dim") : 0;
-          const double kv = out == n.params.end() ? 0 : out->second - q;
-          if (!(q > 0) || !(kv > 0) || std::fmod(kv, kv_heads) != 0) {
-            if (bad.empty())
-              bad = fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
-                                n.where, out == n.params.end() ? 0 : out->second, q);
+        if (n.op == "linear" && n.role == "qkv") {
+          // The rank's q heads, then its KV heads' k and v rows; the builder cuts the k and v parts
+          // in the kind's KV slices (kv_groups).
+          n.params["kv_groups"] = kv.groups;
+          if (kv.groups < ranks) {
+            auto out = n.params.find("out");
+            const double kvr = out == n.params.end() ? 0 : out->second - kv.q_rows;
+            if (!(kv.q_rows > 0) || !(kvr > 0) || std::fmod(kvr, kv.kv_heads) != 0) {
+              if (bad.empty())
+                bad = fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
+                                  n.where, out == n.params.end() ? 0 : out->second, kv.q_rows);
+              break;
+            }
+            out->second = kv.q_rows / ranks + kvr / kv.kv_heads * kv.rank_kv;
             break;
           }
-          out->second = q / ranks + kv / kv_heads * rank_kv;
-        } else {
-          divide(n, "out", ranks);
         }
+        divide(n, "out", ranks);
         break;
       case Rule::row: divide(n, "in", ranks); break;
       case Rule::inter_width: divide(n, "dim", ranks); break;
@@ -155,18 +179,29 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::expert_row: divide(n, "inter", ranks); break;
     }
   };
-  for (auto& n : r.pre) split(n);
-  for (auto& k : r.kinds)
-    for (auto& n : k.nodes) split(n);
-  for (auto& n : r.post) split(n);
+  for (auto& n : r.pre) split(n, whole);
+  for (auto& k : r.kinds) {
+    // The kind's own KV heads and head size, from its attention node (Gemma-4's full layers).
+    KvSplit kv = whole;
+    for (const auto& n : k.nodes) {
+      if (n.op != "attention" || !n.params.count("kv_heads")) continue;
+      const double kvh = n.params.at("kv_heads");
+      const double q = n.params.count("heads") && n.params.count("head_dim") ? n.params.at("heads") * n.params.at("head_dim") : 0;
+      MET_TRY(kv, kv_split(kvh, q, ranks, ctx,
+                           kvh == whole.kv_heads ? std::string("num_key_value_heads")
+                                                 : fmt::format("the {} layers' KV heads", k.kind)));
+    }
+    for (auto& n : k.nodes) split(n, kv);
+  }
+  for (auto& n : r.post) split(n, whole);
   if (!bad.empty()) return fail(fmt::format("{}: {}", ctx, bad));
   if (!missing.empty()) {
     std::string list;
     for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
     return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
                             "attention and MLP layers: embed and its scale, the attention/mlp/final and post norms, qkv, "
-                            "q/k norms, rope, attention, o, gate_up, silu_mul, gelu_mul, down, the residuals, lm_head, "
-                            "softcap, argmax; and routed experts: moe_router, moe_gate_up, moe_down)",
+                            "q/k/v norms, rope, attention, o, gate_up, silu_mul, gelu_mul, down, the residuals, layer "
+                            "scalars, lm_head, softcap, argmax; and routed experts: moe_router, moe_gate_up, moe_down)",
                             ctx, missing.size(), g.circuit, list));
   }
   return r;

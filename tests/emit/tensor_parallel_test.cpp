@@ -139,6 +139,36 @@ TEST_CASE("Gemma-3 splits like Llama around its post norms: each row-parallel o 
   check_tp_emits(ckpt, 1.0, post_norms, [](int, const model::ModelGraph&, const emit::Assets&) {});
 }
 
+TEST_CASE("Gemma-4's full layers split their own KV heads: 8 sliding and 2 full KV heads give a rank 8 / N sliding heads and, from TP 4, one full KV head shared by N / 2 ranks, k_proj read twice for V in the same window (one KV split for every layer kind fails)") {
+  const std::string cfg = with(with(with(testing::oracle_config("tiny-gemma4.json"), "num_attention_heads", "8"),
+                                    "num_key_value_heads", "8"),
+                               "num_global_key_value_heads", "2");
+  const auto ckpt = testing::tiny_checkpoint("tp-gemma4", cfg);
+  check_tp_emits(ckpt, 1.0, [](const emit::PacketFile&, const emit::ProgramDesc&) {},
+                 [](int tp, const model::ModelGraph& graph, const emit::Assets& a) {
+    const auto hidden = static_cast<std::uint64_t>(graph.params.at("hidden"));
+    const auto hd = static_cast<std::uint64_t>(graph.params.at("head_dim")), ghd = static_cast<std::uint64_t>(graph.params.at("global_head_dim"));
+    const auto t = static_cast<std::uint64_t>(tp);
+    for (std::uint64_t r = 0; r < t; ++r) {
+      CAPTURE(r);
+      const emit::WeightEntry* sliding = nullptr;
+      const emit::WeightEntry* full = nullptr;
+      for (const auto& e : a.weights.tensors) {
+        if (e.name == "model.layers.0.self_attn.qkv.rank" + std::to_string(r)) sliding = &e;
+        if (e.name == "model.layers.2.self_attn.qkv.rank" + std::to_string(r)) full = &e;
+      }
+      REQUIRE(sliding != nullptr);
+      REQUIRE(full != nullptr);
+      const std::uint64_t sk = 8 / t, fk = t <= 2 ? 2 / t : 1, f0 = t <= 2 ? r * fk : r * 2 / t;  // KV heads, first head
+      CHECK(sliding->parts[1].window == std::vector<std::uint64_t>{r * sk * hd, sk * hd, 0, hidden});
+      CHECK(full->parts[0].window == std::vector<std::uint64_t>{r * 8 / t * ghd, 8 / t * ghd, 0, hidden});
+      REQUIRE(full->parts.size() == 3);
+      CHECK(full->parts[1].tensor == full->parts[2].tensor);  // attention_k_eq_v: V's rows are k_proj's
+      for (std::size_t k : {1, 2}) CHECK(full->parts[k].window == std::vector<std::uint64_t>{f0 * ghd, fk * ghd, 0, hidden});
+    }
+  });
+}
+
 TEST_CASE("a Qwen3-MoE rank holds every expert's slice of the intermediate size and the whole router, reads the plan's TP bytes per device, and all-reduces the experts' fp32 sums at the residual (a router split, an expert cut by the wrong dimension or a missing all-reduce fails)") {
   // 8 heads over 8 KV heads so that 2, 4 and 8 ranks split them; 8 experts of 64, top 2.
   const std::string cfg = with(with(testing::oracle_config("tiny-qwen3-moe.json"), "num_attention_heads", "8"), "num_key_value_heads", "8");
@@ -393,7 +423,7 @@ TEST_CASE(
   const auto per_tensor = testing::tiny_checkpoint("tp-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), 7,
                                                    Format::fp8_e4m3, model::Fp8Layout::modelopt);
   CHECK(testing::emit_checkpoint(per_tensor, spec).ok());
-  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma4.json", "rmsnorm:v_norm (kernels/circuits/gemma4.toml:"},
+  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma4-e.json", "linear:per_layer_model_proj (kernels/circuits/gemma4.toml:"},
                                                          {"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"},
                                                          {"tiny-gemma4-moe.json", "expert_scale (kernels/circuits/gemma4.toml:"}};
   for (const auto& [cfg, node] : refused) {
