@@ -424,10 +424,11 @@ MET_ENTRY(moe_gate_up_swiglu) {
 // o of hidden, MET_MOE_OUT_TILE at a time: per expert run and o, one warp reads row o once per
 // MET_MOE_PASS of the run's slots and keeps each slot's copy bf16(weight * bf16(h . row)); then each
 // (row, o) sums its copies in fp32 in (expert, slot) order and stores once. With f.scales, MXFP4 rows
-// and each copy bf16(weight * bf16(bf16(h . row) + bias)).
+// and each copy bf16(weight * bf16(bf16(h . row) + bias)). With y32 (moe_down_f32, a rank's share
+// under tensor parallelism): each copy weight * (h . row) and the sum stored in y32, all unrounded.
 MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids, const float* weights, u16* y, SliceRange r,
                                SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts, MoeFused f,
-                               unsigned char* smem) {
+                               unsigned char* smem, float* y32 = nullptr) {
   if (c.end <= c.begin || top_k <= 0) return;
   const MoeSmem m = moe_smem(smem);
   const int64_t chunk_rows = MET_MOE_CHUNK / top_k;
@@ -468,8 +469,12 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
           for (int s = 0; s < MET_MOE_PASS; ++s)
             if (s < ns && lane == s) {
               const int local = m.sorted[q + s] % MET_MOE_CHUNK;
-              const float v = f.scales ? bf_round(bf_round(d[s]) + bias) : bf_round(d[s]);
-              m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * v);
+              if (y32) {
+                m.contrib[local * MET_MOE_OUT_TILE + oo] = weights[t0 + local] * d[s];
+              } else {
+                const float v = f.scales ? bf_round(bf_round(d[s]) + bias) : bf_round(d[s]);
+                m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * v);
+              }
             }
         }
       }
@@ -481,7 +486,10 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
           const int local = m.ord[lr * top_k + k];
           if (local >= 0) acc += m.contrib[local * MET_MOE_OUT_TILE + oo];
         }
-        y[(r0 + lr) * hidden + o0 + oo] = to_bf(acc);
+        if (y32)
+          y32[(r0 + lr) * hidden + o0 + oo] = acc;
+        else
+          y[(r0 + lr) * hidden + o0 + oo] = to_bf(acc);
       }
       __syncthreads();  // the copies are read before the next tile writes them
     }
@@ -491,6 +499,13 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
 MET_ENTRY(moe_down) {
   moe_down_cols(a.h, a.w_down, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
                 a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, MoeFused{}, smem);
+}
+
+// Tensor parallelism: this rank's share of the intermediate size, fp32 and unrounded for the
+// all-reduce (bf16 experts only).
+MET_ENTRY(moe_down_f32) {
+  moe_down_cols(a.h, a.w_down, a.ids, a.weights, nullptr, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k,
+                a.hidden, a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, MoeFused{}, smem, a.y);
 }
 
 // gpt-oss: MXFP4 experts only, as moe_gate_up_swiglu.

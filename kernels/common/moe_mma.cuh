@@ -226,6 +226,8 @@ MET_ENTRY(moe_gate_up_silu_mma) {
 // hidden]. The slice's rows r and columns c of hidden: acc starts at 0 and, expert by expert, each
 // routed slot adds its copy bf16(weight * bf16(h . row)); a row's slots in one block add in slot
 // order, one thread per (row, column), so every row sums in (expert, slot) order as the cpu does.
+// With y null (moe_down_mma_f32, a rank's share under tensor parallelism): each copy
+// weight * (h . row), unrounded, and acc is the output.
 MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int* ids, const float* weights, float* acc, u16* y,
                                     SliceRange r, SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts,
                                     unsigned char* smem) {
@@ -245,10 +247,11 @@ MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int
           float* dst = acc + row * hidden + o0 + n;
           float v = *dst;
           for (int mm = mi; mm < nb && m.list[p0 + mm] / top_k == row; ++mm)
-            v += bf_round(weights[m.list[p0 + mm]] * bf_round(m.c[mm * kMoeBN + n]));
+            v += y ? bf_round(weights[m.list[p0 + mm]] * bf_round(m.c[mm * kMoeBN + n])) : weights[m.list[p0 + mm]] * m.c[mm * kMoeBN + n];
           *dst = v;
         }
       });
+  if (!y) return;
   for (int64_t i = threadIdx.x; i < (r.end - r.begin) * nc; i += MET_INTERP_THREADS) {
     const int64_t off = (r.begin + i / nc) * hidden + c.begin + i % nc;
     y[off] = to_bf(acc[off]);
@@ -257,6 +260,11 @@ MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int
 
 MET_ENTRY(moe_down_mma) {
   moe_down_mma_slice(a.h, a.w_down, a.ids, a.weights, a.acc, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k,
+                     a.hidden, a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, smem);
+}
+
+MET_ENTRY(moe_down_mma_f32) {
+  moe_down_mma_slice(a.h, a.w_down, a.ids, a.weights, a.y, nullptr, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k,
                      a.hidden, a.geom.w_cols, a.hidden > 0 ? a.geom.w_rows / a.hidden : 0, smem);
 }
 

@@ -79,12 +79,13 @@ Expected<void> bind_moe_down(const KernelSite& site) {
     // Tensor parallelism: this rank's slice of every expert's intermediate size, summed in fp32
     // for the residual's all-reduce (bind_residual_add).
     if (beside_dense_mlp(site)) return site.where("experts beside a dense MLP are not split for tensor parallelism");
-    if (site.k != "moe_down") return site.where("'" + site.k + "' has no tensor-parallel form (moe_down_f32 is moe_down's)");
+    if (site.k != "moe_down" && site.k != "moe_down_mma")
+      return site.where("'" + site.k + "' has no tensor-parallel form (moe_down_f32 is moe_down's, moe_down_mma_f32 moe_down_mma's)");
     b.partial = b.buffer("y.partial", MET_DTYPE_F32,
                          {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
     tensors.push_back(b.partial);
-    return b.add("moe_down_f32", site.c.group_index, site.c.label, std::move(tensors), {site.R, top_k, site.hidden, /*col_slices=*/1},
-                 {});
+    return b.add(site.k == "moe_down" ? "moe_down_f32" : "moe_down_mma_f32", site.c.group_index, site.c.label, std::move(tensors),
+                 {site.R, top_k, site.hidden, /*col_slices=*/1}, {});
   }
   if (tensor_index(site.op, "acc") >= 0)
     tensors.push_back(site.b.buffer(

@@ -4,6 +4,8 @@
 // class's collectives are cut into many slices, placed alike on every rank.
 #include <doctest/doctest.h>
 
+#include <map>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -380,9 +382,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "--tp runs the row-parallel projections as gemv_f32 / gemm_f32 on h200-sxm, and is refused on a class without the collective "
-    "bodies (a100-sxm-80g: ampere) and for a hopper MoE, by the body and the class (a vendor test, or an emit that leaves a body "
-    "out, fails)") {
+    "--tp runs the row-parallel projections as gemv_f32 / gemm_f32 on h200-sxm, a MoE's down projections as moe_down_f32 at "
+    "decode rows and moe_down_mma_f32 at prefill rows, and is refused on a class without the collective bodies (a100-sxm-80g: "
+    "ampere), by the body and the class (a vendor test, or an emit that leaves a body out, fails)") {
   const auto llama = testing::tiny_checkpoint("tp-class", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
   spec.tp = 2;
@@ -406,8 +408,14 @@ TEST_CASE(
   const std::string moe_cfg =
       with(with(testing::oracle_config("tiny-qwen3-moe.json"), "num_attention_heads", "8"), "num_key_value_heads", "8");
   auto moe = testing::emit_checkpoint(testing::tiny_checkpoint("tp-gpu-moe", moe_cfg), spec);
-  REQUIRE_FALSE(moe.ok());
-  CHECK(moe.error().message.find("moe_down") != std::string::npos);
+  REQUIRE_MESSAGE(moe.ok(), (moe.ok() ? "" : moe.error().message));
+  std::map<std::string, std::int64_t> downs;
+  for (const auto& p : moe->packet.programs)
+    for (const char* op : {"moe_down", "moe_down_mma", "moe_down_f32", "moe_down_mma_f32"}) downs[op] += count_ops(p, op);
+  CHECK(downs["moe_down_f32"] > 0);
+  CHECK(downs["moe_down_mma_f32"] > 0);  // the 128-row prefill
+  CHECK(downs["moe_down"] == 0);
+  CHECK(downs["moe_down_mma"] == 0);
   spec = testing::EmitSpec{};
   spec.tp = 3;
   auto three = testing::emit_checkpoint(llama, spec);

@@ -2,8 +2,8 @@
 # The hopper interpreter image met carries is the class avail describes: kernels/hopper/interp.cu
 # includes the class build's sources with its defines, the bodies the image defines (its met_entry_<op> markers, read from the cubin nvcc built) are exactly the kernels
 # `met circuit kernels --hardware h200-sxm` reports available, and every opcode an emit for that
-# device produces (tiny Llama-3 and Qwen3 checkpoints, decode rungs and prefill buckets, at --tp 1
-# and 2) has one.
+# device produces (tiny Llama-3, Qwen3 and Qwen3-MoE checkpoints, decode rungs and prefill buckets,
+# at --tp 1 and 2) has one.
 # Usage: image_entries.sh MET CUBIN CONFIG...
 set -euo pipefail
 if [[ $# -lt 3 ]]; then
