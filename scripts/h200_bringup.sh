@@ -32,7 +32,7 @@
 #             of layout 2, moe_down on their one tensor) as tiny does, against the in-repo reference
 #             (tests/oracle/reference_gemma4.py); its transformers fixture runs in the tiny stage
 #   tptiny    tensor parallelism (TP_RANKS ranks, default 2, one GPU each: the 2-GPU machine):
-#             TINY_TP (default tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4) emitted for h200-sxm with --tp TP_RANKS, run on cuda
+#             TINY_TP (default tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4,tiny-qwen3-moe) emitted for h200-sxm with --tp TP_RANKS, run on cuda
 #             against their transformers fixtures (free-running and forced), against the same packets on
 #             the cpu bodies (cpu-oracle: simulated ranks) and against the --tp 1 emit on cuda
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
@@ -263,7 +263,7 @@ tp_fixture() {
 }
 if has tptiny; then
   nvidia-smi topo -m || true
-  for m in $(echo "${TINY_TP:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4}" | tr , " "); do tp_fixture "$m"; done
+  for m in $(echo "${TINY_TP:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4,tiny-qwen3-moe}" | tr , " "); do tp_fixture "$m"; done
 fi
 
 if has gptoss; then reference_fixture tiny-gpt-oss mxfp4 reference_gpt_oss.py; fi
