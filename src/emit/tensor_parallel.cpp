@@ -97,8 +97,8 @@ Expected<KvSplit> kv_split(double kv_heads, double q_rows, int ranks, const std:
   KvSplit k;
   k.kv_heads = kv_heads;
   k.q_rows = q_rows;
-  k.groups = kv_heads >= ranks ? ranks : static_cast<int>(kv_heads);
-  if (kv_heads <= 0) return k;
+  k.groups = kv_heads >= ranks || kv_heads <= 0 ? ranks : static_cast<int>(kv_heads);
+  if (kv_heads <= 0) return k;  // no KV heads to split
   if (k.groups == ranks && std::fmod(kv_heads, ranks) != 0)
     return fail(fmt::format("{}: {} = {} is not a multiple of {}: each rank takes an equal share of it", ctx, key, kv_heads, ranks));
   if (k.groups < ranks && std::fmod(ranks, kv_heads) != 0)
