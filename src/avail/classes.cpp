@@ -62,6 +62,18 @@ Expected<Defaults> load_defaults(const std::string& file, const toml::table& t, 
   MET_TRY(auto workspace, f.opt_number("workspace_mib"));
   MET_TRY(auto ring, f.opt_boolean("kv_ring"));
   d.kv_ring = ring.value_or(false);
+  if (f.has("kv_formats")) {
+    MET_TRY(auto kv_formats, f.str_list("kv_formats"));
+    if (kv_formats.empty()) return f.error_at("kv_formats", "must list at least one format");
+    for (const auto& v : kv_formats) {
+      if (!parse_format(v)) {
+        std::vector<std::string> names;
+        for (auto n : format_names()) names.emplace_back(n);
+        return f.error_at("kv_formats", fmt::format("unknown format '{}' (known: {})", v, join(names, ", ")));
+      }
+    }
+    d.kv_formats = kv_formats;
+  }
   d.runtime_reserve_gib = reserve.value_or(0);
   d.workspace_mib = workspace.value_or(0);
   if (d.runtime_reserve_gib < 0) return f.error_at("runtime_reserve_gib", "must not be negative");

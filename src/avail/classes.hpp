@@ -26,6 +26,9 @@ struct Defaults {
   // (model/kv_ring.hpp; kernels/common/ops.def `ring`): the emit makes rings, and the memory fit
   // counts them, only where it is true.
   bool kv_ring = false;
+  // The KV cache formats the class's attention and cache-writing bodies read and write (format
+  // names; default bf16 alone). A graph whose KV format is not here plans those nodes as gaps.
+  std::vector<std::string> kv_formats = {"bf16"};
 };
 
 struct ClassInfo {

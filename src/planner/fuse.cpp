@@ -112,7 +112,7 @@ std::string path_name(Format weight, Format act_math) {
 }
 
 std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& rules, const avail::Availability& availability,
-                        Mode mode, std::int64_t rows, Format activation) {
+                        Mode mode, std::int64_t rows, Format activation, const std::string& kv_refusal) {
   const std::size_t n = nodes.size();
   std::vector<int> owner(n, -1);
   std::vector<Group> taken;
@@ -140,6 +140,17 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
       const FormatMatch fm = match_format(r, nodes, pos, activation);
       const bool free = std::all_of(owner.begin() + static_cast<long>(pos), owner.begin() + static_cast<long>(pos + len),
                                     [](int o) { return o < 0; });
+      if (!kv_refusal.empty() && std::any_of(nodes.begin() + static_cast<long>(pos), nodes.begin() + static_cast<long>(pos + len),
+                                             [](const model::Node& node) { return node.op == "kv_append" || node.op == "attention"; })) {
+        Blocked b;
+        b.rule = r.id;
+        b.kernels = r.kernels;
+        b.why = kv_refusal;
+        b.format = true;
+        b.pair = "KV cache";
+        for (std::size_t k = pos; k < pos + len; ++k) blocked[k].push_back(b);
+        continue;
+      }
       const std::string unmet = fm.entry && missing_kernels.empty() ? failed_requirement(r, nodes, pos, rows) : std::string();
       if (!unmet.empty()) {
         // The kernels exist but their bodies do not handle this shape: a port-list entry like a

@@ -92,6 +92,13 @@ Plan build_plan(const PlanInput& in) {
   p.mode = in.mode;
   p.rows = in.rows;
 
+  // A KV cache format the class's bodies do not read: every rule over the cache is blocked.
+  const auto& kv_formats = in.chain->leaf().defaults.kv_formats;
+  const std::string kv_name(format_name(m.kv));
+  const std::string kv_refusal =
+      std::find(kv_formats.begin(), kv_formats.end(), kv_name) != kv_formats.end()
+          ? std::string()
+          : fmt::format("no path for the {} KV cache (class '{}' reads {} caches)", kv_name, p.klass, join(kv_formats, ", "));
   auto add_scope = [&](std::string name, std::string kind, int count, const std::vector<model::Node>& nodes, Mode mode,
                        std::int64_t rows) {
     Scope s;
@@ -101,7 +108,7 @@ Plan build_plan(const PlanInput& in) {
     s.nodes = nodes;
     s.mode = mode;
     s.rows = rows;
-    s.groups = fuse(nodes, *in.rules, *in.availability, mode, rows, m.activation);
+    s.groups = fuse(nodes, *in.rules, *in.availability, mode, rows, m.activation, kv_refusal);
     p.scopes.push_back(std::move(s));
   };
   // Verify runs its K rows through the layers as a prefill chunk (after the cache) and needs the

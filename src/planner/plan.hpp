@@ -125,7 +125,10 @@ Plan build_plan(const PlanInput& in);
 
 // Greedy fusion of one node list (exposed for tests): rules by priority then id, each taking the
 // leftmost non-overlapping matches whose formats and kernels are available; what is left is gaps.
+// kv_refusal, when not empty, is why the class's bodies cannot read the graph's KV cache format
+// (avail::Defaults::kv_formats): every rule over a kv_append or attention node is blocked by it, as
+// a format the rule has no path for.
 std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& rules, const avail::Availability& availability,
-                        Mode mode, std::int64_t rows, Format activation);
+                        Mode mode, std::int64_t rows, Format activation, const std::string& kv_refusal = {});
 
 }  // namespace met::planner

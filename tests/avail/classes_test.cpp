@@ -123,6 +123,10 @@ TEST_CASE("schema mistakes are located errors") {
         "kernels/hopper/HARDWARE.toml:14: defaults: 'decode_rungs': values must be strictly ascending");
   CHECK(with("hopper/HARDWARE.toml", "[defaults]", "[defaults]\nkv = \"fp9\"").find("'kv': unknown format 'fp9'") !=
         std::string::npos);
+  CHECK(with("hopper/HARDWARE.toml", "[defaults]", "[defaults]\nkv_formats = [\"bf16\", \"fp9\"]").find("'kv_formats': unknown format 'fp9'") !=
+        std::string::npos);
+  CHECK(with("hopper/HARDWARE.toml", "[defaults]", "[defaults]\nkv_formats = []").find("'kv_formats': must list at least one format") !=
+        std::string::npos);
   CHECK(with("hopper/HARDWARE.toml", "workspace_mib = 256\n", "") ==
         "kernels/hopper/HARDWARE.toml:13: defaults: missing key 'workspace_mib'");
   CHECK(with("hopper/HARDWARE.toml", "min_rows = 64\n", "") ==
@@ -161,4 +165,14 @@ TEST_CASE("resolving an unknown class names the known ones") {
   auto r = resolve_chain(*classes, "blackwell");
   REQUIRE(!r.ok());
   CHECK(r.error().message == "unknown class 'blackwell' (known: ampere, common, hopper)");
+}
+
+TEST_CASE("a class's KV cache formats default to bf16 alone and are its own (never inherited)") {
+  MemTree tree = base_tree();
+  auto& f = tree.files()["ampere/HARDWARE.toml"];
+  f.replace(f.find("[defaults]"), std::string("[defaults]").size(), "[defaults]\nkv_formats = [\"bf16\", \"fp8-e4m3\"]");
+  auto classes = load_classes(tree);
+  REQUIRE_MESSAGE(classes.ok(), (classes.ok() ? "" : classes.error().message));
+  CHECK(classes->at("ampere").defaults.kv_formats == std::vector<std::string>{"bf16", "fp8-e4m3"});
+  CHECK(classes->at("hopper").defaults.kv_formats == std::vector<std::string>{"bf16"});
 }

@@ -966,6 +966,24 @@ TEST_CASE("a modelopt FP8 checkpoint (static fp8 activations) emits W8A8 for hos
   CHECK(h.error().message.find("fp8-e4m3 x fp8-e4m3") != std::string::npos);
 }
 
+TEST_CASE("--kv-dtype fp8 for a class whose bodies read bf16 caches (h200-sxm) is refused, naming every cache op and the class's KV formats; host-cpu emits it (a GPU emit that allocates e4m3 caches its bodies read as bf16 fails)") {
+  testing::EmitSpec gpu;
+  gpu.device = "h200-sxm";
+  gpu.buckets = {128};
+  gpu.max_ctx = 256;
+  gpu.kv = Format::fp8_e4m3;
+  auto h = testing::emit_checkpoint(ckpt(), gpu);
+  REQUIRE_FALSE(h.ok());
+  const std::string& m = h.error().message;
+  CHECK(m.find("kv_append (kv_append: no path for the fp8-e4m3 KV cache (class 'hopper' reads bf16 caches))") != std::string::npos);
+  CHECK(m.find("attention (flash_prefill_wgmma: no path for the fp8-e4m3 KV cache") != std::string::npos);
+  gpu.kv = Format::bf16;
+  CHECK(testing::emit_checkpoint(ckpt(), gpu).ok());
+  testing::EmitSpec cpu;
+  cpu.kv = Format::fp8_e4m3;
+  CHECK(testing::emit_checkpoint(ckpt(), cpu).ok());
+}
+
 namespace {
 
 std::string tiny_gemma4(const std::function<void(nlohmann::json&)>& edit = {}) {
