@@ -38,17 +38,21 @@ Expected<std::vector<int>> ladder(Fields& f, const std::string& key) {
   return out;
 }
 
+// A format name of the defaults table, or its located error naming the known ones.
+Expected<void> known_format(Fields& f, const char* key, const std::string& v) {
+  if (parse_format(v)) return {};
+  std::vector<std::string> names;
+  for (auto n : format_names()) names.emplace_back(n);
+  return f.error_at(key, fmt::format("unknown format '{}' (known: {})", v, join(names, ", ")));
+}
+
 Expected<Defaults> load_defaults(const std::string& file, const toml::table& t, bool concrete) {
   Fields f(file, t, "defaults");
   Defaults d;
   for (const char* key : {"activation", "kv"}) {
     MET_TRY(auto v, f.opt_str(key));
     if (!v) continue;
-    if (!parse_format(*v)) {
-      std::vector<std::string> names;
-      for (auto n : format_names()) names.emplace_back(n);
-      return f.error_at(key, fmt::format("unknown format '{}' (known: {})", *v, join(names, ", ")));
-    }
+    MET_CHECK(known_format(f, key, *v));
     (std::string(key) == "activation" ? d.activation : d.kv) = *v;
   }
   if (concrete) {
@@ -65,13 +69,7 @@ Expected<Defaults> load_defaults(const std::string& file, const toml::table& t, 
   if (f.has("kv_formats")) {
     MET_TRY(auto kv_formats, f.str_list("kv_formats"));
     if (kv_formats.empty()) return f.error_at("kv_formats", "must list at least one format");
-    for (const auto& v : kv_formats) {
-      if (!parse_format(v)) {
-        std::vector<std::string> names;
-        for (auto n : format_names()) names.emplace_back(n);
-        return f.error_at("kv_formats", fmt::format("unknown format '{}' (known: {})", v, join(names, ", ")));
-      }
-    }
+    for (const auto& v : kv_formats) MET_CHECK(known_format(f, "kv_formats", v));
     d.kv_formats = kv_formats;
   }
   d.runtime_reserve_gib = reserve.value_or(0);

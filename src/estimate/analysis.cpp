@@ -73,7 +73,12 @@ std::vector<std::int64_t> prefill_chunks(std::int64_t T, const std::vector<int>&
 struct ScopeSum {
   double ceiling = 0, prediction = 0, weight = 0, kv = 0, other = 0, flops = 0, gap = 0, memory_bound = 0;
   bool measured = false;
-  std::set<std::string> evidence;
+  std::set<std::string> evidence;  // campaign files, each once
+  // A family's evidence names its campaigns comma-separated, and families share them.
+  void cite(const std::string& campaigns) {
+    for (const auto& f : split(campaigns, ','))
+      if (auto t = trim(f); !t.empty()) evidence.insert(std::string(t));
+  }
 };
 
 }  // namespace
@@ -140,12 +145,12 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       if (eff) {
         pred = fit_seconds / *eff;
         sum.measured = true;
-        sum.evidence.insert(fam->second.evidence);
+        sum.cite(fam->second.evidence);
         // The family's fixed time per instruction, where it was fitted from two model sizes.
         const double fixed = fam->second.fixed_seconds_at(key.prefill, key.rows);
         if (fixed > 0) {
           pred += fixed;
-          sum.evidence.insert(fam->second.fixed_evidence);
+          sum.cite(fam->second.fixed_evidence);
         }
       }
       measured = eff.has_value();
@@ -155,7 +160,7 @@ void add_scope_cost(ScopeSum& sum, const planner::Plan& plan, const planner::Sco
       if (overhead) {
         pred += *overhead * 1e-6;
         sum.measured = true;
-        sum.evidence.insert(rules.packet_overhead_us ? rules.packet_overhead_evidence : cls.packet_overhead_evidence);
+        sum.cite(rules.packet_overhead_us ? rules.packet_overhead_evidence : cls.packet_overhead_evidence);
       }
     }
     const double n = scope.count;
@@ -330,12 +335,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   }
   ce.ceiling_s = sum.ceiling + ce.allreduce_s + ce.gather_s;
   ce.prediction_s = sum.prediction + ce.allreduce_s + ce.gather_s;
-  // A family's evidence is a list of campaigns, and families share them: each file once.
-  std::set<std::string> files;
-  for (const auto& e : sum.evidence)
-    for (const auto& f : split(e, ','))
-      if (auto t = trim(f); !t.empty()) files.insert(std::string(t));
-  ce.evidence.assign(files.begin(), files.end());
+  ce.evidence.assign(sum.evidence.begin(), sum.evidence.end());
   ce.prediction_basis = sum.measured ? "measured: " + join(ce.evidence, ", ") : "unmeasured";
   ce.weight_bytes = sum.weight;
   ce.kv_bytes = sum.kv;

@@ -31,6 +31,11 @@ std::string basis_lines(const estimate::Analysis& an) {
   return s;
 }
 
+// How many campaigns a measured prediction read (the files are listed once, after the prefill table).
+std::string campaigns(const estimate::CaseEstimate& c) {
+  return fmt::format("measured: {} campaign{}", c.evidence.size(), c.evidence.size() == 1 ? "" : "s");
+}
+
 std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool prefill) {
   std::string s;
   const bool measured = any_measured(cases);  // a column only when a campaign measured a case
@@ -42,8 +47,8 @@ std::string case_table(const std::vector<estimate::CaseEstimate>& cases, bool pr
     std::vector<std::string> row = {fmt_int(c.rows), ms(c.ceiling_s), rate(c.tokens_per_s),
                                     c.prediction_basis == "unmeasured"
                                         ? "= ceiling (unmeasured)"
-                                        : fmt::format("{}, {} tokens/s (measured: {} campaign{})", ms(c.prediction_s),
-                                                      rate(c.predicted_tokens_per_s), c.evidence.size(), c.evidence.size() == 1 ? "" : "s")};
+                                        : fmt::format("{}, {} tokens/s ({})", ms(c.prediction_s), rate(c.predicted_tokens_per_s),
+                                                      campaigns(c))};
     if (measured) row.push_back(c.measured_s > 0 ? fmt::format("{} ({})", ms(c.measured_s), c.measured_source) : "-");
     for (auto cell : {fmt_bytes(c.weight_bytes), fmt_bytes(c.kv_bytes), flop_text(c.flops), pct(c.memory_bound_share), fmt_int(c.gaps)})
       row.push_back(cell);
@@ -68,11 +73,10 @@ std::string render_markdown(const estimate::Analysis& an, const Provenance& prov
   s += md_row({"plan digest", an.plan.digest});
   s += md_row({"ceiling", fmt::format("{} per step, {} tokens/s", ms(an.requested.ceiling_s), rate(an.requested.tokens_per_s))});
   s += md_row({"prediction", an.requested.prediction_basis == "unmeasured" ? "same as the ceiling (unmeasured: no campaign evidence for this class yet)"
-                                                                           : fmt::format("{} per step, {} tokens/s (measured: {} campaign{}, listed after the prefill table)",
+                                                                           : fmt::format("{} per step, {} tokens/s ({}, listed after the prefill table)",
                                                                                          ms(an.requested.prediction_s),
                                                                                          rate(an.requested.predicted_tokens_per_s),
-                                                                                         an.requested.evidence.size(),
-                                                                                         an.requested.evidence.size() == 1 ? "" : "s")});
+                                                                                         campaigns(an.requested))});
   if (an.measured_asked) s += md_row({"measured", measured_line(an, an.requested)});
   s += md_row({"gaps", fmt::format("{} groups, {} of the step", an.plan.gap_groups,
                                    pct(an.requested.prediction_s > 0 ? an.requested.gap_s / an.requested.prediction_s : 0))});
