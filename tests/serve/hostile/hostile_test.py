@@ -409,6 +409,15 @@ CASES = [
 ]
 
 
+def process_gone(pid):
+    """True once pid has exited (reaped, or a zombie); the process may vanish between any two reads."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def sigterm_with_slow_header_clients_stops_the_server():
     """Run last (it stops the server): clients that trickle header lines must not keep a SIGTERM'd
     server alive past its drain."""
@@ -428,7 +437,7 @@ def sigterm_with_slow_header_clients_stops_the_server():
                 s.sendall(b"X-Slow-%d: y\r\n" % tick)
             except OSError:
                 pass
-        if not os.path.exists(f"/proc/{PID}") or open(f"/proc/{PID}/stat").read().split()[2] == "Z":
+        if process_gone(PID):
             gone = True
             break
         time.sleep(0.25)
