@@ -14,9 +14,11 @@ mkdir -p "$W"
 [[ -f .device/libs.tar.xz ]] && tar xJf .device/libs.tar.xz -C "$W" && export LD_LIBRARY_PATH="$W/lib"
 models="${MODELS:-llama-3.2-1b,llama-3.1-8b}"
 new="${*: -1}"
+HW="${HW:-$("$new" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (the last binary names it)
+[[ -n $HW ]] || { echo "bench/decode_ab.sh: met names no registry device for this GPU"; exit 1; }
 for m in ${models//,/ }; do
   [[ -d $W/$m ]] || "$new" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
-  "$new" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-h" --max-ctx 512 --decode-rungs 1,16 \
+  "$new" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-h" --max-ctx 512 --decode-rungs 1,16 \
     --prefill-buckets 128 >/dev/null
   echo "=== $m optest ($new)"
   "$new" circuit optest --assets "$W/$m-h" --backend cuda | tail -n 40
@@ -27,9 +29,9 @@ done
 for met in "$@"; do
   name=$(basename "$met")
   for m in ${models//,/ }; do
-    "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-a-$name" --max-ctx 4160 \
+    "$met" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-a-$name" --max-ctx 4160 \
       --decode-rungs 1,2,4,16 --prefill-buckets 128 >/dev/null
-    [[ ",${LONG:-$models}," == *",$m,"* ]] && "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" \
+    [[ ",${LONG:-$models}," == *",$m,"* ]] && "$met" circuit emit --hardware "$HW" --checkpoint "$W/$m" \
       --out "$W/$m-l-$name" --max-ctx 32832 --decode-rungs 1 --prefill-buckets 128 >/dev/null
   done
 done

@@ -10,9 +10,11 @@ W="${WORK:-/tmp/metab}"
 mkdir -p "$W"
 [[ -f .device/libs.tar.xz ]] && tar xJf .device/libs.tar.xz -C "$W" && export LD_LIBRARY_PATH="$W/lib"
 models="${MODELS:-llama-3.2-1b,llama-3.1-8b}"
+HW="${HW:-$("${@: -1}" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (the last binary names it)
+[[ -n $HW ]] || { echo "bench/interp_ab.sh: met names no registry device for this GPU"; exit 1; }
 for m in ${models//,/ }; do
   [[ -d $W/$m ]] || "$1" model synth --config "bench/configs/$m.json" --seed 1 --out "$W/$m" >/dev/null
-  "$1" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-a" --max-ctx 4160 --decode-rungs 1,2,4,8,16 \
+  "$1" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-a" --max-ctx 4160 --decode-rungs 1,2,4,8,16 \
     --prefill-buckets 128,512,4096 >/dev/null
 done
 for round in 1 2; do

@@ -21,6 +21,8 @@ shift
 W="${WORK:-/tmp/metvar}"
 mkdir -p "$W"
 [[ -f .device/libs.tar.xz ]] && tar xJf .device/libs.tar.xz -C "$W" && export LD_LIBRARY_PATH="$W/lib"
+HW="${HW:-$("$met" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "bench/interp_variants.sh: met names no registry device for this GPU"; exit 1; }
 nvcc="${NVCC:-nvcc}"
 command -v "$nvcc" >/dev/null || nvcc=/usr/local/cuda/bin/nvcc
 models="${MODELS:-llama-3.2-1b,llama-3.1-8b}"
@@ -43,7 +45,7 @@ done
 
 for m in ${models//,/ }; do
   [[ -d $W/$m ]] || "$met" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
-  "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-a" --max-ctx 4160 --decode-rungs 1,16 \
+  "$met" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-a" --max-ctx 4160 --decode-rungs 1,16 \
     --prefill-buckets "${BUCKETS:-128}" >/dev/null
 done
 for name in "${names[@]}"; do

@@ -14,6 +14,8 @@ buckets="${BUCKETS:-128,200,512,4096}"
 mkdir -p "$W" "$OUT"
 [[ -f .device/libs.tar.xz ]] && tar xJf .device/libs.tar.xz -C "$W" && export LD_LIBRARY_PATH="$W/lib"
 met="$(realpath "${MET:-.device/met}")"
+HW="${HW:-$("$met" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "bench/prefill_check.sh: met names no registry device for this GPU"; exit 1; }
 small="${models%%,*}"
 for m in ${models//,/ }; do
   [[ -f $W/$m/config.json ]] || "$met" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
@@ -21,13 +23,13 @@ done
 for m in ${OPTEST_MODELS:-$small}; do
   [[ -f $W/$m/config.json ]] || "$met" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
   # 200: row tiles of 128 and 72 (TMA's zero fill); 1100: enough tiles for the GEMM's 256-column ones
-  "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-o" --max-ctx 1200 --decode-rungs 1 \
+  "$met" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-o" --max-ctx 1200 --decode-rungs 1 \
     --prefill-buckets 200,1100 >/dev/null
   echo "=== optest $m (prefill buckets 200, 1100)"
   timeout 300 "$met" circuit optest --assets "$W/$m-o" --backend cuda 2>&1 | grep -E "prefill|optest:|FAIL" | tail -n 28
 done
 for m in ${models//,/ }; do
-  "$met" circuit emit --hardware h200-sxm --checkpoint "$W/$m" --out "$W/$m-p" --max-ctx 4160 --decode-rungs 1 \
+  "$met" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-p" --max-ctx 4160 --decode-rungs 1 \
     --prefill-buckets "$buckets" >/dev/null
   echo "=== campaign $m prefill:$buckets"
   timeout 300 "$met" circuit run --assets "$W/$m-p" --backend cuda --campaign "prefill:$buckets" --perf-dir "$OUT/perf-$m" \

@@ -71,6 +71,8 @@ if [[ -f .device/libs.tar.xz ]]; then
   mkdir -p "$WORK/lib" && tar xJf .device/libs.tar.xz -C "$WORK" && export LD_LIBRARY_PATH="$WORK/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 MET="${MET:-$root/.device/met}"
+HW="${HW:-$("$MET" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "scripts/h200_bringup.sh: met names no registry device for this GPU"; exit 1; }
 [[ -x "$MET" ]] || { echo "error: $MET is not an executable met"; exit 1; }
 has() { [[ ",$stages," == *",$1,"* ]]; }
 status=0
@@ -163,7 +165,7 @@ tiny_fixture() {
   local m="$1" dtype="$2" n="$3"
   local fx="${FIXTURES:-tests/oracle/fixtures}/$n.json"
   step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype "$dtype" --out "$WORK/$n" >/dev/null
-  step "$n emit" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$n" --out "$WORK/$n-a" --max-ctx 256 \
+  step "$n emit" 60 "$MET" circuit emit --hardware "$HW" --checkpoint "$WORK/$n" --out "$WORK/$n-a" --max-ctx 256 \
     --decode-rungs 1,2,4,8 --prefill-buckets "${BUCKETS:-64,128}"
   if [[ -n "${RING:-}" ]]; then
     step "$n kv_ring is $RING" 10 python3 -c "import json,sys; r=json.load(open(sys.argv[1])).get('kv_ring'); print('kv_ring', r); sys.exit(r != int(sys.argv[2]))" \
@@ -206,10 +208,10 @@ if has fp8; then
   f8="$(basename "$f8cfg" .json)-fp8"
   ck="$WORK/$f8"
   [[ -f "$ck/config.json" ]] || step "$f8 synth" 300 "$MET" model synth --config "$f8cfg" --seed 1 --dtype fp8-block128 --out "$ck"
-  step "$f8 emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
+  step "$f8 emit small" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
     --decode-rungs 1,16 --prefill-buckets 128
   step "$f8 optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$f8.txt" || status=1
-  step "$f8 emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
+  step "$f8 emit" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-a" \
     --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
   step "$f8 campaign" 400 "$MET" circuit run --assets "$ck-a" --backend cuda --campaign decode:1,2,4,8,16@ctx=4096 \
     --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
@@ -245,7 +247,7 @@ tp_fixture() {
   local fx="tests/oracle/fixtures/$n.json" a="$WORK/$n-tp$tp_ranks"
   step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 --dtype bf16 --out "$WORK/$n" >/dev/null
   for t in 1 "$tp_ranks"; do
-    step "$n emit --tp $t" 60 "$MET" circuit emit --hardware h200-sxm --checkpoint "$WORK/$n" --out "$WORK/$n-tp$t" --max-ctx 256 \
+    step "$n emit --tp $t" 60 "$MET" circuit emit --hardware "$HW" --checkpoint "$WORK/$n" --out "$WORK/$n-tp$t" --max-ctx 256 \
       --decode-rungs 1,2,4,8 --prefill-buckets 64,128 --tp "$t"
   done
   : >"$WORK/res/tp-$n.txt"
@@ -276,12 +278,12 @@ for m in ${models//,/ }; do
     [[ -f "$ck/config.json" ]] || step "$m synth" 300 "$MET" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$ck"
   fi
   if has optest; then
-    step "$m emit small" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
+    step "$m emit small" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-h" --max-ctx 512 \
       --decode-rungs 1,16 --prefill-buckets 128
     step "$m optest cuda" 300 "$MET" circuit optest --assets "$ck-h" --backend cuda | tee "$WORK/res/optest-$m.txt" || status=1
   fi
   if has oracle || has campaign || has lengths; then
-    [[ -f "$ck-a/model.pkt" ]] || step "$m emit" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-a" \
+    [[ -f "$ck-a/model.pkt" ]] || step "$m emit" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-a" \
       --max-ctx 4160 --decode-rungs 1,2,4,8,16 --prefill-buckets 128,512,4096
   fi
   if has campaign; then
@@ -289,7 +291,7 @@ for m in ${models//,/ }; do
       --campaign prefill:128,512,4096 --perf-dir "$WORK/res/perf"
   fi
   if has tp; then
-    step "$m emit --tp $tp_ranks" 300 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-tp$tp_ranks" \
+    step "$m emit --tp $tp_ranks" 300 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-tp$tp_ranks" \
       --max-ctx 4160 --decode-rungs 1,16 --prefill-buckets 4096 --tp "$tp_ranks"
     step "$m campaign --tp $tp_ranks" 600 "$MET" circuit run --assets "$ck-tp$tp_ranks" --backend cuda \
       --campaign decode:1,16@ctx=4096 --campaign prefill:4096 --perf-dir "$WORK/res/perf"
@@ -324,9 +326,9 @@ for m in ${models//,/ }; do
     # Long prompts through a ring (a sliding-window model): an emit whose largest bucket (512) makes
     # its sliding caches rings of window + 511 rows rounded up to 64, beside one whose bucket of
     # 4096 leaves them linear; prompts of 1500-2500 tokens wrap the ring in prefill and in decode.
-    step "$m emit ring" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-ring" --max-ctx 4096 \
+    step "$m emit ring" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-ring" --max-ctx 4096 \
       --decode-rungs 1,2 --prefill-buckets 128,512
-    step "$m emit linear" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-lin" --max-ctx 4096 \
+    step "$m emit linear" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-lin" --max-ctx 4096 \
       --decode-rungs 1,2 --prefill-buckets 128,512,4096
     step "$m kv_ring" 10 python3 -c "import json,sys; r=[json.load(open(f)).get('kv_ring', 0) for f in sys.argv[1:]]; print('kv_ring ring/linear', r); sys.exit(not (r[0] > 0 and r[1] == 0))" \
       "$ck-ring/build.json" "$ck-lin/build.json"
@@ -343,7 +345,7 @@ for m in ${models//,/ }; do
   fi
   if has long; then
     long_t="${LONG_T:-32768}"
-    step "$m emit long" 120 "$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$ck-long" --max-ctx "$long_t" \
+    step "$m emit long" 120 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$ck-long" --max-ctx "$long_t" \
       --decode-rungs 1 --prefill-buckets 128,512,4096
     step "$m campaign long" 400 "$MET" circuit run --assets "$ck-long" --backend cuda --campaign "prefill:$long_t" --warmup 1 \
       --repeats 5 --perf-dir "$WORK/res/perf"

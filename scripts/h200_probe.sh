@@ -9,8 +9,8 @@
 # scripts/device_pack.sh). Writes into OUT (default ./out-h200): probe.json (the record),
 # probe.txt (the table), torch-peer.json and log.txt. Then, on this side:
 #
-#   cp OUT/probe.json perf-data/h200-sxm/probe/STAMP.json      # STAMP: the record's "stamp"
-#   met circuit probe --from-json perf-data/h200-sxm/probe/STAMP.json --hardware h200-sxm \
+#   cp OUT/probe.json perf-data/HW/probe/STAMP.json      # STAMP: the record's "stamp"; HW: the device log.txt names
+#   met circuit probe --from-json perf-data/HW/probe/STAMP.json --hardware HW \
 #     --update-devices kernels/DEVICES.toml
 #   bash scripts/golden.sh                                      # the reports print the measured figures
 set -uo pipefail
@@ -26,11 +26,14 @@ if [[ -f .device/libs.tar.xz ]]; then
 fi
 MET="${MET:-$root/.device/met}"
 [[ -x "$MET" ]] || { echo "error: $MET is not an executable met"; exit 1; }
+HW="${HW:-$("$MET" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "scripts/h200_probe.sh: met names no registry device for this GPU"; exit 1; }
+echo "this GPU is registry device $HW"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,driver_version --format=csv
 "$MET" --version
 
 echo "=== met circuit probe"
-"$MET" circuit probe --hardware h200-sxm --json "$OUT/probe.json" "$@" | tee "$OUT/probe.txt"
+"$MET" circuit probe --hardware "$HW" --json "$OUT/probe.json" "$@" | tee "$OUT/probe.txt"
 status=${PIPESTATUS[0]}
 echo "=== met circuit probe: rc $status"
 

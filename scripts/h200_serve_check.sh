@@ -24,6 +24,8 @@ if [[ -f .device/libs.tar.xz ]]; then
   tar xJf .device/libs.tar.xz -C "$work" && export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 MET="${MET:-$root/.device/met}"
+HW="${HW:-$("$MET" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "scripts/h200_serve_check.sh: met names no registry device for this GPU"; exit 1; }
 tok="${TOKENIZER_DIR:-$root/.device/serve}"
 for need in "$MET" "$tok/tokenizer.json" "$tok/tokenizer_config.json"; do
   [[ -e "$need" ]] || { echo "error: $need is missing (run scripts/device_pack.sh)"; exit 1; }
@@ -33,7 +35,7 @@ ck="$work/serve-tiny-qwen3"
 "$MET" model synth --config bench/configs/serve-tiny-qwen3.json --seed 1 --dtype bf16 --out "$ck" >/dev/null
 cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$ck/"
 printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/generation_config.json"
-"$MET" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$work/assets" --max-ctx 512 \
+"$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$work/assets" --max-ctx 512 \
   --decode-rungs 1,2,4,8 --prefill-buckets 64,256
 
 # start BACKEND LOG VAR: starts a server on a free port and sets VAR to its URL. It runs in this

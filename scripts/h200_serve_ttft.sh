@@ -24,6 +24,8 @@ tar xJf .device/libs.tar.xz -C "$work"
 export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [[ -d .device/serve ]] || tar xJf .device/serve.tar.xz -C .device
 met="$root/.device/met"
+HW="${HW:-$("$met" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (h200-sxm, h100-sxm, ...)
+[[ -n $HW ]] || { echo "scripts/h200_serve_ttft.sh: met names no registry device for this GPU"; exit 1; }
 out="${OUT:-$work}/serve-ttft-$config.txt"
 exec > >(tee "$out") 2>&1
 
@@ -37,7 +39,7 @@ if [[ ! -f "$ck/model.safetensors.index.json" && ! -f "$ck/model.safetensors" ]]
 fi
 cp .device/serve/tokenizer.json .device/serve/tokenizer_config.json "$ck/"
 printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/generation_config.json"
-"$met" circuit emit --hardware h200-sxm --checkpoint "$ck" --out "$work/assets" --max-ctx "${MAX_CTX:-1024}" \
+"$met" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$work/assets" --max-ctx "${MAX_CTX:-1024}" \
   --decode-rungs "$rungs" --prefill-buckets "${BUCKETS:-64,256,1024}" >/dev/null
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 echo "h200_serve_ttft: $config, $slots slots (decode rungs $rungs), prefill buckets ${BUCKETS:-64,256,1024}, max-ctx ${MAX_CTX:-1024}"

@@ -10,6 +10,8 @@
 #include "cli/commands.hpp"
 #include "cli/files.hpp"
 #include "core/numfmt.hpp"
+#include "core/strings.hpp"
+#include "device/identity.hpp"
 #include "device/update.hpp"
 #include "interp/probe.hpp"
 #include "tree/disk_tree.hpp"
@@ -24,6 +26,7 @@ struct ProbeArgs {
   int gib = 8;
   int warmup = 3, repeats = 20, mma_iters = 8192;
   std::string json, from_json, hardware, update_devices;
+  bool identify = false;
 };
 
 // The command that measured, as the record and the citation name it (where the record went is
@@ -49,7 +52,37 @@ void print_shares(const planner::Library& lib, const std::string& hardware, cons
               fmt_sig(d->bandwidth_gbs, 4).c_str(), share(r.bf16_tflops, sheet_bf16).c_str(), fmt_sig(sheet_bf16, 4).c_str());
 }
 
+// --identify: the registry device of every GPU the driver sees, one id per line on stdout (what
+// `met circuit emit --hardware` takes), each GPU as the driver reports it on stderr. A GPU that no
+// device, or more than one, matches is an error naming what the driver reported.
+int identify(const planner::Library& lib) {
+  auto gpus = interp::query_gpus();
+  if (!gpus) return error(gpus.error().message);
+  if (gpus->empty()) return error("probe --identify: the driver sees no GPU");
+  int rc = 0;
+  for (std::size_t i = 0; i < gpus->size(); ++i) {
+    const auto& g = (*gpus)[i];
+    const device::GpuIdentity id{g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes) / kGiB};
+    const auto ids = device::devices_matching(lib.registry, id);
+    if (ids.size() != 1) {
+      rc = error(fmt::format("probe --identify: GPU {}, {}, matches {} devices of the registry{} (a device matches by SM count, compute "
+                             "capability and visible_gib within 5%)",
+                             i, device::describe(id), ids.size(), ids.empty() ? "" : ": " + join(ids, ", ")));
+      continue;
+    }
+    std::fprintf(stderr, "probe: GPU %zu, %s: %s\n", i, device::describe(id).c_str(), ids[0].c_str());
+    std::printf("%s\n", ids[0].c_str());
+  }
+  return rc;
+}
+
 int run_probe_cmd(const LibraryFn& library, const ProbeArgs& a) {
+  if (a.identify) {
+    if (!a.json.empty() || !a.from_json.empty() || !a.update_devices.empty() || !a.hardware.empty())
+      return error("--identify measures nothing: give it alone");
+    const planner::Library* lib = library();
+    return lib ? identify(*lib) : 1;
+  }
   if (!a.update_devices.empty() && a.hardware.empty())
     return error("--update-devices needs --hardware: the registry device this GPU is (see `met circuit devices`)");
   if (!a.update_devices.empty() && a.json.empty() && a.from_json.empty())
@@ -124,6 +157,8 @@ void add_probe_command(CLI::App& circuit, const LibraryFn& library, std::vector<
   probe->add_option("--update-devices", a->update_devices,
                     "write the figures into --hardware's [device.measured] of this DEVICES.toml, cited to the record; "
                     "nothing else in the file changes");
+  probe->add_flag("--identify", a->identify,
+                  "print the registry device of each GPU the driver sees (the id emit's --hardware takes), measuring nothing");
   probe->add_option("--gib", a->gib, "read buffer in GiB (copies move half of it each way); far beyond L2")->capture_default_str();
   probe->add_option("--warmup", a->warmup, "untimed runs of each test")->capture_default_str();
   probe->add_option("--repeats", a->repeats, "timed runs of each test (median, p10, p90)")->capture_default_str();

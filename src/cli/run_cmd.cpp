@@ -15,6 +15,7 @@
 #include "cli/version.hpp"
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
+#include "device/identity.hpp"
 #include "emit/emit.hpp"
 #include "emit/verify.hpp"
 #include "interp/assets.hpp"
@@ -168,6 +169,22 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
   if (!lib) return 1;
   auto target = planner::resolve_target(*lib, assets.build.device);
   if (!target) return error(target.error().message);
+  // The ceilings, the bandwidth shares and the perf-data path are the emit's device's: a campaign
+  // on another GPU (an H100 for assets emitted for an H200: same SMs, same arch) would file its
+  // times as that device's, so it is refused, naming the device the GPU is.
+  for (std::size_t r = 0; r < backend.ranks(); ++r) {
+    const auto g = backend.gpu(r);
+    const device::GpuIdentity gpu{g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes) / (1024.0 * 1024 * 1024)};
+    auto same = device::check_gpu(*target->device, gpu);
+    if (same) continue;
+    const auto ids = device::devices_matching(lib->registry, gpu);
+    return error(fmt::format("--campaign: {} were emitted for {} ({}), but {}runs on {}: the campaign's ceilings, bandwidth shares and "
+                             "perf-data path would be another device's ({}). {}",
+                             a.assets, target->device->id, target->device->name, backend.ranks() > 1 ? fmt::format("rank {} ", r) : "",
+                             device::describe(gpu), same.error().message,
+                             ids.empty() ? std::string("No device of the registry is this GPU (`met circuit probe --identify`)")
+                                         : "Emit again with --hardware " + join(ids, " or ")));
+  }
   DiskCheckpoint source(assets.checkpoint_dir);
   auto graph = model::instantiate_checkpoint(*lib->tree, lib->circuits, source);
   if (!graph) return error(graph.error().message);

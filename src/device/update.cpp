@@ -7,6 +7,7 @@
 
 #include "core/numfmt.hpp"
 #include "core/strings.hpp"
+#include "device/identity.hpp"
 #include "device/registry.hpp"
 #include "tree/kernel_tree.hpp"
 
@@ -14,7 +15,6 @@ namespace met::device {
 
 namespace {
 
-constexpr double kMemoryTolerance = 0.05;  // the driver's total memory against visible_gib
 constexpr std::size_t kCommentColumn = 38;  // where DEVICES.toml aligns trailing comments
 
 using Lines = std::vector<std::string>;
@@ -79,31 +79,10 @@ std::string with_comment(const std::string& line, const std::string& comment) {
   return line + std::string(pad, ' ') + "# " + comment;
 }
 
-// "sm_90a" -> 9.0, "sm_100a" -> 10.0; false for anything else.
-bool compute_of_arch(const std::string& arch, int& major, int& minor) {
-  if (arch.rfind("sm_", 0) != 0) return false;
-  std::size_t i = 3;
-  int n = 0;
-  while (i < arch.size() && arch[i] >= '0' && arch[i] <= '9') n = n * 10 + (arch[i++] - '0');
-  if (i == 3 || n < 10) return false;
-  major = n / 10;
-  minor = n % 10;
-  return true;
-}
-
 Expected<void> check_identity(const Device& d, const ProbedFigures& p) {
   const std::string at = d.location + ": device '" + d.id + "'";
-  int major = 0, minor = 0;
-  if (d.vendor != "nvidia" || !compute_of_arch(d.arch, major, minor))
-    return fail(fmt::format("{} ({}) is not an NVIDIA GPU the probe measures", at, d.arch));
-  if (p.sm_count != d.units)
-    return fail(fmt::format("{} has {} SMs; the probe ran on a GPU with {}: these figures are another device's", at, d.units, p.sm_count));
-  if (p.compute_major != major || p.compute_minor != minor)
-    return fail(fmt::format("{} is {} (compute {}.{}); the probe ran on compute {}.{}: these figures are another device's", at, d.arch, major,
-                            minor, p.compute_major, p.compute_minor));
-  if (std::fabs(p.memory_gib - d.visible_gib) > kMemoryTolerance * d.visible_gib)
-    return fail(fmt::format("{} has {} GiB visible; the probe ran on a GPU with {} GiB: these figures are another device's", at,
-                            fmt_fixed(d.visible_gib, 1), fmt_fixed(p.memory_gib, 1)));
+  const GpuIdentity gpu{"the probe's GPU", p.sm_count, p.compute_major, p.compute_minor, p.memory_gib};
+  if (auto same = check_gpu(d, gpu); !same) return fail(same.error().message + ": these figures are another device's");
   if (!(p.read_gbs > 0 && p.copy_gbs > 0 && p.bf16_tflops > 0)) return fail(at + ": the probe's figures must be positive");
   if (p.source_title.empty() || p.source_url.empty()) return fail(at + ": the probe's citation needs a title and a url");
   return {};

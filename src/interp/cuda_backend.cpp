@@ -94,6 +94,7 @@ struct DeviceRank {
   std::uint64_t held = 0;
   std::string dev_name;
   int sms = 0, smem_optin = 0;
+  GpuFacts facts;
   const emit::PacketFile* packet = nullptr;
   std::string file;                   // its packet file, for errors
   std::vector<cu::DevicePtr> tensor;  // per tensor handle
@@ -213,6 +214,9 @@ Expected<void> open_device(DeviceRank& m, const emit::PacketFile& pf, const std:
     return fail(dir + " were emitted for " + std::to_string(pf.sm_count) + " SMs; " + m.dev_name + " has " + std::to_string(sms) +
                 " (emit for this device, or with --threads " + std::to_string(sms) + ")");
   if (!coop) return fail("cuda: " + m.dev_name + " does not support cooperative launches");
+  std::size_t total = 0;
+  MET_CU(*api, DeviceTotalMem(&total, m.dev));
+  m.facts = {m.dev_name, sms, major, minor, total};
   MET_CU(*api, DevicePrimaryCtxRetain(&m.ctx, m.dev));
   MET_CU(*api, CtxSetCurrent(m.ctx));
   MET_CU(*api, ModuleLoadData(&m.mod, image.data));
@@ -933,6 +937,30 @@ float CudaBackend::last_run_ms() const { return impl_->last_ms; }
 std::size_t CudaBackend::ranks() const { return impl_->ranks.size(); }
 float CudaBackend::rank_run_ms(std::size_t rank) const { return impl_->ranks.at(rank)->last_ms; }
 std::string CudaBackend::device_name() const { return impl_->ranks[0]->dev_name; }
+GpuFacts CudaBackend::gpu(std::size_t rank) const { return impl_->ranks.at(rank)->facts; }
+
+Expected<std::vector<GpuFacts>> query_gpus() {
+  MET_TRY(const cu::Api* api, cu::api());
+  int count = 0;
+  MET_CU(*api, DeviceGetCount(&count));
+  std::vector<GpuFacts> out;
+  for (int i = 0; i < count; ++i) {
+    cu::Device dev{};
+    MET_CU(*api, DeviceGet(&dev, i));
+    char name[256] = {};
+    GpuFacts g;
+    MET_CU(*api, DeviceGetName(name, sizeof name, dev));
+    g.name = name;
+    MET_CU(*api, DeviceGetAttribute(&g.sms, cu::kAttrMultiprocessorCount, dev));
+    MET_CU(*api, DeviceGetAttribute(&g.compute_major, cu::kAttrComputeMajor, dev));
+    MET_CU(*api, DeviceGetAttribute(&g.compute_minor, cu::kAttrComputeMinor, dev));
+    std::size_t total = 0;
+    MET_CU(*api, DeviceTotalMem(&total, dev));
+    g.total_bytes = total;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
 std::uint64_t CudaBackend::device_bytes() const {
   std::uint64_t held = 0;
   for (const auto& rk : impl_->ranks) held += rk->held;

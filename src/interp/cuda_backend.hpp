@@ -26,6 +26,15 @@ struct InterpImage {
 };
 InterpImage hopper_interp_image();
 
+// A GPU as its driver reports it: what a campaign holds to the device its assets were emitted for.
+struct GpuFacts {
+  std::string name;  // "NVIDIA H200"
+  int sms = 0, compute_major = 0, compute_minor = 0;
+  std::uint64_t total_bytes = 0;  // cuDeviceTotalMem
+};
+// Every GPU the driver sees, in ordinal order (the driver loaded at run time; fails without one).
+Expected<std::vector<GpuFacts>> query_gpus();
+
 class CudaBackend final : public Backend {
  public:
   // Refuses assets of another class, a device whose SM count or architecture differs from the
@@ -63,6 +72,7 @@ class CudaBackend final : public Backend {
   };
   std::vector<SliceTimes> slice_times_ns(std::size_t program, std::size_t rank = 0) const;
   std::string device_name() const;  // rank 0's
+  GpuFacts gpu(std::size_t rank) const;  // the device rank `rank` runs on
   // Bytes of device memory the backend holds (every rank's).
   std::uint64_t device_bytes() const;
 

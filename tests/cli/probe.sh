@@ -42,6 +42,15 @@ else
   bad "no GPU: refused with one 'error: cuda:' line, nothing written" "rc $rc" "$out"
 fi
 
+# 1b. --identify without a GPU: the same one-line driver error; with other flags: refused.
+out=$("$met" circuit probe --identify 2>&1)
+rc=$?
+[[ $rc -ne 0 && $out == "error: cuda: "* && $(wc -l <<<"$out") -eq 1 ]] && ok "--identify without a GPU: one 'error: cuda:' line" ||
+  bad "--identify without a GPU: one 'error: cuda:' line" "rc $rc" "$out"
+out=$("$met" circuit probe --identify --hardware h200 2>&1)
+[[ $? -ne 0 && $out == "error: --identify measures nothing: give it alone" ]] && ok "--identify with --hardware is refused" ||
+  bad "--identify with --hardware is refused" "$out"
+
 # 2. Flags that cannot work together are refused before anything runs.
 out=$("$met" circuit probe --update-devices "$work/x.toml" --json "$work/r.json" 2>&1)
 [[ $? -ne 0 && $out == "error: --update-devices needs --hardware"* ]] && ok "--update-devices without --hardware is refused" ||

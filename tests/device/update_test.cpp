@@ -8,6 +8,7 @@
 #include <string>
 
 #include "device/registry.hpp"
+#include "device/identity.hpp"
 #include "device/update.hpp"
 #include "tree/disk_tree.hpp"
 
@@ -157,28 +158,28 @@ TEST_CASE("figures of another GPU are refused: SM count, compute capability, mem
     auto out = update_measured(text, kFile, p);
     REQUIRE_FALSE(out.ok());
     CHECK(out.error().message.find("kernels/DEVICES.toml:") == 0);
-    CHECK(out.error().message.find("device 'h100-sxm' has 79.1 GiB visible; the probe ran on a GPU with 139.8 GiB") != std::string::npos);
+    CHECK(out.error().message.find("device 'h100-sxm' has 79.1 GiB visible; the probe's GPU has 139.8 GiB: these figures are another device's") != std::string::npos);
   }
   SUBCASE("another SM count") {
     ProbedFigures p = h200();
     p.sm_count = 114;
     auto out = update_measured(text, kFile, p);
     REQUIRE_FALSE(out.ok());
-    CHECK(out.error().message.find("device 'h200-sxm' has 132 SMs; the probe ran on a GPU with 114") != std::string::npos);
+    CHECK(out.error().message.find("device 'h200-sxm' has 132 SMs; the probe's GPU has 114") != std::string::npos);
   }
   SUBCASE("another compute capability") {
     ProbedFigures p = h200();
     p.compute_major = 10;
     auto out = update_measured(text, kFile, p);
     REQUIRE_FALSE(out.ok());
-    CHECK(out.error().message.find("is sm_90a (compute 9.0); the probe ran on compute 10.0") != std::string::npos);
+    CHECK(out.error().message.find("is sm_90a (compute 9.0); the probe's GPU is compute 10.0") != std::string::npos);
   }
   SUBCASE("an AMD device") {
     ProbedFigures p = h200();
     p.device = "mi300x";
     auto out = update_measured(text, kFile, p);
     REQUIRE_FALSE(out.ok());
-    CHECK(out.error().message.find("is not an NVIDIA GPU the probe measures") != std::string::npos);
+    CHECK(out.error().message.find("is not an NVIDIA GPU") != std::string::npos);
   }
   SUBCASE("an unknown device") {
     ProbedFigures p = h200();
@@ -211,4 +212,21 @@ TEST_CASE("quotes and backslashes in the citation are escaped, so the file still
   auto reg = met::device::load_registry(tree);
   REQUIRE(reg.ok());
   CHECK(reg->sources.at("met-h200-sxm-probe").title == "a \"quoted\" \\ title");
+}
+
+TEST_CASE("a GPU as its driver reports it is matched to the registry's devices (campaign and probe --identify)") {
+  met::MemTree tree({{"DEVICES.toml", real_text()}});
+  auto reg = met::device::load_registry(tree);
+  REQUIRE(reg.ok());
+  const met::device::GpuIdentity h100{"NVIDIA H100 80GB HBM3", 132, 9, 0, 79.19};
+  const met::device::GpuIdentity h200{"NVIDIA H200", 132, 9, 0, 139.8};
+  CHECK(met::device::devices_matching(*reg, h100) == std::vector<std::string>{"h100-sxm"});
+  CHECK(met::device::devices_matching(*reg, h200) == std::vector<std::string>{"h200-sxm"});
+  auto wrong = met::device::check_gpu(*reg->find("h200-sxm"), h100);
+  REQUIRE_FALSE(wrong.ok());
+  CHECK(wrong.error().message.find("device 'h200-sxm' has 139.8 GiB visible; NVIDIA H100 80GB HBM3 has 79.2 GiB") != std::string::npos);
+  CHECK(met::device::check_gpu(*reg->find("h100-sxm"), h100).ok());
+  const met::device::GpuIdentity odd{"NVIDIA Something", 7, 9, 0, 10.0};
+  CHECK(met::device::devices_matching(*reg, odd).empty());
+  CHECK(met::device::describe(h100) == "NVIDIA H100 80GB HBM3 (132 SMs, compute 9.0, 79.2 GiB)");
 }
