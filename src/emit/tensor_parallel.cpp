@@ -33,6 +33,20 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"scale", ""}, Rule::replicate},           // Gemma's embedding scale, on the whole residual stream
       {{"scale", "layer_scalar"}, Rule::replicate},  // Gemma-4's, on the whole residual stream
       {{"softcap", "*"}, Rule::replicate},        // over the gathered logits
+      // Gemma-4 E2B/E4B's per-layer inputs, whole on every rank: the table, its projection from the
+      // residual stream, each layer's gate and projection back, their norms and scales (small
+      // beside the layer: a per-layer width of 256 against the hidden size), added to the whole
+      // residual stream as every rank holds it.
+      {{"embed", "per_layer_tok"}, Rule::replicate},
+      {{"scale", "per_layer_tok"}, Rule::replicate},
+      {{"scale", "per_layer_proj"}, Rule::replicate},
+      {{"scale", "per_layer_input"}, Rule::replicate},
+      {{"linear", "per_layer_model_proj"}, Rule::replicate},
+      {{"linear", "per_layer_gate"}, Rule::replicate},
+      {{"linear", "per_layer_proj"}, Rule::replicate},
+      {{"rmsnorm", "per_layer_norm"}, Rule::replicate},
+      {{"rmsnorm", "post_per_layer_norm"}, Rule::replicate},
+      {{"gelu_mul_split", "*"}, Rule::replicate},
       {{"rmsnorm", "q_norm"}, Rule::heads},       // per-head norms: the rank's heads, the same weight
       {{"rmsnorm", "k_norm"}, Rule::heads},
       {{"rmsnorm", "v_norm"}, Rule::heads},       // Gemma-4's weightless norm of each KV head's V
@@ -40,6 +54,7 @@ const std::map<std::pair<std::string, std::string>, Rule>& rules() {
       {{"kv_append", "*"}, Rule::heads},
       {{"attention", "*"}, Rule::heads},
       {{"linear", "qkv"}, Rule::column},
+      {{"linear", "q"}, Rule::column},             // a layer that reads another layer's KV (Gemma-4's shared KV)
       {{"linear", "gate_up"}, Rule::column},
       {{"linear", "lm_head"}, Rule::column},       // vocabulary-parallel: logits gathered after it
       {{"linear", "o"}, Rule::row},
@@ -148,7 +163,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       case Rule::replicate: break;
       case Rule::heads:
         divide(n, "heads", ranks);
-        if (auto it = n.params.find("kv_heads"); it != n.params.end()) it->second = kv.rank_kv;
+        // (A rope over q alone, in a layer that reads another layer's KV, keeps its 0 KV heads.)
+        if (auto it = n.params.find("kv_heads"); it != n.params.end() && it->second > 0) it->second = kv.rank_kv;
         // A per-head norm's count: the KV heads' (k_norm, v_norm) become the rank's, the query heads' divide.
         if (auto it = n.params.find("count"); it != n.params.end())
           it->second = kv.groups < ranks && it->second == kv.kv_heads ? kv.rank_kv : it->second / ranks;
