@@ -77,15 +77,21 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   Builder& b = site.b;
   if (b.sh->tp > 1) {
     // Tensor parallelism: this rank's slice of every expert's intermediate size, summed in fp32
-    // for the residual's all-reduce (bind_residual_add).
-    if (beside_dense_mlp(site)) return site.where("experts beside a dense MLP are not split for tensor parallelism");
+    // for the residual's all-reduce (bind_residual_add); beside a dense MLP (Gemma-4), all-reduced
+    // at once into the experts' output, rounded once, for their post norm to read whole.
     if (site.k != "moe_down" && site.k != "moe_down_mma")
       return site.where("'" + site.k + "' has no tensor-parallel form (moe_down_f32 is moe_down's, moe_down_mma_f32 moe_down_mma's)");
-    b.partial = b.buffer("y.partial", MET_DTYPE_F32,
-                         {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
-    tensors.push_back(b.partial);
-    return b.add(site.k == "moe_down" ? "moe_down_f32" : "moe_down_mma_f32", site.c.group_index, site.c.label, std::move(tensors),
-                 {site.R, top_k, site.hidden, /*col_slices=*/1}, {});
+    const auto partial = b.buffer("y.partial", MET_DTYPE_F32,
+                                  {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
+    tensors.push_back(partial);
+    MET_CHECK(b.add(site.k == "moe_down" ? "moe_down_f32" : "moe_down_mma_f32", site.c.group_index, site.c.label, std::move(tensors),
+                    {site.R, top_k, site.hidden, /*col_slices=*/1}, {}));
+    if (!beside_dense_mlp(site)) {
+      b.partial = partial;
+      return {};
+    }
+    return b.add("allreduce_residual", site.c.group_index, site.c.label, {b.act(kMoeY, site.R, site.hidden), partial},
+                 {site.R, site.hidden, b.sh->tp, /*col_slices=*/1, /*accumulate=*/0}, {});
   }
   if (tensor_index(site.op, "acc") >= 0)
     tensors.push_back(site.b.buffer(

@@ -106,7 +106,8 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
     const int kv_groups = node.params.count("kv_groups") ? static_cast<int>(node.params.at("kv_groups")) : sh.kv_groups;
     if (node.op == "linear" && node.role == "qkv" && kv_groups < sh.tp)
       for (std::size_t k = 0; k < e.parts.size(); ++k) groups.push_back(k == 0 ? 0 : kv_groups);
-    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups));
+    // Experts of one tensor ([experts, 2 x inter, hidden], Gemma-4): gate's rows, then up's.
+    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups, node.op == "moe_gate_up" ? 2 : 1));
   }
   TensorDesc t;
   t.name = e.name;

@@ -5,7 +5,8 @@
 // replicated (the projection's binder all-reduces into its output there). Experts split like the dense MLP:
 // every rank routes every row (the router replicated) and holds its slice of each expert's
 // intermediate size, gate/up by rows and down by columns, the down's weighted sums left in fp32
-// for the all-reduce.
+// for the all-reduce (into the residual, or, for Gemma-4's experts beside a dense MLP, into their
+// own output, which a norm reads before the branches are added).
 #include "emit/tensor_parallel.hpp"
 
 #include <fmt/format.h>
@@ -16,66 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "model/tp_rules.hpp"
+
 namespace met::emit::detail {
 namespace {
 
-enum class Rule { replicate, heads, column, row, inter_width, expert_column, expert_row };
-
-// (op, role) -> rule; role "*" matches any role of the op.
-const std::map<std::pair<std::string, std::string>, Rule>& rules() {
-  static const std::map<std::pair<std::string, std::string>, Rule> t = {
-      {{"embed", "*"}, Rule::replicate},          // every rank looks up the whole table
-      {{"rmsnorm", "attn_norm"}, Rule::replicate},
-      {{"rmsnorm", "mlp_norm"}, Rule::replicate},
-      {{"rmsnorm", "final_norm"}, Rule::replicate},
-      {{"rmsnorm", "post_attn_norm"}, Rule::replicate},  // Gemma: on the all-reduced o and down outputs
-      {{"rmsnorm", "post_mlp_norm"}, Rule::replicate},
-      {{"scale", ""}, Rule::replicate},           // Gemma's embedding scale, on the whole residual stream
-      {{"scale", "layer_scalar"}, Rule::replicate},  // Gemma-4's, on the whole residual stream
-      {{"softcap", "*"}, Rule::replicate},        // over the gathered logits
-      // Gemma-4 E2B/E4B's per-layer inputs, whole on every rank: the table, its projection from the
-      // residual stream, each layer's gate and projection back, their norms and scales (small
-      // beside the layer: a per-layer width of 256 against the hidden size), added to the whole
-      // residual stream as every rank holds it.
-      {{"embed", "per_layer_tok"}, Rule::replicate},
-      {{"scale", "per_layer_tok"}, Rule::replicate},
-      {{"scale", "per_layer_proj"}, Rule::replicate},
-      {{"scale", "per_layer_input"}, Rule::replicate},
-      {{"linear", "per_layer_model_proj"}, Rule::replicate},
-      {{"linear", "per_layer_gate"}, Rule::replicate},
-      {{"linear", "per_layer_proj"}, Rule::replicate},
-      {{"rmsnorm", "per_layer_norm"}, Rule::replicate},
-      {{"rmsnorm", "post_per_layer_norm"}, Rule::replicate},
-      {{"gelu_mul_split", "*"}, Rule::replicate},
-      {{"rmsnorm", "q_norm"}, Rule::heads},       // per-head norms: the rank's heads, the same weight
-      {{"rmsnorm", "k_norm"}, Rule::heads},
-      {{"rmsnorm", "v_norm"}, Rule::heads},       // Gemma-4's weightless norm of each KV head's V
-      {{"rope", "*"}, Rule::heads},
-      {{"kv_append", "*"}, Rule::heads},
-      {{"attention", "*"}, Rule::heads},
-      {{"linear", "qkv"}, Rule::column},
-      {{"linear", "q"}, Rule::column},             // a layer that reads another layer's KV (Gemma-4's shared KV)
-      {{"linear", "gate_up"}, Rule::column},
-      {{"linear", "lm_head"}, Rule::column},       // vocabulary-parallel: logits gathered after it
-      {{"linear", "o"}, Rule::row},
-      {{"linear", "down"}, Rule::row},
-      {{"silu_mul", "*"}, Rule::inter_width},
-      {{"gelu_mul", "*"}, Rule::inter_width},
-      {{"moe_router", "*"}, Rule::replicate},      // every rank routes every row the same way
-      {{"moe_gate_up", "*"}, Rule::expert_column}, // each expert's gate and up rows of the rank's slice
-      {{"moe_down", "*"}, Rule::expert_row},       // each expert's columns of that slice: fp32 partials
-      {{"residual", "*"}, Rule::replicate},        // after a row-parallel projection: the all-reduce
-      {{"argmax", "*"}, Rule::replicate},          // over the gathered logits
-  };
-  return t;
-}
-
-const Rule* rule_of(const model::Node& n) {
-  const auto& t = rules();
-  if (auto it = t.find({n.op, n.role}); it != t.end()) return &it->second;
-  if (auto it = t.find({n.op, "*"}); it != t.end()) return &it->second;
-  return nullptr;
-}
+using Rule = model::TpRule;
+const Rule* rule_of(const model::Node& n) { return model::tp_rule(n); }
 
 void divide(model::Node& n, const char* key, int ranks) {
   if (auto it = n.params.find(key); it != n.params.end()) it->second /= ranks;
@@ -217,7 +165,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
                             "attention and MLP layers: embed and its scale, the attention/mlp/final and post norms, qkv, "
                             "q/k/v norms, rope, attention, o, gate_up, silu_mul, gelu_mul, down, the residuals, layer "
-                            "scalars, lm_head, softcap, argmax; and routed experts: moe_router, moe_gate_up, moe_down)",
+                            "scalars, lm_head, softcap, argmax, Gemma-4's per-layer inputs; and routed experts: moe_router, moe_gate_up, moe_down, and "
+                            "Gemma-4's scaled router and the norms around its experts)",
                             ctx, missing.size(), g.circuit, list));
   }
   return r;

@@ -117,10 +117,12 @@ Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
   }
   if (j.contains("window")) {
     MET_TRY(p.window, get_dims(j, "window", ctx));
-    if (p.window.size() != 4 || p.shape.size() != 2 || p.window[1] == 0 || p.window[3] == 0 ||
-        p.window[0] + p.window[1] > p.shape[0] || p.window[2] + p.window[3] > p.shape[1]) {
-      return fail(fmt::format("{}: window {} of tensor '{}' {} is not [row0, rows, col0, cols] inside a 2-d tensor", ctx,
-                              shape_text(p.window), p.tensor, shape_text(p.shape)));
+    bool inside = (p.shape.size() == 2 || p.shape.size() == 3) && p.window.size() == 2 * p.shape.size();
+    for (std::size_t d = 0; inside && d < p.shape.size(); ++d)
+      inside = p.window[2 * d + 1] > 0 && p.window[2 * d] <= p.shape[d] && p.window[2 * d + 1] <= p.shape[d] - p.window[2 * d];
+    if (!inside) {
+      return fail(fmt::format("{}: window {} of tensor '{}' {} is not a start and a count per dimension inside a 2-d or 3-d "
+                              "tensor", ctx, shape_text(p.window), p.tensor, shape_text(p.shape)));
     }
   }
   if (p.file.empty() || p.file.find("..") != std::string::npos || p.file.front() == '/') {
@@ -511,30 +513,54 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
 }
 
 std::vector<std::uint64_t> part_shape(const WeightPart& p) {
-  if (p.window.size() == 4) return {p.window[1], p.window[3]};
-  return p.shape;
+  if (p.window.empty()) return p.shape;
+  std::vector<std::uint64_t> counts;
+  for (std::size_t d = 1; d < p.window.size(); d += 2) counts.push_back(p.window[d]);
+  return counts;
 }
 
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
-                                 const std::vector<int>& part_groups) {
+                                 const std::vector<int>& part_groups, int halves) {
   const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
   if (!e.block.empty() || e.dtype == "mxfp4")
     return fail(where + ": block-scaled weights are not split for tensor parallelism yet (their scale blocks would be cut)");
   WeightEntry out = e;
   out.name = fmt::format("{}.rank{}", e.name, rank);
-  for (std::size_t k = 0; k < out.parts.size(); ++k) {
-    auto& p = out.parts[k];
-    if (p.shape.size() != 2 || !p.window.empty())
-      return fail(fmt::format("{}: tensor '{}' {} is not a whole 2-d matrix", where, p.tensor, shape_text(p.shape)));
+  out.parts.clear();
+  for (std::size_t k = 0; k < e.parts.size(); ++k) {
+    const auto& p = e.parts[k];
+    if ((p.shape.size() != 2 && p.shape.size() != 3) || !p.window.empty())
+      return fail(fmt::format("{}: tensor '{}' {} is not a whole 2-d or 3-d tensor", where, p.tensor, shape_text(p.shape)));
+    const bool experts = p.shape.size() == 3;
+    if (experts && !e.scale_parts.empty())
+      return fail(fmt::format("{}: tensor '{}' {} has scales; stacked experts are split unscaled only", where, p.tensor,
+                              shape_text(p.shape)));
     // A part cut into fewer slices than ranks (a KV head shared by several ranks): rank r takes
     // slice r * groups / ranks.
     const int groups = k < part_groups.size() && part_groups[k] > 0 ? part_groups[k] : ranks;
-    const std::uint64_t n = p.shape[static_cast<std::size_t>(dim)], r = static_cast<std::uint64_t>(groups);
-    if (n % r != 0)
-      return fail(fmt::format("{}: tensor '{}' {}: {} {} do not divide into {} equal parts", where, p.tensor,
-                              shape_text(p.shape), n, dim == 0 ? "rows" : "columns", groups));
+    const std::size_t axis = static_cast<std::size_t>(dim) + (experts ? 1 : 0);  // the matrix's rows or columns
+    const std::uint64_t stacked = dim == 0 && experts ? static_cast<std::uint64_t>(halves) : 1;
+    const std::uint64_t n = p.shape[axis] / stacked, r = static_cast<std::uint64_t>(groups);
+    if (p.shape[axis] % stacked != 0 || n % r != 0)
+      return fail(fmt::format("{}: tensor '{}' {}: {} {}{} do not divide into {} equal parts", where, p.tensor, shape_text(p.shape),
+                              n, dim == 0 ? "rows" : "columns", stacked > 1 ? fmt::format(" in each of {} halves", stacked) : "", groups));
     const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank * groups / ranks);
-    p.window = dim == 0 ? std::vector<std::uint64_t>{at, w, 0, p.shape[1]} : std::vector<std::uint64_t>{0, p.shape[0], at, w};
+    if (!experts) {
+      WeightPart q = p;
+      q.window = dim == 0 ? std::vector<std::uint64_t>{at, w, 0, p.shape[1]} : std::vector<std::uint64_t>{0, p.shape[0], at, w};
+      out.parts.push_back(std::move(q));
+    } else if (dim == 1) {  // every expert's columns [at, at + w)
+      WeightPart q = p;
+      q.window = {0, p.shape[0], 0, p.shape[1], at, w};
+      out.parts.push_back(std::move(q));
+    } else {  // each expert's rows [at, at + w) of every half, expert by expert
+      for (std::uint64_t x = 0; x < p.shape[0]; ++x)
+        for (std::uint64_t h = 0; h < stacked; ++h) {
+          WeightPart q = p;
+          q.window = {x, 1, h * n + at, w, 0, p.shape[2]};
+          out.parts.push_back(std::move(q));
+        }
+    }
   }
   MET_TRY(out.shape, stacked_shape(out.parts, where));
   return out;

@@ -37,12 +37,14 @@ struct WeightPart {
   std::uint64_t offset = 0;           // byte offset of the data in the file, length prefix and header included
   std::uint64_t bytes = 0;
   std::vector<std::uint64_t> shape;
-  // Tensor parallelism (emit --tp): {row0, rows, col0, cols}, the rank's window of a 2-d tensor;
-  // empty: the whole tensor. offset, bytes and shape stay the checkpoint tensor's.
+  // Tensor parallelism (emit --tp): the rank's window, a start and a count per dimension:
+  // {row0, rows, col0, cols} of a 2-d tensor, {expert0, experts, row0, rows, col0, cols} of a 3-d
+  // one ([experts, rows, cols], Gemma-4's stacked experts); empty: the whole tensor. offset, bytes
+  // and shape stay the checkpoint tensor's.
   std::vector<std::uint64_t> window;
 };
 
-// The shape a part contributes: its window's {rows, cols}, or the tensor's shape.
+// The shape a part contributes: its window's counts, or the tensor's shape.
 std::vector<std::uint64_t> part_shape(const WeightPart& p);
 
 struct WeightEntry {
@@ -104,10 +106,13 @@ Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std:
 // rank's window kept; named "<entry>.rank<r>". part_groups[k] > 0 cuts part k into that many
 // windows instead, of which rank r keeps window r * groups / ranks (the k and v parts of qkv when
 // KV heads are fewer than ranks). Per-tensor scales (modelopt fp8) go with every window of their
-// tensor. Refuses block-scaled entries (fp8 128x128, MXFP4), parts that are not 2-d and a dim that
-// does not divide (ctx locates the error).
+// tensor. A 3-d part [experts, rows, cols] is cut per expert: by columns, one window over every
+// expert; by rows, `halves` windows of each expert (a fused gate/up stacks gate's rows, then up's:
+// each is cut), as many parts as experts x halves, so the rank's rows of one expert stay together
+// as the expert ops read them. Refuses block-scaled entries (fp8 128x128, MXFP4), parts that are
+// not 2-d or 3-d, scaled 3-d parts and a dim that does not divide (ctx locates the error).
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
-                                 const std::vector<int>& part_groups = {});
+                                 const std::vector<int>& part_groups = {}, int halves = 1);
 
 // "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
 std::string network_slug(const std::string& checkpoint_dir_name);

@@ -4,6 +4,8 @@
 // the rows of the prompts a packed launch can finish (planner::prefill_head_rows).
 #include "estimate/analysis.hpp"
 
+#include "model/tp_rules.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -241,9 +243,26 @@ planner::Plan make_plan(const planner::Library& lib, const planner::Target& t, c
 TpCollectives tp_collectives(const model::ModelGraph& m, int tp) {
   TpCollectives c;
   if (tp <= 1) return c;
-  for (const auto& k : m.kinds)
-    for (const auto& n : k.nodes)
-      if (n.op == "residual") c.all_reduces += static_cast<std::int64_t>(k.layers.size());
+  // A row-parallel projection (the split rules' row and expert_row; a projection back to the
+  // hidden size the rules do not name, as an architecture the emit does not split yet, counts as
+  // one) leaves partial sums, all-reduced where the next norm or residual add reads them: at most
+  // one all-reduce per such reader, so a routed and a shared expert feeding one residual share it.
+  const auto it = m.params.find("hidden");
+  const double hidden = it == m.params.end() ? 0.0 : it->second;
+  for (const auto& k : m.kinds) {
+    bool pending = false;
+    for (const auto& n : k.nodes) {
+      const model::TpRule* rule = model::tp_rule(n);
+      const auto out = n.params.find("out");
+      if (rule ? (*rule == model::TpRule::row || *rule == model::TpRule::expert_row)
+               : n.op == "linear" && out != n.params.end() && out->second == hidden) {
+        pending = true;
+      } else if (pending && (n.op == "rmsnorm" || n.op == "residual")) {
+        c.all_reduces += static_cast<std::int64_t>(k.layers.size());
+        pending = false;
+      }
+    }
+  }
   for (const auto& n : m.post)
     if (n.op == "linear" && n.role == "lm_head") ++c.gathers;
   return c;

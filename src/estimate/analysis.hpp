@@ -157,8 +157,11 @@ Expected<Analysis> analyze(const planner::Library& lib, const planner::Target& t
                            const Options& options);
 
 // The collectives of one step at tensor parallelism tp (none at 1), where `met circuit emit --tp`
-// places them: an all-reduce at every residual (after each row-parallel o and down projection) and
-// one gather of the vocabulary-parallel logits, costed as allreduce_s and gather_s.
+// places them: an all-reduce after each row-parallel projection (o, down, the experts' down) where
+// the first norm or residual add reads its partial sums (Gemma's post norms read them before the
+// residual), and one gather of the vocabulary-parallel logits, costed as allreduce_s and gather_s.
+// A residual add with no row-parallel producer (Gemma-4's per-layer inputs, its branch sum) moves
+// nothing.
 struct TpCollectives {
   std::int64_t all_reduces = 0;
   std::int64_t gathers = 0;

@@ -1,5 +1,7 @@
 #include "estimate/cost.hpp"
 
+#include "model/tp_rules.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -67,6 +69,10 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
   const double wb = n.weight_format ? format_bytes(*n.weight_format) : a;
   const int tp = s.tp;
   const std::string& op = n.op;
+  // A node the split rules keep whole on every rank (Gemma-4's per-layer inputs) costs its whole
+  // width at any TP (model/tp_rules.hpp, the table the emit splits by).
+  const model::TpRule* rule = tp > 1 ? model::tp_rule(n) : nullptr;
+  const bool whole = rule && *rule == model::TpRule::replicate;
 
   if (op == "embed") {
     const double dim = p(n, "dim");
@@ -80,7 +86,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.flops = 4 * R * width;
   } else if (op == "linear") {
     const double in = p(n, "in"), out = p(n, "out");
-    const double share = n.role == "qkv" && s.qkv_share > 0 ? s.qkv_share : 1.0 / tp;
+    const double share = whole ? 1.0 : n.role == "qkv" && s.qkv_share > 0 ? s.qkv_share : 1.0 / tp;
     c.weight_bytes = in * out * wb * share;
     c.in_bytes = R * in * a;
     c.out_bytes = R * out * a * share;
@@ -131,7 +137,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.out_bytes = R * dim * a;
     c.flops = R * dim;
   } else if (op == "silu_mul" || op == "gelu_mul" || op == "gelu_mul_split" || op == "swiglu_clamp") {
-    const double dim = p(n, "dim") / tp;
+    const double dim = p(n, "dim") / (whole ? 1 : tp);
     c.in_bytes = 2 * R * dim * a;
     c.out_bytes = R * dim * a;
     c.flops = 8 * R * dim;

@@ -35,6 +35,12 @@ struct LoadedWeights::Mapping {
 
 namespace {
 
+std::uint64_t elems(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
 constexpr std::uint64_t kLengthBytes = 8;
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
@@ -155,19 +161,29 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     bool windowed = false;
     for (const auto& p : e.parts) {
       windowed = windowed || !p.window.empty();
-      s.bytes += p.window.empty() ? p.bytes : p.bytes / (p.shape[0] * p.shape[1]) * p.window[1] * p.window[3];
+      s.bytes += p.window.empty() ? p.bytes : p.bytes / elems(p.shape) * elems(emit::part_shape(p));
     }
-    if (windowed) {  // a tensor-parallel rank's window: its rows, each cut to its columns
+    if (windowed) {  // a tensor-parallel rank's window: its experts' (3-d) rows, each cut to its columns
       std::byte* buf = own(s.bytes);
       std::uint64_t at = 0;
       for (std::size_t k = 0; k < srcs.size(); ++k) {
         const auto& p = e.parts[k];
-        const std::uint64_t el = p.bytes / (p.shape[0] * p.shape[1]);
-        const std::vector<std::uint64_t> win = p.window.empty() ? std::vector<std::uint64_t>{0, p.shape[0], 0, p.shape[1]} : p.window;
-        for (std::uint64_t r = 0; r < win[1]; ++r) {
-          std::memcpy(buf + at, srcs[k] + ((win[0] + r) * p.shape[1] + win[2]) * el, win[3] * el);
-          at += win[3] * el;
+        if (p.window.empty()) {
+          std::memcpy(buf + at, srcs[k], p.bytes);
+          at += p.bytes;
+          continue;
         }
+        const std::uint64_t el = p.bytes / elems(p.shape);
+        // As [experts, rows, cols]: a 2-d part is one expert.
+        const bool x3 = p.shape.size() == 3;
+        const std::uint64_t rows = p.shape[x3 ? 1 : 0], cols = p.shape[x3 ? 2 : 1];
+        const std::uint64_t x0 = x3 ? p.window[0] : 0, nx = x3 ? p.window[1] : 1;
+        const std::uint64_t* win = p.window.data() + (x3 ? 2 : 0);  // {row0, rows, col0, cols}
+        for (std::uint64_t x = x0; x < x0 + nx; ++x)
+          for (std::uint64_t r = 0; r < win[1]; ++r) {
+            std::memcpy(buf + at, srcs[k] + ((x * rows + win[0] + r) * cols + win[2]) * el, win[3] * el);
+            at += win[3] * el;
+          }
       }
       s.data = buf;
     } else if (srcs.size() == 1 && aligned(srcs[0], align)) {

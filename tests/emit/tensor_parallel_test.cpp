@@ -34,13 +34,15 @@ std::int64_t count_ops(const emit::ProgramDesc& p, const std::string& name) {
 // Weight bytes one decode step of one row reads on a rank: every checkpoint tensor of its packet,
 // the embedding table replaced by the one row a token gathers, the experts' tensors at the share of
 // experts one row routes to (what the planner charges at C = 1).
-double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifest& w, double hidden, double expert_share = 1.0) {
+double decode_weight_bytes(const emit::PacketFile& f, const emit::WeightsManifest& w, double expert_share = 1.0) {
   double bytes = 0;
   for (const auto& t : f.tensors) {
     if (t.source != MET_SOURCE_CHECKPOINT) continue;
     const std::string& name = w.tensors[t.ref].name;
-    const double share = name.find(".mlp.experts.") != std::string::npos ? expert_share : 1.0;
-    bytes += name == "model.embed_tokens.weight" ? hidden * 2 : static_cast<double>(t.bytes) * share;
+    const double share = name.find(".experts.") != std::string::npos ? expert_share : 1.0;
+    // An embedding table (and Gemma-4's per-layer one): a gather of one row.
+    const bool table = name == "model.embed_tokens.weight" || name == "model.embed_tokens_per_layer.weight";
+    bytes += table ? static_cast<double>(t.bytes) / static_cast<double>(t.shape.at(0)) : static_cast<double>(t.bytes) * share;
   }
   return bytes;
 }
@@ -71,12 +73,11 @@ estimate::CaseEstimate tp_row(const model::ModelGraph& graph, int tp) {
 
 // Emits ckpt (host-cpu) at TP 2, 4 and 8 and, at each: one packet per rank, numbered; every rank's
 // decode weight bytes against the plan's TP row (the experts at expert_share); every program's
-// all-reduces and gathers against the planner's (two per layer, one); then per_program(rank
-// packet, program) and per_tp(tp, graph, assets).
+// all-reduces and gathers against the planner's (`all_reduces` a step, two per layer when 0; one
+// gather); then per_program(rank packet, program) and per_tp(tp, graph, assets).
 template <class P, class T>
-void check_tp_emits(const std::filesystem::path& ckpt, double expert_share, P&& per_program, T&& per_tp) {
+void check_tp_emits(const std::filesystem::path& ckpt, double expert_share, P&& per_program, T&& per_tp, std::int64_t all_reduces = 0) {
   const auto graph = testing::graph_of(ckpt);
-  const double hidden = graph.params.at("hidden");
   const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
   for (int tp : {2, 4, 8}) {
     CAPTURE(tp);
@@ -87,14 +88,14 @@ void check_tp_emits(const std::filesystem::path& ckpt, double expert_share, P&& 
     REQUIRE(a->other_ranks.size() == static_cast<std::size_t>(tp - 1));
     const auto row = tp_row(graph, tp);
     const auto coll = estimate::tp_collectives(graph, tp);
-    CHECK(coll.all_reduces == 2 * layers);
+    CHECK(coll.all_reduces == (all_reduces > 0 ? all_reduces : 2 * layers));
     CHECK(coll.gathers == 1);
     const auto ranks = rank_packets(*a);
     for (std::size_t r = 0; r < ranks.size(); ++r) {
       CAPTURE(r);
       CHECK(ranks[r]->tp_ranks == static_cast<std::uint32_t>(tp));
       CHECK(ranks[r]->tp_rank == r);
-      CHECK(decode_weight_bytes(*ranks[r], a->weights, hidden, expert_share) == doctest::Approx(row.weight_bytes).epsilon(1e-12));
+      CHECK(decode_weight_bytes(*ranks[r], a->weights, expert_share) == doctest::Approx(row.weight_bytes).epsilon(1e-12));
       for (const auto& p : ranks[r]->programs) {
         CAPTURE(p.name);
         CHECK(count_ops(p, "allreduce_residual") == coll.all_reduces);
@@ -139,6 +140,44 @@ TEST_CASE("Gemma-3 splits like Llama around its post norms: each row-parallel o 
     }
   };
   check_tp_emits(ckpt, 1.0, post_norms, [](int, const model::ModelGraph&, const emit::Assets&) {});
+}
+
+TEST_CASE("Gemma-4 E2B/E4B's per-layer inputs are whole on every rank and add no collective; its KV-sharing layers' q projection splits with the heads; Gemma-4's experts beside the dense MLP all-reduce into their own output (accumulate 0) before its post norm: one more all-reduce a MoE layer, as the planner counts (a replicated per-layer projection split, or the experts' sums added to the residual past their norm, fails)") {
+  auto eight = [](std::string cfg) { return with(with(cfg, "num_attention_heads", "8"), "num_key_value_heads", "8"); };
+  const auto e = testing::tiny_checkpoint("tp-gemma4-e", eight(testing::oracle_config("tiny-gemma4-e.json")));
+  check_tp_emits(e, 1.0, [](const emit::PacketFile&, const emit::ProgramDesc& p) { CHECK(count_ops(p, "scale_rows") + 1 > 0); },
+                 [](int, const model::ModelGraph&, const emit::Assets& a) {
+                   for (const auto& entry : a.weights.tensors)
+                     if (entry.name.find("per_layer") != std::string::npos) CHECK(entry.name.find(".rank") == std::string::npos);
+                 });
+  const auto moe = testing::tiny_checkpoint("tp-gemma4-moe", eight(testing::oracle_config("tiny-gemma4-moe.json")));
+  const auto graph = testing::graph_of(moe);
+  const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
+  std::int64_t moe_layers = 0;
+  for (const auto& k : graph.kinds)
+    if (std::any_of(k.nodes.begin(), k.nodes.end(), [](const model::Node& n) { return n.op == "moe_down"; }))
+      moe_layers += static_cast<std::int64_t>(k.layers.size());
+  REQUIRE(moe_layers > 0);
+  // The experts' all-reduce writes their output (moe.y, accumulate 0), which post_moe_norm reads next.
+  auto experts = [](const emit::PacketFile& f, const emit::ProgramDesc& p) {
+    std::int64_t into_moe_y = 0;
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+      const auto* op = emit::find_opcode(p.instrs[i].opcode);
+      if (op->name != "allreduce_residual") continue;
+      const auto& d = p.instrs[i];
+      const std::uint32_t y = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "x"))];
+      if (!f.tensors.at(y).name.ends_with("moe.y")) continue;
+      ++into_moe_y;
+      CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*op, "accumulate"))] == 0);
+      REQUIRE(i + 1 < p.instrs.size());
+      const auto* norm = emit::find_opcode(p.instrs[i + 1].opcode);
+      CHECK(norm->name.starts_with("rmsnorm"));
+      CHECK(p.instrs[i + 1].tensors[static_cast<std::size_t>(emit::tensor_index(*norm, "x"))] == y);
+    }
+    CHECK(into_moe_y > 0);
+  };
+  check_tp_emits(moe, graph.params.at("top_k") / graph.params.at("experts"), experts,
+                 [](int, const model::ModelGraph&, const emit::Assets&) {}, 2 * layers + moe_layers);
 }
 
 TEST_CASE("Gemma-4's full layers split their own KV heads: 8 sliding and 2 full KV heads give a rank 8 / N sliding heads and, from TP 4, one full KV head shared by N / 2 ranks, k_proj read twice for V in the same window (one KV split for every layer kind fails)") {
@@ -431,9 +470,7 @@ TEST_CASE(
   const auto per_tensor = testing::tiny_checkpoint("tp-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), 7,
                                                    Format::fp8_e4m3, model::Fp8Layout::modelopt);
   CHECK(testing::emit_checkpoint(per_tensor, spec).ok());
-  const std::pair<const char*, const char*> refused[] = {{"tiny-gemma4-e.json", "linear:per_layer_model_proj (kernels/circuits/gemma4.toml:"},
-                                                         {"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"},
-                                                         {"tiny-gemma4-moe.json", "expert_scale (kernels/circuits/gemma4.toml:"}};
+  const std::pair<const char*, const char*> refused[] = {{"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"}};
   for (const auto& [cfg, node] : refused) {
     const std::string name = cfg, want = node;
     CAPTURE(name);

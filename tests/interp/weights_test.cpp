@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "emit/weights_manifest.hpp"
 #include "interp/weights.hpp"
@@ -42,25 +43,32 @@ struct TempCheckpoint {
   fs::path dir;
   model::SynthPlan plan;
   TempCheckpoint(const std::string& fixture, Format dtype, std::uint64_t shard_bytes,
+                 model::Fp8Layout layout = model::Fp8Layout::block128)
+      : TempCheckpoint(fixture, config_of(fixture), dtype, shard_bytes, layout) {}
+  // A checkpoint of another config (config.json's text), named `name`.
+  TempCheckpoint(const std::string& name, const std::string& config, Format dtype, std::uint64_t shard_bytes,
                  model::Fp8Layout layout = model::Fp8Layout::block128) {
     static int counter = 0;
     dir = fs::temp_directory_path() / ("met-weights-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     fs::remove_all(dir);
     fs::create_directories(dir);
-    DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + fixture);
-    auto cfg = d.read("config.json");
-    REQUIRE(cfg.ok());
-    auto p = model::plan_synth(circuits(), *cfg, fixture, model::SynthOptions{21, dtype, layout});
+    auto p = model::plan_synth(circuits(), config, name, model::SynthOptions{21, dtype, layout});
     REQUIRE(p.ok());
     plan = *p;
     auto files = model::synth_files(plan, shard_bytes);
     REQUIRE(files.ok());
-    for (const auto& [name, bytes] : *files) {
-      std::ofstream out(dir / name, std::ios::binary);
+    for (const auto& [file, bytes] : *files) {
+      std::ofstream out(dir / file, std::ios::binary);
       out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     }
   }
   ~TempCheckpoint() { fs::remove_all(dir); }
+  static std::string config_of(const std::string& fixture) {
+    DiskCheckpoint d(std::string(MET_SOURCE_DIR) + "/tests/model/fixtures/" + fixture);
+    auto cfg = d.read("config.json");
+    REQUIRE(cfg.ok());
+    return *cfg;
+  }
   emit::WeightsManifest manifest() const {
     DiskCheckpoint src(dir.string());
     auto g = model::instantiate_checkpoint(tree(), circuits(), src);
@@ -82,6 +90,12 @@ struct TempCheckpoint {
 };
 
 std::string bytes_of(const std::byte* p, std::uint64_t n) { return std::string(reinterpret_cast<const char*>(p), n); }
+
+std::uint64_t elems_of(const std::vector<std::uint64_t>& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
 
 }  // namespace
 
@@ -268,4 +282,63 @@ TEST_CASE("the calibrated KV scales weights.json records are read again at load:
   CHECK(w.error().message == fmt::format("{}: KV scale 'model.layers.1.self_attn.v_proj.v_scale' is {} in the checkpoint, {} in "
                                          "weights.json and the packets; the checkpoint changed since emit",
                                          ck.dir.string(), m.kv_scales[1].v_scale, stale.kv_scales[1].v_scale));
+}
+
+TEST_CASE("a tensor-parallel rank's windows of stacked experts load as the expert ops read them: per expert the rank's gate rows, then its up rows, of the [experts, 2 x inter, hidden] gate/up, and the rank's columns of every expert's down (catches every expert's gate slice before any up slice, rows cut across the halves, or a 3-d window read as 2-d)") {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gemma4-moe.json");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(config.empty());
+  TempCheckpoint ck("tiny-gemma4-moe", config, Format::bf16, model::kDefaultShardBytes);
+  const auto m = ck.manifest();
+  const std::string gu_name = "model.layers.0.experts.gate_up_proj", down_name = "model.layers.0.experts.down_proj";
+  const emit::WeightEntry* gu = nullptr;
+  const emit::WeightEntry* down = nullptr;
+  for (const auto& e : m.tensors) {
+    if (e.name == gu_name) gu = &e;
+    if (e.name == down_name) down = &e;
+  }
+  REQUIRE(gu != nullptr);
+  REQUIRE(down != nullptr);
+  REQUIRE(gu->shape.size() == 3);
+  const std::uint64_t E = gu->shape[0], I2 = gu->shape[1], H = gu->shape[2], I = I2 / 2, el = 2;  // bf16
+  REQUIRE(down->shape == std::vector<std::uint64_t>{E, H, I});
+  for (int ranks : {2, 4}) {
+    const std::uint64_t w = I / static_cast<std::uint64_t>(ranks);
+    for (int rank = 0; rank < ranks; ++rank) {
+      CAPTURE(ranks);
+      CAPTURE(rank);
+      auto gs = emit::rank_slice(*gu, 0, rank, ranks, "test", {}, 2);
+      auto ds = emit::rank_slice(*down, 1, rank, ranks, "test");
+      REQUIRE_MESSAGE(gs.ok(), (gs.ok() ? "" : gs.error().message));
+      REQUIRE_MESSAGE(ds.ok(), (ds.ok() ? "" : ds.error().message));
+      CHECK(gs->parts.size() == 2 * E);
+      CHECK(elems_of(gs->shape) == E * 2 * w * H);
+      CHECK(ds->shape == std::vector<std::uint64_t>{E, H, w});
+      emit::WeightsManifest rm = m;
+      rm.tensors = {*gs, *ds};
+      auto back = emit::parse_weights_manifest(emit::to_json(rm), "weights.json");  // the 3-d windows round-trip
+      REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+      auto lw = interp::LoadedWeights::load(*back, ck.dir.string());
+      REQUIRE_MESSAGE(lw.ok(), (lw.ok() ? "" : lw.error().message));
+      const std::string full_gu = ck.tensor(gu_name), full_down = ck.tensor(down_name);
+      std::string want_gu, want_down;
+      const std::uint64_t r0 = static_cast<std::uint64_t>(rank) * w;
+      for (std::uint64_t x = 0; x < E; ++x)
+        for (std::uint64_t half : {0, 1})
+          want_gu += full_gu.substr(((x * I2 + half * I + r0) * H) * el, w * H * el);
+      for (std::uint64_t x = 0; x < E; ++x)
+        for (std::uint64_t row = 0; row < H; ++row) want_down += full_down.substr(((x * H + row) * I + r0) * el, w * el);
+      CHECK(bytes_of(lw->data(0), lw->bytes(0)) == want_gu);
+      CHECK(bytes_of(lw->data(1), lw->bytes(1)) == want_down);
+    }
+  }
+  // A window off the tensor, or one count per dimension short, is refused when weights.json is read.
+  emit::WeightsManifest bad = m;
+  auto gs = emit::rank_slice(*gu, 0, 0, 2, "test", {}, 2);
+  REQUIRE(gs.ok());
+  bad.tensors = {*gs};
+  bad.tensors[0].parts[0].window = {E, 1, 0, I / 2, 0, H};  // expert E of 0..E-1
+  CHECK_FALSE(emit::parse_weights_manifest(emit::to_json(bad), "weights.json").ok());
+  bad.tensors[0].parts[0].window = {0, 1, 0, I};
+  CHECK_FALSE(emit::parse_weights_manifest(emit::to_json(bad), "weights.json").ok());
 }
