@@ -124,6 +124,12 @@ Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path) 
                                         "length, beside gemm_tile (the interpreter GEMM body's split K)");
     c.gemm_k_split = std::make_pair(split[0], split[1]);
   }
+  MET_TRY(auto moe_block, f.int_list("moe_gemm_block"));
+  if (!moe_block.empty()) {
+    if (moe_block.size() != 2 || moe_block[0] <= 0 || moe_block[1] <= 0)
+      return f.error_at("moe_gemm_block", "must be [slots, weight rows], both positive (the grouped expert body's block)");
+    c.moe_gemm_block = std::make_pair(moe_block[0], moe_block[1]);
+  }
   MET_TRY(c.sources, f.str_list("sources"));
   std::set<std::string> seen;
   for (const auto& s : c.sources) {

@@ -54,6 +54,11 @@ struct ClassInfo {
   // The GEMM body's split K (most parts, fewest K values per part): a GEMM whose tiles leave SMs
   // idle runs its K in parts (estimate::gemm_k_parts). Not inherited.
   std::optional<std::pair<std::int64_t, std::int64_t>> gemm_k_split;
+  // The grouped expert body's block (kernels/common/moe_mma.cuh): routed slots of one expert x
+  // weight rows. A prefill's routed experts run in blocks of that many of one expert's slots per
+  // row part, each block reading the expert's weights of its columns (estimate::moe_blocks). Not
+  // inherited.
+  std::optional<std::pair<std::int64_t, std::int64_t>> moe_gemm_block;
   std::string location;              // "kernels/hopper/HARDWARE.toml"
 };
 

@@ -9,6 +9,7 @@
 
 #include "emit/opcodes.hpp"
 #include "estimate/analysis.hpp"
+#include "estimate/cost.hpp"
 #include "kernels/common/interp/smem.h"
 
 namespace met::emit::detail {
@@ -21,10 +22,9 @@ namespace {
 constexpr std::int64_t kGpuGemvRows = MET_DEV_MAX_ROWS;
 constexpr std::int64_t kGemmTile = MET_GEMM_TILE;
 constexpr std::int64_t kQkvUnitRows = MET_QKV_UNIT_ROWS;
-// The grouped expert bodies: weight rows per tile, and the fewest rows a row part takes (a part's
-// slots reach an expert's block of MET_MOE_MMA_BM once the experts share them).
+// The grouped expert bodies: weight rows per tile (the fewest rows a row part takes is
+// estimate::kMoeRowsPerPart).
 constexpr std::int64_t kMoeTile = MET_MOE_MMA_BN;
-constexpr std::int64_t kMoeRowsPerPart = 1024;
 
 // Slices of one instruction are unordered: they may only write disjoint bytes. A by-slot write
 // (kv_append's slots in prefill) claims its whole tensor; its slices' rows are disjoint, and the
@@ -222,7 +222,7 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         // parts.
         const std::int64_t unit = op->name.starts_with("moe_gate_up") ? kMoeTile / 2 : kMoeTile;
         const std::int64_t tiles = (n + unit - 1) / unit;
-        row_parts = std::clamp<std::int64_t>((sm + tiles - 1) / tiles, 1, std::max<std::int64_t>(1, rows / kMoeRowsPerPart));
+        row_parts = estimate::moe_row_parts(rows, n, unit, sm);  // as the prediction counts them
         parts = std::min<std::int64_t>(n, std::max<std::int64_t>(tiles, (sm + row_parts - 1) / row_parts));
       } else if (gpu && rows <= kGpuGemvRows) {
         row_parts = 1;

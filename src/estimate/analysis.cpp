@@ -289,6 +289,8 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   shape.tp = tp;
   shape.act = model.activation;
   shape.kv = model.kv;
+  shape.moe_block = target.chain.leaf().moe_gemm_block;
+  shape.units = target.device->units;
   if (mode != planner::Mode::prefill) {
     const planner::Plan plan = make_plan(lib, target, model, mode, rows);
     shape.rows = rows;

@@ -28,6 +28,38 @@ double experts_touched(double experts, double top_k, double rows) {
 
 }  // namespace
 
+std::int64_t moe_row_parts(std::int64_t rows, std::int64_t cols, std::int64_t unit_cols, std::int64_t units) {
+  if (rows <= 0 || cols <= 0 || unit_cols <= 0 || units <= 0) return 1;
+  const std::int64_t tiles = (cols + unit_cols - 1) / unit_cols;
+  return std::clamp<std::int64_t>((units + tiles - 1) / tiles, 1, std::max<std::int64_t>(1, rows / kMoeRowsPerPart));
+}
+
+namespace {
+
+// E[ceil(n / block)] for n ~ Binomial(r, q), summed over the mass within 12 standard deviations.
+double expected_blocks(double r, double q, std::int64_t block) {
+  const double bm = static_cast<double>(block);
+  if (r <= 0 || q <= 0) return 0;
+  if (q >= 1) return std::ceil(r / bm);
+  const double mean = r * q, sd = std::sqrt(r * q * (1 - q));
+  const double lo = std::max(0.0, std::floor(mean - 12 * sd - 1)), hi = std::min(r, std::ceil(mean + 12 * sd + 1));
+  const double lq = std::log(q), lnq = std::log1p(-q), lr = std::lgamma(r + 1);
+  double e = 0;
+  for (double n = lo; n <= hi; n += 1)
+    e += std::exp(lr - std::lgamma(n + 1) - std::lgamma(r - n + 1) + n * lq + (r - n) * lnq) * std::ceil(n / bm);
+  return e;
+}
+
+}  // namespace
+
+double moe_blocks(double experts, double top_k, double rows, std::int64_t row_parts, std::int64_t block_rows) {
+  if (experts <= 0 || rows <= 0 || row_parts <= 0 || block_rows <= 0) return 0;
+  const double q = std::min(1.0, top_k / experts);
+  // Parts of about rows / row_parts tokens (the last takes the rest).
+  const double r = std::floor(rows / static_cast<double>(row_parts)), rest = rows - r * static_cast<double>(row_parts - 1);
+  return experts * (expected_blocks(r, q, block_rows) * static_cast<double>(row_parts - 1) + expected_blocks(rest, q, block_rows));
+}
+
 double rank_kv_heads(double kv_heads, int tp) { return kv_heads >= tp ? kv_heads / tp : std::min(kv_heads, 1.0); }
 
 double qkv_rank_share(const std::vector<model::Node>& layer, const model::Node& qkv, int tp) {
@@ -179,6 +211,17 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     const double per_expert = (op == "moe_gate_up" ? 2 : 1) * inter * hidden;
     c.weight_bytes = experts_touched(experts, k, R) * per_expert * wb / tp;
     c.flops = 2 * R * k * per_expert / tp;
+    if (s.prefill && s.moe_block) {
+      // The grouped body: per row part, each expert's slots in blocks of bm rows, a partial block
+      // computed whole, so the tensor cores do blocks x bm rows of work for R x k routed slots.
+      // (Each block also reads the expert's weights again; the blocks of one expert run close
+      // together in time, so those repeats are counted as L2 hits, not memory traffic.)
+      const auto [bm, bn] = *s.moe_block;
+      const bool gate_up = op == "moe_gate_up";
+      const double cols = gate_up ? inter / tp : hidden;  // output columns of one rank
+      const std::int64_t parts = moe_row_parts(s.rows, static_cast<std::int64_t>(cols), gate_up ? bn / 2 : bn, s.units);
+      c.flops = 2 * moe_blocks(experts, k, R, parts, bm) * static_cast<double>(bm) * per_expert / tp;
+    }
     c.in_bytes = op == "moe_gate_up" ? R * hidden * a : R * k * inter * a;
     c.out_bytes = op == "moe_gate_up" ? R * k * 2 * inter * a : R * hidden * a;
   } else if (op == "conv1d") {

@@ -4,7 +4,9 @@
 // as unfused reference ops (every node reads and writes its activations) on CUDA cores.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "core/format.hpp"
 #include "estimate/basis.hpp"
@@ -23,7 +25,27 @@ struct StepShape {
   double qkv_share = 0;          // a rank's share of the scope's qkv rows (qkv_rank_share); 0: 1 / tp
   Format act = Format::bf16;
   Format kv = Format::bf16;
+  // A prefill's routed experts on a class's grouped body (ClassInfo::moe_gemm_block, unset: none)
+  // over `units` SMs: costed by moe_blocks, as the body reads them.
+  std::optional<std::pair<std::int64_t, std::int64_t>> moe_block;
+  std::int64_t units = 0;
 };
+
+// The fewest rows a row part of the grouped expert body takes: a part's slots reach an expert's
+// block once the experts share them (src/emit/slice.cpp cuts so).
+inline constexpr std::int64_t kMoeRowsPerPart = 1024;
+
+// Row parts of a grouped expert op over `rows` rows and `cols` output columns in units of
+// `unit_cols` (a block's columns; gate_up's are half gate, half up) on `units` SMs: enough that
+// every SM has a slice, each of at least kMoeRowsPerPart rows. Emit cuts the op so
+// (src/emit/slice.cpp) and the prediction counts them (moe_blocks).
+std::int64_t moe_row_parts(std::int64_t rows, std::int64_t cols, std::int64_t unit_cols, std::int64_t units);
+
+// Expected blocks of `block_rows` slots the grouped body runs per column part of a prefill of
+// `rows` tokens routed top_k of `experts`: each of row_parts parts holds about rows / row_parts tokens,
+// and an expert's slots among them, Binomial(rows / row_parts, top_k / experts), run in
+// ceil(slots / block_rows) blocks. Uniform routing; skew only adds blocks.
+double moe_blocks(double experts, double top_k, double rows, std::int64_t row_parts, std::int64_t block_rows);
 
 struct NodeCost {
   double weight_bytes = 0;

@@ -149,6 +149,16 @@ TEST_CASE("a measured packet overhead needs its evidence, must be positive, and 
         std::string::npos);
 }
 
+TEST_CASE("a grouped expert block is [slots, weight rows], both positive, and stays with its class") {
+  auto r = load_classes(hopper_with("moe_gemm_block = [64, 32]\n"));
+  REQUIRE(r.ok());
+  CHECK(r->at("hopper").moe_gemm_block == std::make_pair<std::int64_t, std::int64_t>(64, 32));
+  CHECK(!r->at("ampere").moe_gemm_block);
+  CHECK(load_error(hopper_with("moe_gemm_block = [64]\n")).find("'moe_gemm_block': must be [slots, weight rows], both positive") !=
+        std::string::npos);
+  CHECK(load_error(hopper_with("moe_gemm_block = [64, -1]\n")).find("both positive") != std::string::npos);
+}
+
 TEST_CASE("a GEMM tile is [rows, columns], both positive, and stays with its class") {
   auto r = load_classes(hopper_with("gemm_tile = [128, 64]\n"));
   REQUIRE(r.ok());

@@ -726,3 +726,43 @@ TEST_CASE("moe_gate_up and moe_down at C rows read the expected distinct experts
     }
   }
 }
+
+TEST_CASE("a prefill's routed experts are predicted as the grouped body runs them: per row part, each expert's slots in blocks of 64, a partial block computed whole (catches flops of R x top_k slots alone, a block size that is not the body's, or row parts emit does not cut)") {
+  // The class's block is the body's (kernels/common/interp/smem.h), not a second figure.
+  const Loaded l;
+  const auto target = l.target("h200-sxm");
+  REQUIRE(target.chain.leaf().moe_gemm_block == std::make_pair<std::int64_t, std::int64_t>(MET_MOE_MMA_BM, MET_MOE_MMA_BN));
+  // Row parts: enough that 132 SMs each get a slice, of at least 1024 rows.
+  CHECK(estimate::moe_row_parts(4096, 2048, 64, 132) == 4);   // 32 column tiles: 5 wanted, 4 allowed
+  CHECK(estimate::moe_row_parts(512, 2048, 64, 132) == 1);
+  CHECK(estimate::moe_row_parts(32768, 768, 32, 132) == 6);   // 24 tiles: 6 parts
+  // Blocks: every slot its expert's whenever top_k = experts; one token per part fills one block.
+  CHECK(estimate::moe_blocks(4, 4, 100, 1, 64) == doctest::Approx(4 * 2));
+  CHECK(estimate::moe_blocks(8, 2, 8, 8, 64) == doctest::Approx(8 * 8 * 0.25));  // 1 token a part: P(routed) = 1/4
+  // Binomial(2, 1/2) slots an expert, blocks of 1: E[n] = 1 block each; of 2: P(n > 0) = 3/4.
+  CHECK(estimate::moe_blocks(2, 1, 2, 1, 1) == doctest::Approx(2 * 1.0));
+  CHECK(estimate::moe_blocks(2, 1, 2, 1, 2) == doctest::Approx(2 * 0.75));
+  // Many slots an expert: close to slots / 64 plus the expected half-filled last block.
+  const double b = estimate::moe_blocks(128, 8, 4096, 4, 64);  // 64 slots an expert a part on average
+  CHECK(b > 128 * 4 * 1.0);
+  CHECK(b < 128 * 4 * 2.0);
+  // Qwen3-30B-A3B (128 experts, top 8) prefill of 4096 on h200-sxm: the experts' flops are the
+  // blocks' rows, above the routed slots'; decode rows are unchanged (no grouped body).
+  const auto graph = l.graph("qwen3-30b-a3b");
+  const auto basis = estimate::make_basis(*target.device, estimate::BasisChoice::datasheet);
+  auto flops_of = [&](planner::Mode mode, std::int64_t rows, const std::string& op) {
+    std::vector<estimate::GroupRow> groups;
+    estimate::estimate_case(l.lib, target, graph, basis, mode, rows, 4096, 1, &groups);
+    double f = 0;
+    for (const auto& g : groups)
+      if (g.nodes.find(op) != std::string::npos) f += g.cost.flops * g.count;
+    return f;
+  };
+  const double hidden = graph.params.at("hidden"), inter = graph.params.at("moe_inter"), layers = graph.params.at("layers");
+  const double slots = 4096.0 * 8, down_slots = 2 * slots * inter * hidden * layers;
+  const double down = flops_of(planner::Mode::prefill, 4096, "moe_down");
+  CHECK(flops_of(planner::Mode::batch, 16, "moe_down") == doctest::Approx(2 * 16.0 * 8 * inter * hidden * layers).epsilon(1e-9));
+  const std::int64_t parts = estimate::moe_row_parts(4096, static_cast<std::int64_t>(hidden), MET_MOE_MMA_BN, 132);
+  CHECK(down == doctest::Approx(2 * estimate::moe_blocks(128, 8, 4096, parts, 64) * 64 * inter * hidden * layers).epsilon(1e-9));
+  CHECK(down > 1.2 * down_slots);
+}
