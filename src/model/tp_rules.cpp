@@ -9,15 +9,20 @@ namespace {
 // (op, role) -> rule; role "*" matches any role of the op.
 const std::map<std::pair<std::string, std::string>, TpRule>& rules() {
   static const std::map<std::pair<std::string, std::string>, TpRule> t = {
-      {{"embed", "*"}, TpRule::replicate},          // every rank looks up the whole table
+      // every rank looks up the whole table
+      {{"embed", "*"}, TpRule::replicate},
       {{"rmsnorm", "attn_norm"}, TpRule::replicate},
       {{"rmsnorm", "mlp_norm"}, TpRule::replicate},
       {{"rmsnorm", "final_norm"}, TpRule::replicate},
-      {{"rmsnorm", "post_attn_norm"}, TpRule::replicate},  // Gemma: on the all-reduced o and down outputs
+      // Gemma: on the all-reduced o and down outputs
+      {{"rmsnorm", "post_attn_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_mlp_norm"}, TpRule::replicate},
-      {{"scale", ""}, TpRule::replicate},           // Gemma's embedding scale, on the whole residual stream
-      {{"scale", "layer_scalar"}, TpRule::replicate},  // Gemma-4's, on the whole residual stream
-      {{"softcap", "*"}, TpRule::replicate},        // over the gathered logits
+      // Gemma's embedding scale, on the whole residual stream
+      {{"scale", ""}, TpRule::replicate},
+      // Gemma-4's layer scalar, on the whole residual stream
+      {{"scale", "layer_scalar"}, TpRule::replicate},
+      // over the gathered logits
+      {{"softcap", "*"}, TpRule::replicate},
       // Gemma-4 E2B/E4B's per-layer inputs, whole on every rank: the table, its projection from the
       // residual stream, each layer's gate and projection back, their norms and scales (small
       // beside the layer: a per-layer width of 256 against the hidden size), added to the whole
@@ -32,23 +37,30 @@ const std::map<std::pair<std::string, std::string>, TpRule>& rules() {
       {{"rmsnorm", "per_layer_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_per_layer_norm"}, TpRule::replicate},
       {{"gelu_mul_split", "*"}, TpRule::replicate},
-      {{"rmsnorm", "q_norm"}, TpRule::heads},       // per-head norms: the rank's heads, the same weight
+      // per-head norms: the rank's heads, the same weight
+      {{"rmsnorm", "q_norm"}, TpRule::heads},
       {{"rmsnorm", "k_norm"}, TpRule::heads},
-      {{"rmsnorm", "v_norm"}, TpRule::heads},       // Gemma-4's weightless norm of each KV head's V
+      // Gemma-4's weightless norm of each KV head's V
+      {{"rmsnorm", "v_norm"}, TpRule::heads},
       {{"rope", "*"}, TpRule::heads},
       {{"kv_append", "*"}, TpRule::heads},
       {{"attention", "*"}, TpRule::heads},
       {{"linear", "qkv"}, TpRule::column},
-      {{"linear", "q"}, TpRule::column},             // a layer that reads another layer's KV (Gemma-4's shared KV)
+      // a layer that reads another layer's KV (Gemma-4's shared KV)
+      {{"linear", "q"}, TpRule::column},
       {{"linear", "gate_up"}, TpRule::column},
-      {{"linear", "lm_head"}, TpRule::column},       // vocabulary-parallel: logits gathered after it
+      // vocabulary-parallel: logits gathered after it
+      {{"linear", "lm_head"}, TpRule::column},
       {{"linear", "o"}, TpRule::row},
       {{"linear", "down"}, TpRule::row},
       {{"silu_mul", "*"}, TpRule::inter_width},
       {{"gelu_mul", "*"}, TpRule::inter_width},
-      {{"moe_router", "*"}, TpRule::replicate},      // every rank routes every row the same way
-      {{"moe_gate_up", "*"}, TpRule::expert_column}, // each expert's gate and up rows of the rank's slice
-      {{"moe_down", "*"}, TpRule::expert_row},       // each expert's columns of that slice: fp32 partials
+      // every rank routes every row the same way
+      {{"moe_router", "*"}, TpRule::replicate},
+      // each expert's gate and up rows of the rank's slice
+      {{"moe_gate_up", "*"}, TpRule::expert_column},
+      // each expert's columns of that slice: fp32 partials
+      {{"moe_down", "*"}, TpRule::expert_row},
       // Gemma-4's MoE block beside the dense MLP: the scaled router's parts (replicated with it),
       // the experts' input norm, and the norms of each branch's all-reduced output.
       {{"rmsnorm", "router_norm"}, TpRule::replicate},
@@ -57,8 +69,10 @@ const std::map<std::pair<std::string, std::string>, TpRule>& rules() {
       {{"rmsnorm", "moe_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_dense_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_moe_norm"}, TpRule::replicate},
-      {{"residual", "*"}, TpRule::replicate},        // after a row-parallel projection: the all-reduce
-      {{"argmax", "*"}, TpRule::replicate},          // over the gathered logits
+      // after a row-parallel projection: the all-reduce
+      {{"residual", "*"}, TpRule::replicate},
+      // over the gathered logits
+      {{"argmax", "*"}, TpRule::replicate},
   };
   return t;
 }
