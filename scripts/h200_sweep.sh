@@ -37,6 +37,10 @@ run)
   fi
   MET="${MET:-$root/.device/met}"
   [[ -x "$MET" ]] || { echo "error: $MET is not an executable met"; exit 1; }
+  # The sweep refits the H200's calibration: on another GPU its campaigns would be refused after
+  # the synths and emits, so it stops first, naming the GPU.
+  gpu="$("$MET" circuit probe --identify | head -n 1)"
+  [[ $gpu == h200-sxm ]] || { echo "error: the sweep calibrates h200-sxm; this GPU is '${gpu:-unknown}' (met circuit probe --identify)"; exit 1; }
   status=0
   step() {  # step NAME SECONDS CMD...: runs with a time limit and logs the outcome
     local name="$1" limit="$2"
