@@ -62,7 +62,7 @@ int identify(const planner::Library& lib) {
   int rc = 0;
   for (std::size_t i = 0; i < gpus->size(); ++i) {
     const auto& g = (*gpus)[i];
-    const device::GpuIdentity id{g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes) / kGiB};
+    const auto id = device::gpu_identity(g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes));
     const auto ids = device::devices_matching(lib.registry, id);
     if (ids.size() != 1) {
       rc = error(fmt::format("probe --identify: GPU {}, {}, matches {} devices of the registry{} (a device matches by SM count, compute "

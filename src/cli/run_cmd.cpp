@@ -174,7 +174,7 @@ int run_campaign_cmd(const LibraryFn& library, const RunArgs& a, const std::vect
   // times as that device's, so it is refused, naming the device the GPU is.
   for (std::size_t r = 0; r < backend.ranks(); ++r) {
     const auto g = backend.gpu(r);
-    const device::GpuIdentity gpu{g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes) / (1024.0 * 1024 * 1024)};
+    const auto gpu = device::gpu_identity(g.name, g.sms, g.compute_major, g.compute_minor, static_cast<double>(g.total_bytes));
     auto same = device::check_gpu(*target->device, gpu);
     if (same) continue;
     const auto ids = device::devices_matching(lib->registry, gpu);

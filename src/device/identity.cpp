@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "core/numfmt.hpp"
 
@@ -25,6 +26,10 @@ bool compute_of_arch(const std::string& arch, int& major, int& minor) {
 }
 
 }  // namespace
+
+GpuIdentity gpu_identity(std::string name, int sm_count, int compute_major, int compute_minor, double total_bytes) {
+  return {std::move(name), sm_count, compute_major, compute_minor, total_bytes / (1024.0 * 1024.0 * 1024.0)};
+}
 
 std::string describe(const GpuIdentity& g) {
   return fmt::format("{} ({} SMs, compute {}.{}, {} GiB)", g.name, g.sm_count, g.compute_major, g.compute_minor, fmt_fixed(g.memory_gib, 1));

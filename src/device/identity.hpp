@@ -19,6 +19,9 @@ struct GpuIdentity {
   double memory_gib = 0;  // the driver's total memory, 2^30 bytes
 };
 
+// A GPU from the driver's figures: total memory in bytes.
+GpuIdentity gpu_identity(std::string name, int sm_count, int compute_major, int compute_minor, double total_bytes);
+
 // "NVIDIA H100 80GB HBM3 (132 SMs, compute 9.0, 79.1 GiB)"
 std::string describe(const GpuIdentity& g);
 

@@ -145,7 +145,18 @@ TEST_CASE("Gemma-3 splits like Llama around its post norms: each row-parallel o 
 TEST_CASE("Gemma-4 E2B/E4B's per-layer inputs are whole on every rank and add no collective; its KV-sharing layers' q projection splits with the heads; Gemma-4's experts beside the dense MLP all-reduce into their own output (accumulate 0) before its post norm: one more all-reduce a MoE layer, as the planner counts (a replicated per-layer projection split, or the experts' sums added to the residual past their norm, fails)") {
   auto eight = [](std::string cfg) { return with(with(cfg, "num_attention_heads", "8"), "num_key_value_heads", "8"); };
   const auto e = testing::tiny_checkpoint("tp-gemma4-e", eight(testing::oracle_config("tiny-gemma4-e.json")));
-  check_tp_emits(e, 1.0, [](const emit::PacketFile&, const emit::ProgramDesc& p) { CHECK(count_ops(p, "scale_rows") + 1 > 0); },
+  const auto eg = testing::graph_of(e);
+  const auto e_layers = static_cast<std::int64_t>(eg.params.at("layers")), ple = static_cast<std::int64_t>(eg.params.at("ple_dim"));
+  REQUIRE(ple > 0);
+  // Each layer's per-layer GeGLU runs once on every rank, over the whole per-layer width.
+  auto whole_ple = [&](const emit::PacketFile&, const emit::ProgramDesc& p) {
+    CHECK(count_ops(p, "gelu_mul_split") == e_layers);
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      if (op->name == "gelu_mul_split") CHECK(d.ints[static_cast<std::size_t>(emit::int_index(*op, "dim"))] == ple);
+    }
+  };
+  check_tp_emits(e, 1.0, whole_ple,
                  [](int, const model::ModelGraph&, const emit::Assets& a) {
                    for (const auto& entry : a.weights.tensors)
                      if (entry.name.find("per_layer") != std::string::npos) CHECK(entry.name.find(".rank") == std::string::npos);
