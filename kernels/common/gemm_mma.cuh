@@ -150,6 +150,10 @@ __device__ __forceinline__ void gemm_mma_tile(const u16* A, const void* Bw, void
         if (row >= M) continue;
         float v0 = acc[mi][ni][2 * h], v1 = acc[mi][ni][2 * h + 1];
         if constexpr (kF32) {
+          if constexpr (kBias) {
+            if (bias && col < Nt) v0 += bf(bias[col]);
+            if (bias && col + 1 < Nt) v1 += bf(bias[col + 1]);
+          }
           float* yf = static_cast<float*>(Yv) + row * N + col;
           if (col + 1 < Nt && (reinterpret_cast<uintptr_t>(yf) & 7) == 0) {
             *reinterpret_cast<float2*>(yf) = make_float2(v0, v1);
@@ -193,7 +197,7 @@ __device__ __forceinline__ void gemm_mma_slice(const Args& a, uint32_t slice, un
                        in.w_kb_shift};
     B = reinterpret_cast<const unsigned char*>(a.w) + cc.begin * K;
   }
-  gemm_mma_tile<kFp8, kBias, kF32>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem, kBias ? bias + cc.begin : nullptr);
+  gemm_mma_tile<kFp8, kBias, kF32>(A, B, Y, M, Nt, N, K, cc.begin, sc, smem, kBias && bias ? bias + cc.begin : nullptr);
 }
 
 // fp8 weights run out of line, reloading their arguments from the instruction: inlined beside the
@@ -230,6 +234,15 @@ __device__ __noinline__ void gemm_mma_f32(const MetDevInstr* in, uint32_t slice,
 }
 
 MET_ENTRY(gemm_f32) { gemm_mma_f32(a.geom.instr, slice, smem); }
+
+// Tensor parallelism: a rank's share of a biased row-parallel projection at prefill rows (gpt-oss's
+// o), fp32, the bias on the first rank only (bf16 weights, as gemm_bias).
+__device__ __noinline__ void gemm_mma_bias_f32(const MetDevInstr* in, uint32_t slice, unsigned char* smem) {
+  const MetArgs_gemm_bias_f32 a = met_load_gemm_bias_f32(*in);
+  gemm_mma_slice<false, true, true>(a, slice, smem, a.b);
+}
+
+MET_ENTRY(gemm_bias_f32) { gemm_mma_bias_f32(a.geom.instr, slice, smem); }
 
 #endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
 

@@ -428,7 +428,7 @@ __device__ void rmsnorm_rows_to_smem(const u16* x, const u16* w, int64_t K, int 
 #if MET_HAS_MMA_SYNC
 // What a gemv-family op does with each output value. f32: the fp32 sum itself, unrounded, into an
 // f32 `y` (gemv_f32, a row-parallel projection's partial sums under tensor parallelism).
-enum class GemvOut { plain, residual, silu, gelu, lm_head, bias, f32 };
+enum class GemvOut { plain, residual, silu, gelu, lm_head, bias, f32, bias_f32 };
 
 // One slice of a gemv-family op: rows [rr) of x (row stride K = w_cols, first row in_row0) against
 // the output rows [c) of W (gate_up: N = w_rows / 2 gate rows, then as many up rows); `norm_w`
@@ -486,6 +486,8 @@ __device__ __noinline__ void gemv_slice(GemvOut kOut, const MetDevInstr* in, Sli
         reinterpret_cast<float*>(y)[row * N + col] = v;
       } else if (kOut == GemvOut::bias) {
         y[row * N + col] = to_bf(v + bf(bias[col]));
+      } else if (kOut == GemvOut::bias_f32) {
+        reinterpret_cast<float*>(y)[row * N + col] = bias ? v + bf(bias[col]) : v;
       } else if (kOut == GemvOut::residual) {
         u16* o = y + row * N + col;
         *o = to_bf(bf(*o) + bf(to_bf(v)));
@@ -528,6 +530,14 @@ MET_ENTRY(gemv_bias) {
   const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
   gemv_slice(GemvOut::bias, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w, a.y, nullptr, 0.f, a.b,
              smem);
+}
+
+// Tensor parallelism: a rank's share of a biased row-parallel projection, fp32, with the bias on the
+// first rank (b absent on the others).
+MET_ENTRY(gemv_bias_f32) {
+  const SliceRange c = slice_cols(a, slice, a.geom.w_rows);
+  gemv_slice(GemvOut::bias_f32, a.geom.instr, slice_rows(a, slice), c, a.x, a.in_row0, nullptr, NormKind{}, a.w,
+             reinterpret_cast<u16*>(a.y), nullptr, 0.f, a.b, smem);
 }
 
 MET_ENTRY(gemv_o_residual) {

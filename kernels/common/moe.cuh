@@ -425,7 +425,8 @@ MET_ENTRY(moe_gate_up_swiglu) {
 // MET_MOE_PASS of the run's slots and keeps each slot's copy bf16(weight * bf16(h . row)); then each
 // (row, o) sums its copies in fp32 in (expert, slot) order and stores once. With f.scales, MXFP4 rows
 // and each copy bf16(weight * bf16(bf16(h . row) + bias)). With y32 (moe_down_f32, a rank's share
-// under tensor parallelism): each copy weight * (h . row) and the sum stored in y32, all unrounded.
+// under tensor parallelism): each copy weight * (h . row) (+ bias with MXFP4 rows, where f.bias is
+// given: moe_down_bias_f32 on the first rank) and the sum stored in y32, all unrounded.
 MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids, const float* weights, u16* y, SliceRange r,
                                SliceRange c, int64_t top_k, int64_t hidden, int64_t inter, int64_t experts, MoeFused f,
                                unsigned char* smem, float* y32 = nullptr) {
@@ -454,7 +455,7 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
         const int64_t row = e * hidden + o0 + oo;
         const u16* wr = f.scales ? nullptr : w_down + row * inter;
         const unsigned char* cr = f.scales ? reinterpret_cast<const unsigned char*>(w_down) + row * (inter / 2) : nullptr;
-        const float bias = f.scales ? bf(f.bias[row]) : 0.f;
+        const float bias = f.scales && f.bias ? bf(f.bias[row]) : 0.f;
         for (int q = p0; q < p1; q += MET_MOE_PASS) {
           const int ns = p1 - q < MET_MOE_PASS ? p1 - q : MET_MOE_PASS;
           int idx[MET_MOE_PASS];  // h rows (slots)
@@ -470,7 +471,7 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
             if (s < ns && lane == s) {
               const int local = m.sorted[q + s] % MET_MOE_CHUNK;
               if (y32) {
-                m.contrib[local * MET_MOE_OUT_TILE + oo] = weights[t0 + local] * d[s];
+                m.contrib[local * MET_MOE_OUT_TILE + oo] = weights[t0 + local] * (d[s] + bias);
               } else {
                 const float v = f.scales ? bf_round(bf_round(d[s]) + bias) : bf_round(d[s]);
                 m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * v);
@@ -513,6 +514,14 @@ MET_ENTRY(moe_down_bias) {
   const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, 0.f, 0.f, false};
   moe_down_cols(a.h, a.w_down, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
                 a.inter, a.experts, f, smem);
+}
+
+// Tensor parallelism for gpt-oss (MXFP4 experts only, as moe_down_bias): this rank's share of the
+// intermediate size, fp32 and unrounded; the bias on the first rank only (absent on the others).
+MET_ENTRY(moe_down_bias_f32) {
+  const MoeFused f{reinterpret_cast<const unsigned char*>(a.geom.instr->w_scales), a.bias, 0.f, 0.f, false};
+  moe_down_cols(a.h, a.w_down, a.ids, a.weights, nullptr, slice_rows(a, slice), slice_cols(a, slice, a.hidden), a.top_k, a.hidden,
+                a.inter, a.experts, f, smem, a.y);
 }
 
 }  // namespace met_interp

@@ -46,20 +46,37 @@ extern "C" void met_gemm_f32(const std::uint16_t* x, const MetHostWeight* w, flo
   }
 }
 
+namespace met::cpu {
+
+// The biased GEMM's fp32 values, x W^T + b (b null: none), each handed to store(r, o, v).
+template <class Store>
+void gemm_bias_values(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, std::int64_t rows, std::int64_t out0,
+                      std::int64_t out1, Store store) {
+  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kGemmRowBlock) {
+    const std::int64_t r1 = std::min(rows, r0 + kGemmRowBlock);
+    for (std::int64_t o = out0; o < out1; ++o) {
+      weight_row(*w, o, wrow.data());
+      const float bo = b ? bf16_to_f32(b[o]) : 0.0f;
+      for (std::int64_t r = r0; r < r1; ++r) store(r, o, dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols) + bo);
+    }
+  }
+}
+
+}  // namespace met::cpu
+
 // As met_gemm with a bias b [w->rows] added to each fp32 sum before its one rounding (gpt-oss's
 // q/k/v and o; met_gemv_bias's values).
 extern "C" void met_gemm_bias(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, std::uint16_t* y, std::int64_t rows,
                               std::int64_t out0, std::int64_t out1) {
-  std::vector<float> wrow(static_cast<std::size_t>(w->cols));
-  for (std::int64_t r0 = 0; r0 < rows; r0 += met::cpu::kGemmRowBlock) {
-    const std::int64_t r1 = std::min(rows, r0 + met::cpu::kGemmRowBlock);
-    for (std::int64_t o = out0; o < out1; ++o) {
-      met::cpu::weight_row(*w, o, wrow.data());
-      const float bo = met::cpu::bf16_to_f32(b[o]);
-      for (std::int64_t r = r0; r < r1; ++r)
-        y[r * w->rows + o] = met::cpu::f32_to_bf16(met::cpu::dot_bf16_f32(x + r * w->cols, wrow.data(), w->cols) + bo);
-    }
-  }
+  met::cpu::gemm_bias_values(x, w, b, rows, out0, out1,
+                             [&](std::int64_t r, std::int64_t o, float v) { y[r * w->rows + o] = met::cpu::f32_to_bf16(v); });
+}
+
+// As met_gemm_bias with the sums kept in fp32 (met_gemv_bias_f32's values; b null: no bias).
+extern "C" void met_gemm_bias_f32(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, float* y, std::int64_t rows,
+                                  std::int64_t out0, std::int64_t out1) {
+  met::cpu::gemm_bias_values(x, w, b, rows, out0, out1, [&](std::int64_t r, std::int64_t o, float v) { y[r * w->rows + o] = v; });
 }
 
 // The GEMMs with their epilogue fused: each product rounds to bf16 as met_gemm's does, then the

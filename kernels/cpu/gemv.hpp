@@ -121,6 +121,16 @@ extern "C" void met_gemv_bias(const std::uint16_t* x, const MetHostWeight* w, co
       y[r * w->rows + o] = met::cpu::f32_to_bf16(dot(x + r * w->cols, o) + met::cpu::bf16_to_f32(b[o]));
 }
 
+// As met_gemv_bias with the sums kept in fp32 (y: float [rows, w->rows]), the bias added unrounded:
+// a rank's partial sums of a biased row-parallel projection (gpt-oss's o under tensor parallelism;
+// b null on every rank but the first).
+extern "C" void met_gemv_bias_f32(const std::uint16_t* x, const MetHostWeight* w, const std::uint16_t* b, float* y, std::int64_t rows,
+                                  std::int64_t out0, std::int64_t out1) {
+  met::cpu::RowDot dot(*w);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = out0; o < out1; ++o) y[r * w->rows + o] = dot(x + r * w->cols, o) + (b ? met::cpu::bf16_to_f32(b[o]) : 0.0f);
+}
+
 // x: [rows, hidden]; w_qkv: [(heads + 2*kv_heads)*head_dim, hidden] (q, k, v stacked);
 // q_out: [rows, heads*head_dim]; K and V land in cache slots[r] (layout of met_kv_append);
 // inv_freq: fp32 [rotary_dim/2] or null (theta-based rope); norm_once, norm_offset: the norm's kind

@@ -136,6 +136,30 @@ extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
 }
 
+// Tensor parallelism for gpt-oss's experts: y [rows, hidden] fp32 (columns [col0, col1)) = each
+// row's sum over its routed slots of weights[k] * (h[k] W_e + bias[e]) over this rank's slice of the
+// intermediate size, unrounded, in (expert, slot) order; bias null on every rank but the first (the
+// bias is added once). The ranks' sums are added before the one rounding (met_allreduce_residual).
+extern "C" void met_moe_down_bias_f32(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::int32_t inter, std::int32_t experts, float* y, std::int64_t col0, std::int64_t col1) {
+  const std::int64_t n = col1 - col0;
+  if (n <= 0) return;
+  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, experts);
+  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f), out(static_cast<std::size_t>(n));
+  std::vector<float> row;
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    const auto ee = static_cast<std::int64_t>(e);
+    for (const std::int64_t t : by_expert[e]) {
+      met::cpu::fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
+      for (std::int64_t o = col0; o < col1; ++o) {
+        const float v = out[static_cast<std::size_t>(o - col0)] + (bias ? met::cpu::bf16_to_f32(bias[ee * hidden + o]) : 0.0f);
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += weights[t] * v;
+      }
+    }
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = acc[static_cast<std::size_t>(r * n + o)];
+}
+
 namespace met::cpu {
 
 // A router's scoring of one row: p holds its bf16 logits [experts] and becomes their softmax over

@@ -23,6 +23,16 @@ Expected<NormLinear> norm_linear(const KernelSite& site, const std::string& role
   return NormLinear{lin, nw, w, kind};
 }
 
+// gpt-oss: the bias node of a linear's role, over the projection's out_w columns.
+Expected<std::uint32_t> projection_bias(const KernelSite& site, const std::string& role, std::int64_t out_w) {
+  const auto* bn = site.node("bias", role);
+  if (!bn) return site.where("expects bias:" + role + " after linear:" + role);
+  if (param(*bn, "dim") != out_w)
+    return site.where("bias:" + role + " over " + std::to_string(param(*bn, "dim")) + " columns, the projection has " +
+                      std::to_string(out_w));
+  return site.weight(bn);
+}
+
 // Tensor parallelism (--tp): a row-parallel projection (`plain`: gemv_f32 or gemm_f32) writes this
 // rank's fp32 partial sums, and the all-reduce adds every rank's to the residual stream.
 Expected<void> row_parallel_residual(const KernelSite& site, const char* plain, std::uint32_t in, std::uint32_t w) {
@@ -79,8 +89,21 @@ Expected<void> bind_linear(const KernelSite& site) {
       return site.where("linear:" + role + " on '" + site.kname + "' (family " + site.op.family +
                         ") has no tensor-parallel form: a row-parallel projection runs as gemv_f32 or gemm_f32");
     const auto y = b.buffer("y.partial", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(out_w)});
-    MET_CHECK(b.add(gemv ? "gemv_f32" : "gemm_f32", site.c.group_index, site.c.label,
-                    {b.act(role == "o" ? "attn" : "h", R, in), w, y}, {R, /*in_row0=*/0, /*col_slices=*/1}, {}));
+    const auto x = b.act(role == "o" ? "attn" : "h", R, in);
+    if (site.k == "gemv_bias" || site.k == "gemm_bias") {
+      // gpt-oss: the bias is added once, by the first rank, to its partial sums (unrounded); every
+      // rank runs the same op (the ranks' programs pair instruction by instruction), the others
+      // without the bias.
+      std::uint32_t bias = MET_NO_TENSOR;
+      if (b.sh->rank == 0) {
+        MET_TRY(bias, projection_bias(site, role, out_w));
+      }
+      MET_CHECK(b.add(gemv ? "gemv_bias_f32" : "gemm_bias_f32", site.c.group_index, site.c.label, {x, w, bias, y},
+                      {R, /*in_row0=*/0, /*col_slices=*/1}, {}));
+    } else {
+      MET_CHECK(b.add(gemv ? "gemv_f32" : "gemm_f32", site.c.group_index, site.c.label, {x, w, y}, {R, /*in_row0=*/0, /*col_slices=*/1},
+                      {}));
+    }
     return b.add("allreduce_residual", site.c.group_index, site.c.label, {b.act("y", R, out_w), y},
                  {R, out_w, b.sh->tp, /*col_slices=*/1, /*accumulate=*/0}, {});
   } else if (role == "o") {
@@ -113,12 +136,7 @@ Expected<void> bind_linear(const KernelSite& site) {
   const bool k_split = int_index(site.op, "k_splits") >= 0;
   if (k_split) ints.push_back(/*k_splits=*/1);
   if (site.k == "gemv_bias" || site.k == "gemm_bias") {  // gpt-oss: the bias node of the linear's role
-    const auto* bn = site.node("bias", role);
-    if (!bn) return site.where("expects bias:" + role + " after linear:" + role);
-    if (param(*bn, "dim") != out_w)
-      return site.where("bias:" + role + " over " + std::to_string(param(*bn, "dim")) + " columns, the projection has " +
-                        std::to_string(out_w));
-    MET_TRY(auto bias, site.weight(bn));
+    MET_TRY(const auto bias, projection_bias(site, role, out_w));
     MET_CHECK(site.add({src, w, bias, dst}, ints, {}));
     return {};
   }

@@ -169,11 +169,27 @@ Expected<void> bind_moe_down_bias(const KernelSite& site) {
   const auto* bn = site.node("bias", "down");
   if (!n || !bn) return site.where("expects moe_down and bias:down");
   MET_TRY(auto w, site.weight(n));
-  MET_TRY(auto bias, site.weight(bn));
   const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.b.act(kH, site.R, top_k * inter), w, bias, r.ids, r.weights, site.b.act("y", site.R, site.hidden)},
-                     {site.R, top_k, site.hidden, /*col_slices=*/1, inter, param(*n, "experts")}, {}));
+  Builder& b = site.b;
+  const std::vector<std::int64_t> ints{site.R, top_k, site.hidden, /*col_slices=*/1, inter, param(*n, "experts")};
+  if (b.sh->tp > 1) {
+    // Tensor parallelism: this rank's slice of every expert's intermediate size, fp32 partial sums
+    // for the residual's all-reduce (bind_residual_add); the bias weighted and added once, by the
+    // first rank (absent on the others).
+    std::uint32_t bias = MET_NO_TENSOR;
+    if (b.sh->rank == 0) {
+      MET_TRY(bias, site.weight(bn));
+    }
+    const auto partial = b.buffer("y.partial", MET_DTYPE_F32,
+                                  {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
+    MET_CHECK(b.add("moe_down_bias_f32", site.c.group_index, site.c.label, {b.act(kH, site.R, top_k * inter), w, bias, r.ids, r.weights,
+                    partial}, ints, {}));
+    b.partial = partial;
+    return {};
+  }
+  MET_TRY(auto bias, site.weight(bn));
+  MET_CHECK(site.add({b.act(kH, site.R, top_k * inter), w, bias, r.ids, r.weights, b.act("y", site.R, site.hidden)}, ints, {}));
   return {};
 }
 

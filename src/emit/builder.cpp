@@ -5,6 +5,7 @@
 
 #include "emit/opcodes.hpp"
 #include "emit/tensor_parallel.hpp"
+#include "model/experts.hpp"
 
 namespace met::emit {
 
@@ -98,16 +99,23 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
   if (split >= 0) {
     // qkv's k and v parts (after q) in the KV heads' slices when there are fewer than ranks.
     std::vector<int> groups;
-    if (node.op == "linear" && node.role == "qkv" && e.parts.size() < 2)
+    const bool qkv = (node.op == "linear" || node.op == "bias") && node.role == "qkv";  // gpt-oss's bias too
+    if (qkv && e.parts.size() < 2)
       return fail(sh.display + ": tensor '" + whole + "': a qkv projection stored as one tensor is not split for tensor "
                   "parallelism (its windows would cut across q, k and v)");
     // The node's kind's KV slices (rank_graph sets kv_groups on every qkv; Gemma-4's full layers
     // have KV heads of their own), else the graph's.
     const int kv_groups = node.params.count("kv_groups") ? static_cast<int>(node.params.at("kv_groups")) : sh.kv_groups;
-    if (node.op == "linear" && node.role == "qkv" && kv_groups < sh.tp)
+    if (qkv && kv_groups < sh.tp)
       for (std::size_t k = 0; k < e.parts.size(); ++k) groups.push_back(k == 0 ? 0 : kv_groups);
-    // Experts of one tensor ([experts, 2 x inter, hidden], Gemma-4): gate's rows, then up's.
-    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups, node.op == "moe_gate_up" ? 2 : 1));
+    // Experts of one tensor ([experts, 2 x inter, hidden], Gemma-4): gate's rows, then up's. gpt-oss's
+    // ([experts, hidden, 2 x inter] in bf16, MXFP4 rows [experts, 2 x inter, ...]) interleave gate
+    // and up (2j, 2j + 1): a rank's slice is one run of them. Biases and sinks are vectors.
+    const bool fused = model::fused_experts(node);
+    const SplitLayout layout = node.op == "bias" || node.op == "attention" ? SplitLayout::vector
+                               : fused && e.dtype == "bf16"                 ? SplitLayout::in_out
+                                                                            : SplitLayout::out_in;
+    MET_TRY(e, rank_slice(e, split, sh.rank, sh.tp, sh.display, groups, node.op == "moe_gate_up" && !fused ? 2 : 1, layout));
   }
   TensorDesc t;
   t.name = e.name;
@@ -132,7 +140,12 @@ Expected<std::uint32_t> weight(Shared& sh, const model::Node& node, int first_la
     for (auto d : p.shape) all *= d;
     t.bytes += all ? p.bytes / all * n : 0;  // a rank's window holds its share of the tensor's bytes
   }
-  for (const auto& p : e.scale_parts) t.bytes += p.bytes;
+  for (const auto& p : e.scale_parts) {  // a rank's window of MXFP4 scales holds its share of them
+    std::uint64_t n = 1, all = 1;
+    for (auto d : part_shape(p)) n *= d;
+    for (auto d : p.shape) all *= d;
+    t.bytes += all ? p.bytes / all * n : p.bytes;
+  }
   t.source = MET_SOURCE_CHECKPOINT;
   t.ref = sh.manifest->tensors.size();
   sh.manifest->tensors.push_back(std::move(e));

@@ -36,6 +36,8 @@ int weight_split_dim(const model::Node& n) {
   if (!r) return -1;
   if (*r == Rule::column || *r == Rule::expert_column) return 0;
   if (*r == Rule::row || *r == Rule::expert_row) return 1;
+  // An attention node's weight is its sinks (gpt-oss), one per query head.
+  if (*r == Rule::heads && n.op == "attention" && !n.weights.empty()) return 0;
   return -1;
 }
 
@@ -108,7 +110,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
       return;
     }
     switch (*rule) {
-      case Rule::replicate: break;
+      case Rule::replicate:
+      case Rule::once: break;
       case Rule::heads:
         divide(n, "heads", ranks);
         // (A rope over q alone, in a layer that reads another layer's KV, keeps its 0 KV heads.)
@@ -118,29 +121,35 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
           it->second = kv.groups < ranks && it->second == kv.kv_heads ? kv.rank_kv : it->second / ranks;
         break;
       case Rule::column:
-        if (n.op == "linear" && n.role == "qkv") {
+        if ((n.op == "linear" || n.op == "bias") && n.role == "qkv") {
           // The rank's q heads, then its KV heads' k and v rows; the builder cuts the k and v parts
-          // in the kind's KV slices (kv_groups).
+          // in the kind's KV slices (kv_groups). gpt-oss's q/k/v bias (its width in "dim") alike.
+          const char* width = n.op == "bias" ? "dim" : "out";
           n.params["kv_groups"] = kv.groups;
           if (kv.groups < ranks) {
-            auto out = n.params.find("out");
+            auto out = n.params.find(width);
             const double kvr = out == n.params.end() ? 0 : out->second - kv.q_rows;
             if (!(kv.q_rows > 0) || !(kvr > 0) || std::fmod(kvr, kv.kv_heads) != 0) {
               if (bad.empty())
-                bad = fmt::format("linear:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads",
+                bad = fmt::format("{}:qkv ({}) has {} outputs, not heads x head_dim = {} query rows and whole KV heads", n.op,
                                   n.where, out == n.params.end() ? 0 : out->second, kv.q_rows);
               break;
             }
             out->second = kv.q_rows / ranks + kvr / kv.kv_heads * kv.rank_kv;
             break;
           }
+          divide(n, width, ranks);
+          break;
         }
         divide(n, "out", ranks);
         break;
       case Rule::row: divide(n, "in", ranks); break;
       case Rule::inter_width: divide(n, "dim", ranks); break;
       case Rule::expert_column:
-      case Rule::expert_row: divide(n, "inter", ranks); break;
+      case Rule::expert_row:
+        divide(n, "inter", ranks);
+        if (n.op == "bias") divide(n, "dim", ranks);  // each expert's gate/up bias (gpt-oss)
+        break;
     }
   };
   for (auto& n : r.pre) split(n, whole);
@@ -165,8 +174,8 @@ Expected<model::ModelGraph> rank_graph(const model::ModelGraph& g, int ranks, co
     return fail(fmt::format("{}: {} node(s) of circuit '{}' have no tensor-parallel split rule: {} (met splits dense "
                             "attention and MLP layers: embed and its scale, the attention/mlp/final and post norms, qkv, "
                             "q/k/v norms, rope, attention, o, gate_up, silu_mul, gelu_mul, down, the residuals, layer "
-                            "scalars, lm_head, softcap, argmax, Gemma-4's per-layer inputs; and routed experts: moe_router, moe_gate_up, moe_down, and "
-                            "Gemma-4's scaled router and the norms around its experts)",
+                            "scalars, lm_head, softcap, argmax, Gemma-4's per-layer inputs, gpt-oss's biases and sinks; and routed experts: moe_router, "
+                            "moe_gate_up, moe_down, the clamped SwiGLU, and Gemma-4's scaled router and the norms around its experts)",
                             ctx, missing.size(), g.circuit, list));
   }
   return r;

@@ -117,12 +117,12 @@ Expected<WeightPart> parse_part(const json& j, const std::string& ctx) {
   }
   if (j.contains("window")) {
     MET_TRY(p.window, get_dims(j, "window", ctx));
-    bool inside = (p.shape.size() == 2 || p.shape.size() == 3) && p.window.size() == 2 * p.shape.size();
+    bool inside = !p.shape.empty() && p.shape.size() <= 4 && p.window.size() == 2 * p.shape.size();
     for (std::size_t d = 0; inside && d < p.shape.size(); ++d)
       inside = p.window[2 * d + 1] > 0 && p.window[2 * d] <= p.shape[d] && p.window[2 * d + 1] <= p.shape[d] - p.window[2 * d];
     if (!inside) {
-      return fail(fmt::format("{}: window {} of tensor '{}' {} is not a start and a count per dimension inside a 2-d or 3-d "
-                              "tensor", ctx, shape_text(p.window), p.tensor, shape_text(p.shape)));
+      return fail(fmt::format("{}: window {} of tensor '{}' {} is not a start and a count per dimension inside a tensor of 1 "
+                              "to 4 dimensions", ctx, shape_text(p.window), p.tensor, shape_text(p.shape)));
     }
   }
   if (p.file.empty() || p.file.find("..") != std::string::npos || p.file.front() == '/') {
@@ -158,13 +158,19 @@ Expected<void> check_mxfp4(const WeightEntry& e, const std::string& ctx) {
     return fail(fmt::format("{}: an mxfp4 weight is one part of blocks and one scale part", ctx));
   const auto& b = e.parts[0];
   const auto& sc = e.scale_parts[0];
-  if (b.dtype != "U8" || b.shape.size() != 4 || b.shape[3] != kMxfp4BlockBytes || !b.window.empty())
+  if (b.dtype != "U8" || b.shape.size() != 4 || b.shape[3] != kMxfp4BlockBytes ||
+      (!b.window.empty() && (b.window[6] != 0 || b.window[7] != kMxfp4BlockBytes)))
     return fail(fmt::format("{}: mxfp4 blocks '{}' are {} {}, expected U8 [experts, rows, cols / 32, {}]", ctx, b.tensor, b.dtype,
                             shape_text(b.shape), kMxfp4BlockBytes));
   const std::vector<std::uint64_t> want(b.shape.begin(), b.shape.end() - 1);
   if (sc.dtype != "U8" || sc.shape != want)
     return fail(fmt::format("{}: mxfp4 scales '{}' are {} {}, expected U8 {} for blocks '{}' {}", ctx, sc.tensor, sc.dtype,
                             shape_text(sc.shape), shape_text(want), b.tensor, shape_text(b.shape)));
+  // A tensor-parallel rank's window: the scales' is the blocks' without the bytes of a block.
+  const std::vector<std::uint64_t> bwin(b.window.begin(), b.window.end() - (b.window.empty() ? 0 : 2));
+  if (sc.window != bwin)
+    return fail(fmt::format("{}: mxfp4 scales '{}' have window {}, the blocks '{}' {}", ctx, sc.tensor, shape_text(sc.window),
+                            b.tensor, shape_text(b.window)));
   return {};
 }
 
@@ -240,9 +246,9 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
     MET_TRY(e.block, get_dims(j, "block", ctx));
   }
   for (const auto& p : e.parts)
-    if (!p.window.empty() && (!e.block.empty() || e.dtype == "mxfp4"))
-      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut unscaled tensors and fp8 tensors of "
-                              "per-tensor scales only", ctx, p.tensor));
+    if (!p.window.empty() && !e.block.empty())
+      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut unscaled tensors, MXFP4 experts and "
+                              "fp8 tensors of per-tensor scales only", ctx, p.tensor));
   MET_TRY(auto shape, stacked_shape(e.parts, ctx));
   if (shape != e.shape) {
     return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
@@ -519,49 +525,91 @@ std::vector<std::uint64_t> part_shape(const WeightPart& p) {
   return counts;
 }
 
+namespace {
+
+// A window over the whole of `shape` but [at, at + w) along `axis`.
+std::vector<std::uint64_t> cut_along(const std::vector<std::uint64_t>& shape, std::size_t axis, std::uint64_t at, std::uint64_t w) {
+  std::vector<std::uint64_t> win;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    win.push_back(d == axis ? at : 0);
+    win.push_back(d == axis ? w : shape[d]);
+  }
+  return win;
+}
+
+}  // namespace
+
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
-                                 const std::vector<int>& part_groups, int halves) {
+                                 const std::vector<int>& part_groups, int halves, SplitLayout layout) {
   const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
-  if (!e.block.empty() || e.dtype == "mxfp4")
-    return fail(where + ": block-scaled weights are not split for tensor parallelism yet (their scale blocks would be cut)");
+  const bool mx = e.dtype == "mxfp4";
+  if (!e.block.empty())
+    return fail(where + ": block-scaled fp8 weights are not split for tensor parallelism yet (their 128x128 scale blocks would be cut)");
+  if (layout == SplitLayout::vector && dim != 0)
+    return fail(where + ": a bias or sinks vector is cut along its outputs only");
   WeightEntry out = e;
   out.name = fmt::format("{}.rank{}", e.name, rank);
   out.parts.clear();
+  out.scale_parts.clear();
   for (std::size_t k = 0; k < e.parts.size(); ++k) {
     const auto& p = e.parts[k];
-    if ((p.shape.size() != 2 && p.shape.size() != 3) || !p.window.empty())
-      return fail(fmt::format("{}: tensor '{}' {} is not a whole 2-d or 3-d tensor", where, p.tensor, shape_text(p.shape)));
-    const bool experts = p.shape.size() == 3;
-    if (experts && !e.scale_parts.empty())
+    const bool shape_ok = !p.window.empty()                    ? false
+                          : mx                                 ? p.shape.size() == 4
+                          : layout == SplitLayout::vector      ? p.shape.size() == 1 || p.shape.size() == 2
+                          : layout == SplitLayout::in_out      ? p.shape.size() == 3
+                                                               : p.shape.size() == 2 || p.shape.size() == 3;
+    if (!shape_ok)
+      return fail(fmt::format("{}: tensor '{}' {} is not a whole {}", where, p.tensor, shape_text(p.shape),
+                              mx ? "MXFP4 block tensor [experts, rows, blocks, 16]"
+                              : layout == SplitLayout::vector ? "vector or per-expert vector"
+                              : layout == SplitLayout::in_out ? "3-d expert tensor [experts, in, out]"
+                                                              : "2-d or 3-d tensor"));
+    const bool experts = mx || p.shape.size() == 3;
+    if (experts && !mx && !e.scale_parts.empty())
       return fail(fmt::format("{}: tensor '{}' {} has scales; stacked experts are split unscaled only", where, p.tensor,
                               shape_text(p.shape)));
     // A part cut into fewer slices than ranks (a KV head shared by several ranks): rank r takes
     // slice r * groups / ranks.
     const int groups = k < part_groups.size() && part_groups[k] > 0 ? part_groups[k] : ranks;
-    const std::size_t axis = static_cast<std::size_t>(dim) + (experts ? 1 : 0);  // the matrix's rows or columns
-    const std::uint64_t stacked = dim == 0 && experts ? static_cast<std::uint64_t>(halves) : 1;
+    // The axis the split cuts: the matrix's outputs (dim 0) or inputs (dim 1) in the layout's order.
+    std::size_t axis = 0;
+    if (layout == SplitLayout::vector) axis = p.shape.size() - 1;
+    else if (layout == SplitLayout::in_out) axis = dim == 0 ? 2 : 1;
+    else axis = static_cast<std::size_t>(dim) + (experts ? 1 : 0);  // MXFP4: dim 1 cuts the 32-column blocks
+    const std::uint64_t stacked = dim == 0 && experts && layout == SplitLayout::out_in ? static_cast<std::uint64_t>(halves) : 1;
     const std::uint64_t n = p.shape[axis] / stacked, r = static_cast<std::uint64_t>(groups);
-    if (p.shape[axis] % stacked != 0 || n % r != 0)
+    if (p.shape[axis] % stacked != 0 || n % r != 0) {
+      if (mx && axis == 2)
+        return fail(fmt::format("{}: tensor '{}' {}: its {} input columns do not divide into {} parts of whole 32-column "
+                                "MXFP4 scale blocks (each rank's share must be a multiple of 32)",
+                                where, p.tensor, shape_text(p.shape), n * 32, groups));
       return fail(fmt::format("{}: tensor '{}' {}: {} {}{} do not divide into {} equal parts", where, p.tensor, shape_text(p.shape),
                               n, dim == 0 ? "rows" : "columns", stacked > 1 ? fmt::format(" in each of {} halves", stacked) : "", groups));
+    }
     const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank * groups / ranks);
-    if (!experts) {
+    auto keep = [&](std::vector<std::uint64_t> win) {
       WeightPart q = p;
-      q.window = dim == 0 ? std::vector<std::uint64_t>{at, w, 0, p.shape[1]} : std::vector<std::uint64_t>{0, p.shape[0], at, w};
+      q.window = win;
       out.parts.push_back(std::move(q));
-    } else if (dim == 1) {  // every expert's columns [at, at + w)
-      WeightPart q = p;
-      q.window = {0, p.shape[0], 0, p.shape[1], at, w};
-      out.parts.push_back(std::move(q));
+      if (mx) {  // the e8m0 scales [experts, rows, blocks]: the blocks' window without its byte dimension
+        WeightPart sc = e.scale_parts.at(0);
+        sc.window.assign(win.begin(), win.end() - 2);
+        out.scale_parts.push_back(std::move(sc));
+      }
+    };
+    if (stacked == 1 || !experts) {
+      keep(cut_along(p.shape, axis, at, w));
     } else {  // each expert's rows [at, at + w) of every half, expert by expert
       for (std::uint64_t x = 0; x < p.shape[0]; ++x)
         for (std::uint64_t h = 0; h < stacked; ++h) {
-          WeightPart q = p;
-          q.window = {x, 1, h * n + at, w, 0, p.shape[2]};
-          out.parts.push_back(std::move(q));
+          auto win = cut_along(p.shape, axis, h * n + at, w);
+          win[0] = x;
+          win[1] = 1;
+          keep(std::move(win));
         }
     }
   }
+  if (!mx) out.scale_parts = e.scale_parts;
   MET_TRY(out.shape, stacked_shape(out.parts, where));
   return out;
 }

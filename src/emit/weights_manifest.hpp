@@ -101,18 +101,28 @@ Expected<std::map<int, KvScale>> calibrated_kv_scales(const CheckpointLayout& la
 Expected<WeightEntry> make_entry(const std::string& name, const std::vector<std::string>& tensors,
                                  const CheckpointLayout& layout, const std::string& display);
 
+// How a weight's dimensions hold the matrix a tensor-parallel split cuts (rank_slice).
+enum class SplitLayout {
+  out_in,  // [out, in], or stacked experts [experts, out, in] (a Linear's weight; MXFP4 blocks
+           // [experts, out, in / 32, 16] with scales [experts, out, in / 32])
+  in_out,  // [experts, in, out]: gpt-oss's bf16 experts
+  vector,  // [n] or [experts, n]: a bias or the attention sinks, cut along the last dimension
+};
+
 // Tensor parallelism: the entry of rank `rank` of `ranks`, each part cut into `ranks` equal windows
-// along dim (0: rows, for column-parallel projections; 1: columns, for row-parallel ones) and the
-// rank's window kept; named "<entry>.rank<r>". part_groups[k] > 0 cuts part k into that many
+// along dim (0: the outputs, for column-parallel projections; 1: the inputs, for row-parallel ones)
+// and the rank's window kept; named "<entry>.rank<r>". part_groups[k] > 0 cuts part k into that many
 // windows instead, of which rank r keeps window r * groups / ranks (the k and v parts of qkv when
 // KV heads are fewer than ranks). Per-tensor scales (modelopt fp8) go with every window of their
-// tensor. A 3-d part [experts, rows, cols] is cut per expert: by columns, one window over every
-// expert; by rows, `halves` windows of each expert (a fused gate/up stacks gate's rows, then up's:
+// tensor. A 3-d part [experts, out, in] is cut per expert: by inputs, one window over every
+// expert; by outputs, `halves` windows of each expert (a fused gate/up stacks gate's rows, then up's:
 // each is cut), as many parts as experts x halves, so the rank's rows of one expert stay together
-// as the expert ops read them. Refuses block-scaled entries (fp8 128x128, MXFP4), parts that are
-// not 2-d or 3-d, scaled 3-d parts and a dim that does not divide (ctx locates the error).
+// as the expert ops read them. MXFP4 experts are cut like a 3-d part, their blocks and e8m0 scales
+// alike; by inputs only in whole 32-column scale blocks. Refuses fp8 block-scaled entries, scaled
+// 3-d parts and a dim that does not divide (ctx locates the error).
 Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ranks, const std::string& ctx,
-                                 const std::vector<int>& part_groups = {}, int halves = 1);
+                                 const std::vector<int>& part_groups = {}, int halves = 1,
+                                 SplitLayout layout = SplitLayout::out_in);
 
 // "Meta-Llama-3.1-8B" -> "meta-llama-3.1-8b".
 std::string network_slug(const std::string& checkpoint_dir_name);

@@ -68,7 +68,8 @@ double qkv_rank_share(const std::vector<model::Node>& layer, const model::Node& 
   for (const auto& n : layer)
     if (n.op == "attention") at = &n;
   if (!at || tp <= 1) return even;
-  const double kvh = p(*at, "kv_heads"), q = p(*at, "heads") * p(*at, "head_dim"), out = p(qkv, "out");
+  const double kvh = p(*at, "kv_heads"), q = p(*at, "heads") * p(*at, "head_dim");
+  const double out = qkv.op == "bias" ? p(qkv, "dim") : p(qkv, "out");  // gpt-oss's q/k/v bias splits as the rows
   const double kv = out - q;
   if (kvh >= tp || !(kv > 0) || !(out > 0)) return even;
   return (q / tp + kv / kvh * rank_kv_heads(kvh, tp)) / out;
@@ -104,7 +105,7 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
   // A node the split rules keep whole on every rank (Gemma-4's per-layer inputs) costs its whole
   // width at any TP (model/tp_rules.hpp, the table the emit splits by).
   const model::TpRule* rule = tp > 1 ? model::tp_rule(n) : nullptr;
-  const bool whole = rule && *rule == model::TpRule::replicate;
+  const bool whole = rule && (*rule == model::TpRule::replicate || *rule == model::TpRule::once);
 
   if (op == "embed") {
     const double dim = p(n, "dim");
@@ -175,8 +176,11 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.flops = 8 * R * dim;
   } else if (op == "bias") {
     // A projection's bias (gpt-oss): read once per step, added to the output; a bias per expert is
-    // charged whole (at most experts x dim values, small beside the experts' weights).
-    const double dim = p(n, "dim");
+    // charged whole (at most experts x dim values, small beside the experts' weights). Under TP it
+    // splits with its projection (q/k/v's as the qkv share, gate/up's by the ranks), or is added
+    // whole once (o's and down's, by the first rank).
+    const double share = whole ? 1.0 : n.role == "qkv" && s.qkv_share > 0 ? s.qkv_share : 1.0 / tp;
+    const double dim = p(n, "dim") * share;
     c.weight_bytes = dim * std::max(1.0, p(n, "experts")) * wb;
     c.in_bytes = R * dim * a;
     c.out_bytes = R * dim * a;
@@ -256,7 +260,7 @@ GroupCost group_cost(const planner::Group& g, const planner::Scope& scope, const
   for (int idx : g.nodes) {
     const model::Node& n = scope.nodes[static_cast<std::size_t>(idx)];
     StepShape ns = s;
-    if (n.op == "linear" && n.role == "qkv") ns.qkv_share = qkv_rank_share(scope.nodes, n, s.tp);
+    if ((n.op == "linear" || n.op == "bias") && n.role == "qkv") ns.qkv_share = qkv_rank_share(scope.nodes, n, s.tp);
     const NodeCost c = node_cost(n, ns);
     out.weight_bytes += c.weight_bytes;
     out.kv_bytes += c.kv_read + c.kv_write;

@@ -385,6 +385,12 @@ void biased_linear_slice(const A& a, const InstrDesc& d, std::uint32_t s, Kernel
 }
 void body_gemv_bias(const MetArgs_gemv_bias& a, const InstrDesc& d, std::uint32_t s) { biased_linear_slice(a, d, s, met_gemv_bias); }
 void body_gemm_bias(const MetArgs_gemm_bias& a, const InstrDesc& d, std::uint32_t s) { biased_linear_slice(a, d, s, met_gemm_bias); }
+void body_gemv_bias_f32(const MetArgs_gemv_bias_f32& a, const InstrDesc& d, std::uint32_t s) {
+  biased_linear_slice(a, d, s, met_gemv_bias_f32);
+}
+void body_gemm_bias_f32(const MetArgs_gemm_bias_f32& a, const InstrDesc& d, std::uint32_t s) {
+  biased_linear_slice(a, d, s, met_gemm_bias_f32);
+}
 
 void body_moe_router_topk_bias(const MetArgs_moe_router_topk_bias& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
@@ -404,6 +410,13 @@ void body_moe_down_bias(const MetArgs_moe_down_bias& a, const InstrDesc& d, std:
   met_moe_down_bias(a.h + r.begin * a.top_k * a.inter, a.w_down, a.bias, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
                     r.end - r.begin, i32(a.top_k), i32(a.hidden), i32(a.inter), i32(a.experts), a.y + r.begin * a.hidden, c.begin,
                     c.end);
+}
+
+void body_moe_down_bias_f32(const MetArgs_moe_down_bias_f32& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
+  met_moe_down_bias_f32(a.h + r.begin * a.top_k * a.inter, a.w_down, a.bias, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
+                        r.end - r.begin, i32(a.top_k), i32(a.hidden), i32(a.inter), i32(a.experts), a.y + r.begin * a.hidden, c.begin,
+                        c.end);
 }
 
 void body_moe_down_mma(const MetArgs_moe_down_mma& a, const InstrDesc& d, std::uint32_t s) {

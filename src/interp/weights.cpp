@@ -41,6 +41,36 @@ std::uint64_t elems(const std::vector<std::uint64_t>& shape) {
   return n;
 }
 
+// Copies part p's bytes (at src, the whole tensor) to dst, or its tensor-parallel window of them:
+// the window's elements in row-major order. Returns the bytes written.
+std::uint64_t copy_window(const emit::WeightPart& p, const std::byte* src, std::byte* dst) {
+  if (p.window.empty()) {
+    std::memcpy(dst, src, p.bytes);
+    return p.bytes;
+  }
+  const std::size_t nd = p.shape.size();
+  const std::uint64_t el = p.bytes / elems(p.shape);
+  // The innermost dimensions the window holds whole copy as one run with the first one it cuts.
+  std::size_t d0 = nd - 1;
+  while (d0 > 0 && p.window[2 * d0] == 0 && p.window[2 * d0 + 1] == p.shape[d0]) --d0;
+  std::uint64_t inner = el;  // bytes of one step along d0
+  for (std::size_t d = d0 + 1; d < nd; ++d) inner *= p.shape[d];
+  const std::uint64_t run = p.window[2 * d0 + 1] * inner;
+  std::vector<std::uint64_t> idx(d0, 0);  // the position over the outer dimensions, within the window
+  std::uint64_t at = 0;
+  while (true) {
+    std::uint64_t off = 0;  // element offset of the run's first element, in units of d0 steps
+    for (std::size_t d = 0; d < d0; ++d) off = (off + p.window[2 * d] + idx[d]) * p.shape[d + 1];
+    off += p.window[2 * d0];
+    std::memcpy(dst + at, src + off * inner, run);
+    at += run;
+    std::size_t d = d0;
+    while (d > 0 && ++idx[d - 1] == p.window[2 * (d - 1) + 1]) idx[--d] = 0;
+    if (d == 0) break;
+  }
+  return at;
+}
+
 constexpr std::uint64_t kLengthBytes = 8;
 
 std::string shape_text(const std::vector<std::uint64_t>& s) {
@@ -163,28 +193,10 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
       windowed = windowed || !p.window.empty();
       s.bytes += p.window.empty() ? p.bytes : p.bytes / elems(p.shape) * elems(emit::part_shape(p));
     }
-    if (windowed) {  // a tensor-parallel rank's window: its experts' (3-d) rows, each cut to its columns
+    if (windowed) {  // a tensor-parallel rank's window of each part, the parts one after another
       std::byte* buf = own(s.bytes);
       std::uint64_t at = 0;
-      for (std::size_t k = 0; k < srcs.size(); ++k) {
-        const auto& p = e.parts[k];
-        if (p.window.empty()) {
-          std::memcpy(buf + at, srcs[k], p.bytes);
-          at += p.bytes;
-          continue;
-        }
-        const std::uint64_t el = p.bytes / elems(p.shape);
-        // As [experts, rows, cols]: a 2-d part is one expert.
-        const bool x3 = p.shape.size() == 3;
-        const std::uint64_t rows = p.shape[x3 ? 1 : 0], cols = p.shape[x3 ? 2 : 1];
-        const std::uint64_t x0 = x3 ? p.window[0] : 0, nx = x3 ? p.window[1] : 1;
-        const std::uint64_t* win = p.window.data() + (x3 ? 2 : 0);  // {row0, rows, col0, cols}
-        for (std::uint64_t x = x0; x < x0 + nx; ++x)
-          for (std::uint64_t r = 0; r < win[1]; ++r) {
-            std::memcpy(buf + at, srcs[k] + ((x * rows + win[0] + r) * cols + win[2]) * el, win[3] * el);
-            at += win[3] * el;
-          }
-      }
+      for (std::size_t k = 0; k < srcs.size(); ++k) at += copy_window(e.parts[k], srcs[k], buf + at);
       s.data = buf;
     } else if (srcs.size() == 1 && aligned(srcs[0], align)) {
       s.data = srcs[0];
@@ -200,9 +212,17 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     // Scales: stacked like the parts. A part that does not end on a block boundary would shift
     // the next part's blocks, so rows are re-blocked at g = gcd(block, rows of every part but the last).
     if (e.dtype == "mxfp4") {  // e8m0 bytes, one per 32 codes, in the blocks' order: read in place
-      MET_TRY(auto ptr, part_bytes(e.scale_parts.at(0), e.name));
-      s.scales = ptr;
-      s.scale_bytes = e.scale_parts[0].bytes;
+      const auto& sp = e.scale_parts.at(0);
+      MET_TRY(auto ptr, part_bytes(sp, e.name));
+      if (sp.window.empty()) {
+        s.scales = ptr;
+        s.scale_bytes = sp.bytes;
+      } else {  // a tensor-parallel rank's window, as its blocks'
+        s.scale_bytes = sp.bytes / elems(sp.shape) * elems(emit::part_shape(sp));
+        std::byte* buf = own(s.scale_bytes);
+        copy_window(sp, ptr, buf);
+        s.scales = buf;
+      }
     } else if (!e.scale_parts.empty() && e.block.empty()) {
       // Per-tensor scales (modelopt): one float per row, each part's rows repeating its scale, so the
       // view is a block of 1 x cols and a fused q/k/v keeps each projection's own scale.

@@ -69,6 +69,17 @@ const std::map<std::pair<std::string, std::string>, TpRule>& rules() {
       {{"rmsnorm", "moe_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_dense_norm"}, TpRule::replicate},
       {{"rmsnorm", "post_moe_norm"}, TpRule::replicate},
+      // gpt-oss: the biases of the split projections split with them (q/k/v's by heads, each
+      // expert's gate/up by the rank's slice of the intermediate size); those of the row-parallel
+      // o and down projections are added once, to the first rank's partial sums; the router's bias
+      // is replicated with it; the clamped SwiGLU acts on the rank's slice; the attention sinks
+      // are per query head (the attention node's weight, split by its heads rule).
+      {{"bias", "qkv"}, TpRule::column},
+      {{"bias", "o"}, TpRule::once},
+      {{"bias", "router"}, TpRule::replicate},
+      {{"bias", "gate_up"}, TpRule::expert_column},
+      {{"bias", "down"}, TpRule::once},
+      {{"swiglu_clamp", "*"}, TpRule::inter_width},
       // after a row-parallel projection: the all-reduce
       {{"residual", "*"}, TpRule::replicate},
       // over the gathered logits

@@ -16,6 +16,7 @@ enum class TpRule {
   inter_width,    // a gated activation over the rank's slice of the intermediate size
   expert_column,  // each expert's gate/up rows of the rank's slice
   expert_row,     // each expert's down columns of that slice: fp32 partials, all-reduced
+  once,           // a row-parallel projection's bias: added once, by the first rank, to its partial sums
 };
 
 // The node's rule, or nullptr when the table names none (the emit refuses such a node by name).

@@ -12,6 +12,7 @@
 
 #include "../interp/tiny_model.hpp"
 #include "emit/opcodes.hpp"
+#include "emit/tensor_parallel.hpp"
 #include "estimate/analysis.hpp"
 #include "kernels/common/interp/abi.h"
 
@@ -477,20 +478,102 @@ TEST_CASE(
   const auto block = testing::tiny_checkpoint("tp-fp8-block", testing::oracle_config("tiny-llama3-kv8.json"), 7, Format::fp8_e4m3);
   auto blocked = testing::emit_checkpoint(block, spec);
   REQUIRE_FALSE(blocked.ok());
-  CHECK(blocked.error().message.find("block-scaled weights are not split for tensor parallelism yet") != std::string::npos);
+  CHECK(blocked.error().message.find("block-scaled fp8 weights are not split for tensor parallelism yet") != std::string::npos);
   const auto per_tensor = testing::tiny_checkpoint("tp-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), 7,
                                                    Format::fp8_e4m3, model::Fp8Layout::modelopt);
   CHECK(testing::emit_checkpoint(per_tensor, spec).ok());
-  const std::pair<const char*, const char*> refused[] = {{"tiny-gpt-oss.json", "bias:router (kernels/circuits/gpt-oss.toml:"}};
-  for (const auto& [cfg, node] : refused) {
-    const std::string name = cfg, want = node;
-    CAPTURE(name);
-    const auto ckpt = testing::tiny_checkpoint("tp-arch", testing::oracle_config(name));
-    auto a = testing::emit_checkpoint(ckpt, spec);
-    REQUIRE_FALSE(a.ok());
-    CHECK(a.error().message.find(want) != std::string::npos);
-    CHECK(a.error().message.find("have no tensor-parallel split rule") != std::string::npos);
+}
+
+TEST_CASE("gpt-oss splits at --tp N: the q/k/v biases and the sinks with their heads, the o and experts' down biases added once (the first rank's partial sums), each expert's interleaved gate/up and its bias by the rank's slice of the intermediate size, MXFP4 blocks and scales alike; a slice that cuts a 32-column scale block is refused (a bias on every rank, a sinks vector kept whole, or a gate/up window cut by rows, fails)") {
+  const std::string cfg = testing::oracle_config("tiny-gpt-oss.json");
+  for (const Format fmt : {Format::bf16, Format::mxfp4}) {
+    const bool mx = fmt == Format::mxfp4;
+    CAPTURE(mx);
+    const auto ckpt = testing::tiny_checkpoint(mx ? "tp-goss-mx" : "tp-goss-bf16", cfg, 7, fmt);
+    const auto graph = testing::graph_of(ckpt);
+    const auto layers = static_cast<std::int64_t>(graph.params.at("layers"));
+    const auto hidden = static_cast<std::uint64_t>(graph.params.at("hidden"));
+    const auto inter = static_cast<std::uint64_t>(graph.params.at("inter"));
+    const auto experts = static_cast<std::uint64_t>(graph.params.at("experts"));
+    const auto heads = static_cast<std::uint64_t>(graph.params.at("heads"));
+    for (int tp : {2, 4}) {
+      CAPTURE(tp);
+      testing::EmitSpec spec;
+      spec.tp = tp;
+      auto a = testing::emit_checkpoint(ckpt, spec);
+      if (mx && tp == 4) {  // 64 / 4 = 16 input columns of down a rank: half a scale block
+        REQUIRE_FALSE(a.ok());
+        CHECK(a.error().message.find("do not divide into 4 parts of whole 32-column MXFP4 scale blocks") != std::string::npos);
+        continue;
+      }
+      REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+      CHECK(estimate::tp_collectives(graph, tp).all_reduces == 2 * layers);
+      const auto ranks = rank_packets(*a);
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        CAPTURE(r);
+        for (const auto& p : ranks[r]->programs) {
+          CAPTURE(p.name);
+          CHECK(count_ops(p, "allreduce_residual") == 2 * layers);
+          CHECK(count_ops(p, "moe_down_bias_f32") == layers);
+          CHECK(count_ops(p, "moe_down_bias") == 0);
+          // o: every rank's fp32 partial sums, the bias added by rank 0 alone (the ranks run the same ops)
+          CHECK(count_ops(p, "gemv_bias_f32") + count_ops(p, "gemm_bias_f32") == layers);
+          CHECK(count_ops(p, "gemv_f32") + count_ops(p, "gemm_f32") == 0);
+          for (const auto& d : p.instrs) {  // each bias operand: the first rank's, absent elsewhere
+            const std::string& op = emit::find_opcode(d.opcode)->name;
+            if (op == "moe_down_bias_f32" || op == "gemv_bias_f32" || op == "gemm_bias_f32")
+              CHECK((d.tensors.at(2) != MET_NO_TENSOR) == (r == 0));
+          }
+        }
+      }
+      // Rank 1's windows of layer 0.
+      const std::uint64_t w = inter / static_cast<std::uint64_t>(tp), hw = heads / static_cast<std::uint64_t>(tp);
+      std::map<std::string, const emit::WeightEntry*> by_name;
+      for (const auto& e : a->weights.tensors) by_name[e.name] = &e;
+      const std::string l0 = "model.layers.0.";
+      auto entry = [&](const std::string& n) {
+        auto it = by_name.find(l0 + n);
+        REQUIRE_MESSAGE(it != by_name.end(), n);
+        return it->second;
+      };
+      const auto* sinks = entry("self_attn.sinks.rank1");
+      CHECK(sinks->parts.at(0).window == std::vector<std::uint64_t>{hw, hw});
+      const auto* qkv_bias = entry("self_attn.qkv_bias.rank1");
+      REQUIRE(qkv_bias->parts.size() == 3);
+      CHECK(qkv_bias->parts[0].window == std::vector<std::uint64_t>{hw * 32, hw * 32});  // head_dim 32
+      CHECK(entry("mlp.experts.gate_up_proj_bias.rank1")->parts.at(0).window ==
+            std::vector<std::uint64_t>{0, experts, 2 * w, 2 * w});
+      CHECK(by_name.count(l0 + "self_attn.o_proj.bias") == 1);  // whole, rank 0's alone
+      CHECK(by_name.count(l0 + "self_attn.o_proj.bias.rank1") == 0);
+      CHECK(by_name.count(l0 + "mlp.experts.down_proj_bias.rank1") == 0);
+      if (mx) {
+        const auto* gu = entry("mlp.experts.gate_up_proj.rank1");
+        CHECK(gu->parts.at(0).window == std::vector<std::uint64_t>{0, experts, 2 * w, 2 * w, 0, hidden / 32, 0, 16});
+        CHECK(gu->scale_parts.at(0).window == std::vector<std::uint64_t>{0, experts, 2 * w, 2 * w, 0, hidden / 32});
+        const auto* down = entry("mlp.experts.down_proj.rank1");
+        CHECK(down->parts.at(0).window == std::vector<std::uint64_t>{0, experts, 0, hidden, w / 32, w / 32, 0, 16});
+        CHECK(down->scale_parts.at(0).window == std::vector<std::uint64_t>{0, experts, 0, hidden, w / 32, w / 32});
+      } else {  // bf16 experts [experts, in, out]
+        CHECK(entry("mlp.experts.gate_up_proj.rank1")->parts.at(0).window ==
+              std::vector<std::uint64_t>{0, experts, 0, hidden, 2 * w, 2 * w});
+        CHECK(entry("mlp.experts.down_proj.rank1")->parts.at(0).window == std::vector<std::uint64_t>{0, experts, w, w, 0, hidden});
+      }
+    }
   }
+}
+
+TEST_CASE("a node the split table does not name is refused by name under --tp (never split wrong)") {
+  const auto ckpt = testing::tiny_checkpoint("tp-norule", testing::oracle_config("tiny-llama3.json"));
+  auto graph = testing::graph_of(ckpt);
+  model::Node odd;
+  odd.op = "relu2";
+  odd.where = "test:1";
+  odd.params["dim"] = graph.params.at("hidden");
+  graph.kinds.at(0).nodes.push_back(odd);
+  auto r = emit::detail::rank_graph(graph, 2, "tiny");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("1 node(s) of circuit") != std::string::npos);
+  CHECK(r.error().message.find("relu2 (test:1)") != std::string::npos);
 }
 
 }  // namespace met

@@ -342,3 +342,71 @@ TEST_CASE("a tensor-parallel rank's windows of stacked experts load as the exper
   bad.tensors[0].parts[0].window = {0, 1, 0, I};
   CHECK_FALSE(emit::parse_weights_manifest(emit::to_json(bad), "weights.json").ok());
 }
+
+TEST_CASE("a tensor-parallel rank's windows of gpt-oss's MXFP4 experts load as the expert ops read them: each expert's run of interleaved gate/up rows, and down's input blocks, the e8m0 scales in the blocks' windows; biases as windows of a vector (catches scales left whole, a window of blocks read as 3-d, or down cut inside a 32-column block)") {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-gpt-oss.json");
+  const std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE_FALSE(config.empty());
+  TempCheckpoint ck("tiny-gpt-oss", config, Format::mxfp4, model::kDefaultShardBytes);
+  const auto m = ck.manifest();
+  const std::string gu_name = "model.layers.0.mlp.experts.gate_up_proj", down_name = "model.layers.0.mlp.experts.down_proj",
+                    bias_name = "model.layers.0.mlp.experts.gate_up_proj_bias";
+  const emit::WeightEntry* gu = nullptr;
+  const emit::WeightEntry* down = nullptr;
+  const emit::WeightEntry* bias = nullptr;
+  for (const auto& e : m.tensors) {
+    if (e.name == gu_name) gu = &e;
+    if (e.name == down_name) down = &e;
+    if (e.name == bias_name) bias = &e;
+  }
+  REQUIRE(gu != nullptr);
+  REQUIRE(down != nullptr);
+  REQUIRE(bias != nullptr);
+  REQUIRE(gu->dtype == "mxfp4");
+  // blocks [experts, rows, in / 32, 16], scales [experts, rows, in / 32]
+  const std::uint64_t E = gu->shape[0], I2 = gu->shape[1], HB = gu->shape[2], H = down->shape[1], IB = down->shape[2];
+  REQUIRE(down->shape == std::vector<std::uint64_t>{E, H, IB, 16});
+  const int ranks = 2;
+  const std::uint64_t w2 = I2 / ranks, wb = IB / ranks;  // gate/up rows and down's input blocks a rank
+  REQUIRE(wb > 0);
+  for (int rank = 0; rank < ranks; ++rank) {
+    CAPTURE(rank);
+    auto gs = emit::rank_slice(*gu, 0, rank, ranks, "test");
+    auto ds = emit::rank_slice(*down, 1, rank, ranks, "test");
+    auto bs = emit::rank_slice(*bias, 0, rank, ranks, "test", {}, 1, emit::SplitLayout::vector);
+    REQUIRE_MESSAGE(gs.ok(), (gs.ok() ? "" : gs.error().message));
+    REQUIRE_MESSAGE(ds.ok(), (ds.ok() ? "" : ds.error().message));
+    REQUIRE_MESSAGE(bs.ok(), (bs.ok() ? "" : bs.error().message));
+    emit::WeightsManifest rm = m;
+    rm.tensors = {*gs, *ds, *bs};
+    auto back = emit::parse_weights_manifest(emit::to_json(rm), "weights.json");  // 4-d, 3-d and 2-d windows round-trip
+    REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+    auto lw = interp::LoadedWeights::load(*back, ck.dir.string());
+    REQUIRE_MESSAGE(lw.ok(), (lw.ok() ? "" : lw.error().message));
+    const std::uint64_t r = static_cast<std::uint64_t>(rank);
+    const std::string gu_b = ck.tensor(gu_name + "_blocks"), gu_s = ck.tensor(gu_name + "_scales");
+    const std::string dn_b = ck.tensor(down_name + "_blocks"), dn_s = ck.tensor(down_name + "_scales");
+    const std::string full_bias = ck.tensor(bias_name);
+    std::string want_gb, want_gs, want_db, want_ds, want_bias;
+    for (std::uint64_t x = 0; x < E; ++x) {
+      want_gb += gu_b.substr((x * I2 + r * w2) * HB * 16, w2 * HB * 16);
+      want_gs += gu_s.substr((x * I2 + r * w2) * HB, w2 * HB);
+      for (std::uint64_t row = 0; row < H; ++row) {
+        want_db += dn_b.substr(((x * H + row) * IB + r * wb) * 16, wb * 16);
+        want_ds += dn_s.substr((x * H + row) * IB + r * wb, wb);
+      }
+      want_bias += full_bias.substr((x * I2 + r * w2) * 2, w2 * 2);
+    }
+    CHECK(bytes_of(lw->data(0), lw->bytes(0)) == want_gb);
+    CHECK(lw->scale_bytes(0) == want_gs.size());
+    CHECK(lw->scale_bytes(1) == want_ds.size());
+    CHECK(bytes_of(lw->scales(0), want_gs.size()) == want_gs);
+    CHECK(bytes_of(lw->data(1), lw->bytes(1)) == want_db);
+    CHECK(bytes_of(lw->scales(1), want_ds.size()) == want_ds);
+    CHECK(bytes_of(lw->data(2), lw->bytes(2)) == want_bias);
+  }
+  // At 4 ranks a rank's 16 of down's 64 input columns would cut a 32-column scale block.
+  auto four = emit::rank_slice(*down, 1, 0, 4, "test");
+  REQUIRE_FALSE(four.ok());
+  CHECK(four.error().message.find("whole 32-column MXFP4 scale blocks") != std::string::npos);
+}

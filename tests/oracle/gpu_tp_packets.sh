@@ -15,7 +15,8 @@ vocab="$3"
 shift 3
 here="$(cd "$(dirname "$0")" && pwd)"
 name="$(basename "$fixture" .json)"
-model="${name%-bf16}"
+dtype="${name##*-}"  # the checkpoint's format: the fixture name's last word (bf16, mxfp4)
+model="${name%-"$dtype"}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 python3 -c "
@@ -23,7 +24,7 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 if sys.argv[2] != '-': c['vocab_size'] = int(sys.argv[2])
 json.dump(c, open(sys.argv[3], 'w'), indent=2)" "$here/configs/$model.json" "$vocab" "$work/config.json"
-"$met" model synth --config "$work/config.json" --seed 1 --dtype bf16 --out "$work/ckpt" >/dev/null 2>&1
+"$met" model synth --config "$work/config.json" --seed 1 --dtype "$dtype" --out "$work/ckpt" >/dev/null 2>&1
 prompts=$(python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$fixture")
 steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$fixture")
 cases=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['cases']))" "$fixture")

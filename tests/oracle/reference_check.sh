@@ -6,7 +6,7 @@
 # Usage: reference_check.sh MET TOLERANCE [MODEL DTYPE REFERENCE [CHECK [ARGS...]]]
 #   (default: tiny-qwen3-moe bf16 reference_qwen3_moe.py check.sh; MODEL names
 #   tests/oracle/configs/MODEL.json). REFERENCE_ARGS, when set, replaces the reference's prompts
-#   (and may add its switches, such as --router-gaps).
+#   (and may add its switches, such as --router-gaps); REFERENCE_STEPS the 12 greedy steps.
 set -euo pipefail
 met="$1"
 tol="$2"
@@ -23,5 +23,5 @@ name="$model-$dtype"
 "$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype "$dtype" --out "$work/$name" >/dev/null
 # shellcheck disable=SC2086
 python3 "$here/$reference" --checkpoint "$work/$name" ${REFERENCE_ARGS:---prompt-ids 1,17,42,99,7 --prompt-ids 5,300,12,900,44,2,8} \
-  --steps 12 --out "$work/$name.json"
+  --steps "${REFERENCE_STEPS:-12}" --out "$work/$name.json"
 bash "$here/$check" "$met" "$work/$name.json" "${check_args[@]}"

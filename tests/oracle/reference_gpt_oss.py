@@ -32,7 +32,7 @@ import math
 import os
 
 from reference_common import Checkpoint as Bf16Checkpoint
-from reference_common import dot32, f32, main, round_bf16
+from reference_common import bf16_order, dot32, f32, main, round_bf16
 
 FP4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 ALPHA = 1.702  # GptOssExperts.alpha
@@ -123,6 +123,7 @@ class Model:
         self.inv_freq, self.attn_factor = yarn(c, self.head_dim)
         self.lm_head = "lm_head.weight" if "lm_head.weight" in self.w else "model.embed_tokens.weight"
         self.eager_scores = False  # True: transformers' eager attention (eager_head), not a flash kernel's
+        self.watch_router = False  # --router-gaps
         self.reset()
 
     def reset(self):
@@ -173,7 +174,11 @@ class Model:
 
     def moe(self, p, x):
         logits = [round_bf16(dot32(row, x) + b) for row, b in zip(self.w[p + "router.weight"], self.w[p + "router.bias"])]
-        chosen = sorted(range(self.experts), key=lambda e: (-logits[e], e))[:self.top_k]
+        order = sorted(range(self.experts), key=lambda e: (-logits[e], e))
+        chosen = order[:self.top_k]
+        if self.watch_router and self.top_k < self.experts:  # k-th against (k+1)-th bf16 logit (reference_common.greedy)
+            gap = bf16_order(logits[order[self.top_k - 1]]) - bf16_order(logits[order[self.top_k]])
+            self.router_gap = gap if self.router_gap is None else min(self.router_gap, gap)
         m = logits[chosen[0]]
         ex = [math.exp(logits[e] - m) for e in chosen]
         z = sum(ex)
@@ -195,6 +200,7 @@ class Model:
 
     def step(self, token, pos):
         hd, group = self.head_dim, self.heads // self.kv_heads
+        self.router_gap = None  # this token's smallest router gap over the MoE layers (moe)
         x = list(self.w["model.embed_tokens.weight"][token])
         for layer in range(self.layers):
             p = f"model.layers.{layer}."
@@ -233,4 +239,6 @@ class Model:
 if __name__ == "__main__":
     main(Model, "tests/oracle/reference_gpt_oss.py",
          [("--eager-scores", "eager_scores", "attention as transformers' bf16 eager gpt-oss attention rounds it "
-                                             "(Model.eager_head), to hold the reference to transformers' fixtures")])
+                                             "(Model.eager_head), to hold the reference to transformers' fixtures"),
+          ("--router-gaps", "watch_router", "record each case's router_gaps and prompt_router_gap, in bf16 steps of the "
+                                            "router logits, as transformers_logits.py does, for compare.py to set near ties aside")])
