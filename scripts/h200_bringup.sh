@@ -35,6 +35,10 @@
 #             TINY_TP (default tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4,tiny-qwen3-moe) emitted for h200-sxm with --tp TP_RANKS, run on cuda
 #             against their transformers fixtures (free-running and forced), against the same packets on
 #             the cpu bodies (cpu-oracle: simulated ranks) and against the --tp 1 emit on cuda
+#   tpoptest  one GPU: TP_OPTEST (default tiny-llama3:bf16:2,tiny-llama3:bf16:4,tiny-qwen3-moe:bf16:2,
+#             tiny-gemma4-moe:bf16:2,tiny-gemma4-e:bf16:2,tiny-gpt-oss:mxfp4:2; config:dtype:ranks) emitted with
+#             --tp, optest of rank 0's packet alone (its row-parallel fp32 bodies on the rank's windows;
+#             the collectives skipped): the TP bodies checked where no second GPU is
 #   optest    every distinct instruction of a small emit (max-ctx 512, rungs 1 and 16, bucket 128)
 #             on cuda vs the cpu bodies
 #   oracle    transformers (bf16, greedy) vs met cuda: 64 steps, identical tokens, logits within 2e-2,
@@ -266,6 +270,18 @@ tp_fixture() {
 if has tptiny; then
   nvidia-smi topo -m || true
   for m in $(echo "${TINY_TP:-tiny-llama3,tiny-qwen3,tiny-gemma3,tiny-gemma4,tiny-qwen3-moe}" | tr , " "); do tp_fixture "$m"; done
+fi
+
+if has tpoptest; then
+  for spec in $(echo "${TP_OPTEST:-tiny-llama3:bf16:2,tiny-llama3:bf16:4,tiny-qwen3-moe:bf16:2,tiny-gemma4-moe:bf16:2,tiny-gemma4-e:bf16:2,tiny-gpt-oss:mxfp4:2}" | tr , " "); do
+    IFS=: read -r m dt tp <<<"$spec"
+    n="$m-$dt"
+    [[ -f $WORK/tpo/$n/config.json ]] || step "$n synth" 60 "$MET" model synth --config "tests/oracle/configs/$m.json" --seed 1 \
+      --dtype "$dt" --out "$WORK/tpo/$n" >/dev/null
+    step "$n emit --tp $tp" 60 "$MET" circuit emit --hardware "$HW" --checkpoint "$WORK/tpo/$n" --out "$WORK/tpo/$n-tp$tp" --tp "$tp" \
+      --max-ctx 256 --decode-rungs 1,4 --prefill-buckets 64,200
+    step "$n tp$tp optest cuda (rank 0)" 300 "$MET" circuit optest --assets "$WORK/tpo/$n-tp$tp" --backend cuda
+  done
 fi
 
 if has gptoss; then reference_fixture tiny-gpt-oss mxfp4 reference_gpt_oss.py; fi

@@ -358,7 +358,11 @@ int run_optest_cmd(const OptestArgs& a) {
   if (auto known = interp::check_backend_name(a.backend); !known) return error(known.error().message);
   auto assets = interp::load_assets(a.assets);
   if (!assets) return error(assets.error().message);
-  auto test = interp::make_backend(a.backend, *assets);
+  // A tensor-parallel emit: rank 0's packet alone on one GPU (optest runs each instruction alone
+  // and skips the collectives); the reference runs every simulated rank.
+  interp::BackendOptions bo;
+  bo.first_rank_only = true;
+  auto test = interp::make_backend(a.backend, *assets, bo);
   if (!test) return error(test.error().message);
   // The reference: the same packets on the cpu bodies.
   auto ref = interp::make_backend("cpu-oracle", *assets);

@@ -22,7 +22,7 @@ const Entry kBackends[] = {
     {"cpu", [](const Assets& a, const BackendOptions& o) { return make_cpu(a, o, /*any_class=*/false); }},
     {"cuda",
      [](const Assets& a, const BackendOptions& o) -> Expected<std::unique_ptr<Backend>> {
-       MET_TRY(auto b, CudaBackend::create(a));
+       MET_TRY(auto b, CudaBackend::create(a, o.first_rank_only));
        b->set_fetch_logits(o.fetch_logits);
        return std::unique_ptr<Backend>(std::move(b));
      }},

@@ -20,6 +20,9 @@ namespace met::interp {
 struct BackendOptions {
   std::uint32_t threads = 0;  // cpu, cpu-oracle: worker threads (0: the emit's; cpu refuses any other count)
   bool fetch_logits = true;   // cuda: copy the logits back after every run (tokens always come back)
+  // cuda, a tensor-parallel emit: load rank 0's packet alone on GPU 0, without NCCL or collectives
+  // (optest: it runs each instruction alone and skips the collectives; a step would not run)
+  bool first_rank_only = false;
 };
 
 // The known names, in the order errors list them.

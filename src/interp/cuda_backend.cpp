@@ -433,7 +433,7 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         return fail(where + ": " + op->name + " reads an fp8 weight; the hopper interpreter's fp8 bodies are the gemv family "
                     "and the mma.sync GEMMs gemm_bf16_mma and gemm_f32 (W8A16)");
       // gpt-oss's experts (layout 1): the bodies read MXFP4 rows; bf16 ones are stored [experts, in, out].
-      const bool fused_experts = op->name == "moe_gate_up_swiglu" || op->name == "moe_down_bias";
+      const bool fused_experts = op->name == "moe_gate_up_swiglu" || op->name == "moe_down_bias" || op->name == "moe_down_bias_f32";
       if ((di.w_format == MET_DEV_WEIGHT_MXFP4) != fused_experts)
         return fail(where + ": " + op->name + (fused_experts ? " reads a weight that is not mxfp4" : " reads an mxfp4 weight") +
                     "; the hopper interpreter reads mxfp4 in gpt-oss's expert bodies (moe_gate_up_swiglu, moe_down_bias) only, and "
@@ -593,7 +593,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
                     " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));
       if (op->name == "embed" && di.w_cols % 8 != 0)
         return fail(where + ": embed width " + std::to_string(di.w_cols) + " is not a multiple of 8");
-      if (is_collective(d.opcode)) {
+      // A tensor-parallel packet's rank 0 loaded alone (optest) keeps its collectives without peers
+      // records: they never run (run_instruction refuses them, run() every step).
+      if (is_collective(d.opcode) && !(plan == nullptr && pf.tp_ranks > 1)) {
         // The peers operand: this rank's MetDevPeers record (kernels/common/interp/abi.h), whose
         // window and offset reach every rank's copy of the buffer.
         if (!plan)
@@ -661,6 +663,7 @@ struct CudaBackend::Impl {
   RankComms nccl;
   CollectivePlan collectives;  // empty without --tp
   bool fetch_logits = true, stamps = false;
+  bool first_rank_only = false;  // a TP emit's rank 0 alone (optest): no whole step runs
   float last_ms = 0;
 
   // Binds rank r's context where more than one rank exists (a single rank was bound on entry).
@@ -775,7 +778,7 @@ Expected<void> check_rank_io(const DeviceRank& r0, const DeviceRank& rk) {
 
 }  // namespace
 
-Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a, bool first_rank_only) {
   const std::string at = a.dir + "/model.pkt";
   if (a.packet.target_class != "hopper")
     return fail(a.dir + " were emitted for class '" + a.packet.target_class +
@@ -792,10 +795,15 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     return fail(at + ": emitted for " + std::to_string(ranks) +
                 " tensor-parallel ranks; the interpreter's collectives take at most " + std::to_string(MET_DEV_MAX_RANKS) +
                 " (MET_DEV_MAX_RANKS)");
+  // optest of a tensor-parallel emit: rank 0's packet alone, its collectives never run (it skips
+  // them), so neither NCCL nor a second GPU; every weight entry is uploaded (plan: null).
+  const std::size_t loaded = first_rank_only ? 1 : ranks;
+  files.resize(loaded);
   auto impl = std::make_unique<Impl>();
   Impl& m = *impl;
+  m.first_rank_only = first_rank_only && ranks > 1;
   const nccl::Api* nccl_api = nullptr;
-  if (ranks > 1) {
+  if (loaded > 1) {
     MET_TRY(m.collectives, plan_collectives(files, a.dir));
     MET_TRY(nccl_api, nccl::api());
   }
@@ -819,10 +827,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
   int count = 0;
   MET_CU(*api, DeviceGetCount(&count));
   if (count < 1) return fail("cuda: the driver sees no GPU");
-  if (static_cast<std::size_t>(count) < ranks)
+  if (static_cast<std::size_t>(count) < loaded)
     return fail(a.dir + " were emitted for " + std::to_string(ranks) + " tensor-parallel ranks, one GPU each; the driver sees " +
                 std::to_string(count) + " GPU" + (count == 1 ? "" : "s") + " (CUDA_VISIBLE_DEVICES may hide some)");
-  for (std::size_t r = 0; r < ranks; ++r) {
+  for (std::size_t r = 0; r < loaded; ++r) {
     m.ranks.push_back(std::make_unique<DeviceRank>());
     DeviceRank& rk = *m.ranks.back();
     rk.api = api;
@@ -830,14 +838,14 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
     rk.file = r == 0 ? at : a.dir + "/" + rank_packet_name(static_cast<int>(r));
     MET_CHECK(on_rank(ranks, r, open_device(rk, *files[r], a.dir, image)));
   }
-  if (ranks > 1) MET_CHECK(open_comms(m.ranks, m.nccl, *nccl_api, m.collectives));
+  if (loaded > 1) MET_CHECK(open_comms(m.ranks, m.nccl, *nccl_api, m.collectives));
   MET_TRY(LoadedWeights w, LoadedWeights::load(a.weights, a.checkpoint_dir));
-  for (std::size_t r = 0; r < ranks; ++r) {
+  for (std::size_t r = 0; r < loaded; ++r) {
     DeviceRank& rk = *m.ranks[r];
     std::vector<std::vector<MetDevPeers>> peers;
     cu::DevicePtr arena = 0;
     std::uint64_t arena_bytes = 0;
-    if (ranks > 1) {
+    if (loaded > 1) {
       // This rank's device communicator in device memory, and one record per collective.
       MET_CHECK(rk.bind());
       const auto& dc = m.nccl.dev[r].bytes;
@@ -849,10 +857,10 @@ Expected<std::unique_ptr<CudaBackend>> CudaBackend::create(const Assets& a) {
       arena = reinterpret_cast<cu::DevicePtr>(m.nccl.arenas[r]);
       arena_bytes = m.nccl.window_bytes;
     }
-    MET_CHECK(on_rank(ranks, r, load_rank(rk, a, *files[r], w, arena, arena_bytes, ranks > 1 ? &m.collectives : nullptr, peers)));
+    MET_CHECK(on_rank(ranks, r, load_rank(rk, a, *files[r], w, arena, arena_bytes, loaded > 1 ? &m.collectives : nullptr, peers)));
     if (r > 0) MET_CHECK(check_rank_io(*m.ranks[0], rk));
   }
-  if (ranks > 1) MET_CHECK(m.ranks[0]->bind());
+  if (loaded > 1) MET_CHECK(m.ranks[0]->bind());
   return std::unique_ptr<CudaBackend>(new CudaBackend(std::move(impl)));
 }
 
@@ -872,6 +880,8 @@ Expected<void> CudaBackend::run(std::size_t program) {
   const cu::Api& api = *m.api;
   DeviceRank& r0 = *m.ranks[0];
   if (program >= r0.progs.size()) return fail("cuda backend: no program " + std::to_string(program));
+  if (m.first_rank_only)
+    return fail("cuda backend: rank 0 of a tensor-parallel emit was loaded alone (optest); a step needs every rank");
   MET_CHECK(r0.bind());
   MET_CHECK(check_step_io(r0.packet->programs[program], r0.progs[program].bounds,
                           static_cast<const std::int64_t*>(io(program, emit::IoField::slots)),
@@ -1041,7 +1051,7 @@ Expected<void> CudaBackend::run_instruction(std::size_t program, std::size_t ins
     return fail("cuda backend: no instruction " + std::to_string(instr) + " in program " + std::to_string(program));
   // Under --tp one instruction runs on rank 0 alone (the harness fills and reads rank 0's tensors);
   // a collective would wait at its barrier for ranks that never come.
-  if (impl_->ranks.size() > 1 && is_collective(m.packet->programs[program].instrs[instr].opcode))
+  if ((impl_->ranks.size() > 1 || impl_->first_rank_only) && is_collective(m.packet->programs[program].instrs[instr].opcode))
     return fail("cuda backend: " + m.file + ": program " + m.packet->programs[program].name + " instruction " +
                 std::to_string(instr) + " is a collective; it runs only in a step of every rank (met circuit run), not alone");
   const MetDevInstr& in = m.progs[program].host_instrs[instr];

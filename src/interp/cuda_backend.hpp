@@ -40,7 +40,8 @@ class CudaBackend final : public Backend {
   // Refuses assets of another class, a device whose SM count or architecture differs from the
   // emit's, shapes the interpreter's bodies do not cover, and weights other than bf16. Under --tp
   // also ranks whose collectives do not pair, more ranks than GPUs, and a missing or old NCCL.
-  static Expected<std::unique_ptr<CudaBackend>> create(const Assets& assets);
+  // first_rank_only: a tensor-parallel emit's rank 0 alone on GPU 0, no collectives (optest).
+  static Expected<std::unique_ptr<CudaBackend>> create(const Assets& assets, bool first_rank_only = false);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
