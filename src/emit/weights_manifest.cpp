@@ -218,6 +218,18 @@ Expected<void> check_scales(const WeightEntry& e, const std::string& ctx) {
                               s.dtype, shape_text(s.shape), shape_text(want), w.tensor, shape_text(w.shape), e.block[0],
                               e.block[1]));
     }
+    // A tensor-parallel window starts on a block and holds whole blocks (or runs to the end); the
+    // scales' window is its blocks.
+    if (!w.window.empty() || !s.window.empty()) {
+      bool ok = w.window.size() == 4 && s.window.size() == 4;
+      for (std::size_t d = 0; ok && d < 2; ++d) {
+        const std::uint64_t b = e.block[d], at = w.window[2 * d], n = w.window[2 * d + 1];
+        ok = at % b == 0 && (n % b == 0 || at + n == w.shape[d]) && s.window[2 * d] == at / b && s.window[2 * d + 1] == ceil_div(n, b);
+      }
+      if (!ok)
+        return fail(fmt::format("{}: part '{}' window {} and its scales' window {} are not whole {}x{} blocks", ctx, w.tensor,
+                                shape_text(w.window), shape_text(s.window), e.block[0], e.block[1]));
+    }
   }
   return {};
 }
@@ -245,10 +257,6 @@ Expected<WeightEntry> parse_entry(const json& j, const std::string& ctx0) {
   if (j.contains("block")) {
     MET_TRY(e.block, get_dims(j, "block", ctx));
   }
-  for (const auto& p : e.parts)
-    if (!p.window.empty() && !e.block.empty())
-      return fail(fmt::format("{}: part '{}' has a window and block scales; windows cut unscaled tensors, MXFP4 experts and "
-                              "fp8 tensors of per-tensor scales only", ctx, p.tensor));
   MET_TRY(auto shape, stacked_shape(e.parts, ctx));
   if (shape != e.shape) {
     return fail(fmt::format("{}: shape {} but the parts stack to {}", ctx, shape_text(e.shape), shape_text(shape)));
@@ -543,8 +551,7 @@ Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ra
                                  const std::vector<int>& part_groups, int halves, SplitLayout layout) {
   const std::string where = fmt::format("{}: weight '{}' split over {} ranks", ctx, e.name, ranks);
   const bool mx = e.dtype == "mxfp4";
-  if (!e.block.empty())
-    return fail(where + ": block-scaled fp8 weights are not split for tensor parallelism yet (their 128x128 scale blocks would be cut)");
+  const bool blocked = !e.block.empty();  // fp8 of 2-d scale blocks (128 x 128): windows on whole blocks
   if (layout == SplitLayout::vector && dim != 0)
     return fail(where + ": a bias or sinks vector is cut along its outputs only");
   WeightEntry out = e;
@@ -568,6 +575,9 @@ Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ra
     if (experts && !mx && !e.scale_parts.empty())
       return fail(fmt::format("{}: tensor '{}' {} has scales; stacked experts are split unscaled only", where, p.tensor,
                               shape_text(p.shape)));
+    if (blocked && (p.shape.size() != 2 || layout != SplitLayout::out_in))
+      return fail(fmt::format("{}: tensor '{}' {} is block-scaled; such windows cut 2-d weights only", where, p.tensor,
+                              shape_text(p.shape)));
     // A part cut into fewer slices than ranks (a KV head shared by several ranks): rank r takes
     // slice r * groups / ranks.
     const int groups = k < part_groups.size() && part_groups[k] > 0 ? part_groups[k] : ranks;
@@ -587,10 +597,22 @@ Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ra
                               n, dim == 0 ? "rows" : "columns", stacked > 1 ? fmt::format(" in each of {} halves", stacked) : "", groups));
     }
     const std::uint64_t w = n / r, at = w * static_cast<std::uint64_t>(rank * groups / ranks);
+    // Block-scaled fp8: the window starts on a scale block and holds whole blocks (or runs to the
+    // tensor's end), so the rank's scales are a window of the scale tensor.
+    const std::uint64_t bs = blocked ? e.block.at(axis) : 1;
+    if (blocked && (at % bs != 0 || (w % bs != 0 && at + w != p.shape[axis])))
+      return fail(fmt::format("{}: tensor '{}' {}: a rank's {} {} from {} would cut its {}x{} fp8 scale blocks (each rank's share "
+                              "must be whole blocks of {})",
+                              where, p.tensor, shape_text(p.shape), w, axis == 0 ? "rows" : "columns", at, e.block[0], e.block[1], bs));
     auto keep = [&](std::vector<std::uint64_t> win) {
       WeightPart q = p;
       q.window = win;
       out.parts.push_back(std::move(q));
+      if (blocked) {  // the F32 scales [ceil(rows / br), ceil(cols / bc)] of the window's blocks
+        WeightPart sc = e.scale_parts.at(k);
+        sc.window = cut_along(sc.shape, axis, at / bs, (w + bs - 1) / bs);
+        out.scale_parts.push_back(std::move(sc));
+      }
       if (mx) {  // the e8m0 scales [experts, rows, blocks]: the blocks' window without its byte dimension
         WeightPart sc = e.scale_parts.at(0);
         sc.window.assign(win.begin(), win.end() - 2);
@@ -609,7 +631,7 @@ Expected<WeightEntry> rank_slice(const WeightEntry& e, int dim, int rank, int ra
         }
     }
   }
-  if (!mx) out.scale_parts = e.scale_parts;
+  if (!mx && !blocked) out.scale_parts = e.scale_parts;
   MET_TRY(out.shape, stacked_shape(out.parts, where));
   return out;
 }

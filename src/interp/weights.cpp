@@ -257,25 +257,32 @@ Expected<LoadedWeights> LoadedWeights::load(const emit::WeightsManifest& manifes
     } else if (!e.scale_parts.empty()) {
       const std::uint64_t br = e.block.at(0), bc = e.block.at(1);
       std::uint64_t g = br;
-      for (std::size_t k = 0; k + 1 < e.parts.size(); ++k) g = std::gcd(g, e.parts[k].shape[0]);
-      const std::uint64_t cols = e.parts[0].shape[1];
+      // A tensor-parallel rank's parts are windows of whole blocks, their scales windows of the
+      // scale tensors (copied out first); the rows below are the windows'.
+      for (std::size_t k = 0; k + 1 < e.parts.size(); ++k) g = std::gcd(g, emit::part_shape(e.parts[k])[0]);
+      const std::uint64_t cols = emit::part_shape(e.parts[0])[1];
       const std::uint64_t row_bytes = ceil_div(cols, bc) * sizeof(float);
       std::vector<const std::byte*> ssrcs;
       for (const auto& p : e.scale_parts) {
         MET_TRY(auto ptr, part_bytes(p, e.name));
+        if (!p.window.empty()) {
+          std::byte* win = own(p.bytes / elems(p.shape) * elems(emit::part_shape(p)));
+          copy_window(p, ptr, win);
+          ptr = win;
+        }
         ssrcs.push_back(ptr);
       }
       if (g == br && ssrcs.size() == 1 && aligned(ssrcs[0], sizeof(float))) {
         s.scales = ssrcs[0];
-        s.scale_bytes = e.scale_parts[0].bytes;
+        s.scale_bytes = e.scale_parts[0].bytes / elems(e.scale_parts[0].shape) * elems(emit::part_shape(e.scale_parts[0]));
       } else {
         std::uint64_t rows_out = 0;
-        for (const auto& p : e.parts) rows_out += ceil_div(p.shape[0], g);
+        for (const auto& p : e.parts) rows_out += ceil_div(emit::part_shape(p)[0], g);
         s.scale_bytes = rows_out * row_bytes;
         std::byte* buf = own(s.scale_bytes);
         std::uint64_t at = 0;
         for (std::size_t k = 0; k < e.parts.size(); ++k) {
-          for (std::uint64_t j = 0; j < ceil_div(e.parts[k].shape[0], g); ++j) {
+          for (std::uint64_t j = 0; j < ceil_div(emit::part_shape(e.parts[k])[0], g); ++j) {
             std::memcpy(buf + at, ssrcs[k] + (j * g / br) * row_bytes, row_bytes);
             at += row_bytes;
           }

@@ -22,7 +22,7 @@ constexpr std::int64_t kSteps = 32;
 
 }  // namespace
 
-TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1's greedy tokens for 32 steps and its logits within 2e-2 of the largest, for a tiny Llama-3 (bf16 and modelopt fp8), a tiny Qwen3 and a tiny Qwen3-MoE (an all-reduce that misses a rank, a gather out of order, a wrong weight window or an expert's slice lost fails)") {
+TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1's greedy tokens for 32 steps and its logits within 2e-2 of the largest, for a tiny Llama-3 (bf16, modelopt fp8 and block-scaled fp8), a tiny Qwen3 and a tiny Qwen3-MoE (an all-reduce that misses a rank, a gather out of order, a wrong weight window or an expert's slice lost fails)") {
   // Prompts of 5 and 12 tokens: the 8-row and the 32-row prefill buckets, then decode at 2 rows.
   const std::vector<std::vector<std::int32_t>> prompts = {{11, 200, 3, 47, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
   struct Model {
@@ -30,6 +30,7 @@ TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1'
     std::vector<int> tps;
     bool routed = false;  // routing decisions can flip on a ulp: free-running paths may part
     bool modelopt = false;  // fp8 weights of per-tensor scales, static activation scales (W8A8)
+    bool block128 = false;  // fp8 weights of 128 x 128 scale blocks (W8A16): windows of whole blocks
   };
   // The tiny Qwen3-MoE with 8 heads over 8 KV heads, so that 4 and 8 ranks split them too.
   std::string moe8 = testing::oracle_config("tiny-qwen3-moe.json");
@@ -48,13 +49,16 @@ TEST_CASE("a TP emit on the cpu backend (2, 4 and 8 simulated ranks) gives TP=1'
                           {"tiny-qwen3-moe.json", testing::oracle_config("tiny-qwen3-moe.json"), {2, 4}, true},
                           {"tiny-qwen3-moe-kv8", moe8, {2, 4, 8}, true},
                           // modelopt fp8: each window keeps its tensor's weight and input scales
-                          {"tiny-llama3-kv8-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), {2, 4, 8}, false, true}};
+                          {"tiny-llama3-kv8-fp8-modelopt", testing::oracle_config("tiny-llama3-kv8.json"), {2, 4, 8}, false, true},
+                          // block-scaled fp8: 256-wide projections cut into whole 128-blocks at TP 2
+                          {"tiny-llama3-kv8-fp8-block128", testing::oracle_config("tiny-llama3-kv8.json"), {2}, false, false, true}};
   for (const auto& m : models) {
     const std::string cfg = m.name;
     CAPTURE(cfg);
-    const auto ckpt = m.modelopt ? testing::tiny_checkpoint("tp-run-" + cfg, m.config, /*seed=*/5, Format::fp8_e4m3,
-                                                            model::Fp8Layout::modelopt)
-                                 : testing::tiny_checkpoint("tp-run-" + cfg, m.config, /*seed=*/5);
+    const auto ckpt = m.modelopt   ? testing::tiny_checkpoint("tp-run-" + cfg, m.config, /*seed=*/5, Format::fp8_e4m3,
+                                                              model::Fp8Layout::modelopt)
+                      : m.block128 ? testing::tiny_checkpoint("tp-run-" + cfg, m.config, /*seed=*/5, Format::fp8_e4m3)
+                                   : testing::tiny_checkpoint("tp-run-" + cfg, m.config, /*seed=*/5);
     testing::EmitSpec spec;
     spec.threads = 2;
     spec.rungs = {1, 2};
