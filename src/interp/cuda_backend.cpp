@@ -252,8 +252,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
   // allocations (256-byte aligned for 16-byte loads).
   static_assert(MET_DEV_WEIGHT_BF16 == MET_WEIGHT_BF16 && MET_DEV_WEIGHT_FP8_E4M3 == MET_WEIGHT_FP8_E4M3 &&
                 MET_DEV_WEIGHT_MXFP4 == MET_WEIGHT_MXFP4);
-  // Under --tp a rank uploads the entries its packet names: its windows and the replicated ones.
-  std::vector<bool> named_here(w.size(), plan == nullptr);
+  // Under --tp a rank uploads the entries its packet names: its windows and the replicated ones
+  // (also rank 0 loaded alone for optest: plan null, tp_ranks > 1).
+  std::vector<bool> named_here(w.size(), plan == nullptr && pf.tp_ranks <= 1);
   for (const auto& t : pf.tensors)
     if (t.source == MET_SOURCE_CHECKPOINT && t.ref < w.size()) named_here[t.ref] = true;
   std::vector<cu::DevicePtr> wdev, wscales;
