@@ -110,6 +110,36 @@ extern "C" void met_moe_gate_up_swiglu(const std::uint16_t* x, const MetHostWeig
   }
 }
 
+namespace met::cpu {
+
+// gpt-oss's experts' down projection, each row's sums over its routed slots of columns [col0,
+// col1) ([rows, col1 - col0]), in (expert, slot) order: rounded as transformers rounds them (each
+// slot's bf16(bf16(h W_e) + bias[e]) and its weighted copy bf16), or, unrounded, a tensor-parallel
+// rank's share (bias null: a rank other than the first adds none).
+inline std::vector<float> fused_down_sums(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias,
+                                          const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k,
+                                          std::int32_t hidden, std::int32_t inter, std::int32_t experts, std::int64_t col0,
+                                          std::int64_t col1, bool rounded) {
+  const std::int64_t n = col1 - col0;
+  const auto by_expert = routed_slots(ids, rows, top_k, experts);
+  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f), out(static_cast<std::size_t>(n));
+  std::vector<float> row;
+  for (std::size_t e = 0; e < by_expert.size(); ++e) {
+    const auto ee = static_cast<std::int64_t>(e);
+    for (const std::int64_t t : by_expert[e]) {
+      fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
+      for (std::int64_t o = col0; o < col1; ++o) {
+        const float p = out[static_cast<std::size_t>(o - col0)], b = bias ? bf16_to_f32(bias[ee * hidden + o]) : 0.0f;
+        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] +=
+            rounded ? round_bf16(weights[t] * round_bf16(round_bf16(p) + b)) : weights[t] * (p + b);
+      }
+    }
+  }
+  return acc;
+}
+
+}  // namespace met::cpu
+
 // gpt-oss's experts' down projection: h [rows, top_k, inter]; per routed slot out = bf16(bf16(h
 // W_e) + bias[e]) and its weighted copy bf16(weight * out); the row's copies summed in fp32 (in
 // expert order) with one rounding at the store, as transformers' grouped and batched experts sum
@@ -118,20 +148,7 @@ extern "C" void met_moe_gate_up_swiglu(const std::uint16_t* x, const MetHostWeig
 extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::int32_t inter, std::int32_t experts, std::uint16_t* y, std::int64_t col0, std::int64_t col1) {
   const std::int64_t n = col1 - col0;
   if (n <= 0) return;
-  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, experts);
-  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f), out(static_cast<std::size_t>(n));
-  std::vector<float> row;
-  using met::cpu::round_bf16;
-  for (std::size_t e = 0; e < by_expert.size(); ++e) {
-    const auto ee = static_cast<std::int64_t>(e);
-    for (const std::int64_t t : by_expert[e]) {
-      met::cpu::fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
-      for (std::int64_t o = col0; o < col1; ++o) {
-        const float v = round_bf16(round_bf16(out[static_cast<std::size_t>(o - col0)]) + met::cpu::bf16_to_f32(bias[ee * hidden + o]));
-        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += round_bf16(weights[t] * v);
-      }
-    }
-  }
+  const auto acc = met::cpu::fused_down_sums(h, w_down, bias, ids, weights, rows, top_k, hidden, inter, experts, col0, col1, true);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = met::cpu::f32_to_bf16(acc[static_cast<std::size_t>(r * n + o)]);
 }
@@ -143,19 +160,7 @@ extern "C" void met_moe_down_bias(const std::uint16_t* h, const MetHostWeight* w
 extern "C" void met_moe_down_bias_f32(const std::uint16_t* h, const MetHostWeight* w_down, const std::uint16_t* bias, const std::int32_t* ids, const float* weights, std::int64_t rows, std::int32_t top_k, std::int32_t hidden, std::int32_t inter, std::int32_t experts, float* y, std::int64_t col0, std::int64_t col1) {
   const std::int64_t n = col1 - col0;
   if (n <= 0) return;
-  const auto by_expert = met::cpu::routed_slots(ids, rows, top_k, experts);
-  std::vector<float> acc(static_cast<std::size_t>(rows * n), 0.0f), out(static_cast<std::size_t>(n));
-  std::vector<float> row;
-  for (std::size_t e = 0; e < by_expert.size(); ++e) {
-    const auto ee = static_cast<std::int64_t>(e);
-    for (const std::int64_t t : by_expert[e]) {
-      met::cpu::fused_expert_proj(*w_down, ee, inter, hidden, h + t * inter, col0, col1, out.data(), row);
-      for (std::int64_t o = col0; o < col1; ++o) {
-        const float v = out[static_cast<std::size_t>(o - col0)] + (bias ? met::cpu::bf16_to_f32(bias[ee * hidden + o]) : 0.0f);
-        acc[static_cast<std::size_t>((t / top_k) * n + o - col0)] += weights[t] * v;
-      }
-    }
-  }
+  const auto acc = met::cpu::fused_down_sums(h, w_down, bias, ids, weights, rows, top_k, hidden, inter, experts, col0, col1, false);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t o = 0; o < n; ++o) y[r * hidden + col0 + o] = acc[static_cast<std::size_t>(r * n + o)];
 }
