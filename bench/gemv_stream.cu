@@ -22,6 +22,10 @@
 // It prints one line per (variant, rows): median ms of the whole chain, the bytes it read and their
 // rate, and the largest difference of the outputs from reg's, beside a plain streaming read of the
 // same bytes in the same process (perf-data/h200-sxm/20261202T0440Z-bulk-gemv).
+//   --l1-sweep 1: instead, reg alone at one and four rows with the launch asking for more dynamic
+//          shared memory than it uses (its own, then 64, 100, 132, 164 and 196 KB less 1 KB, each
+//          a carveout step of sm_90), so that L1, which holds the register loads in flight, shrinks
+//          step by step while the code stays the same.
 #define MET_HAS_MMA_SYNC 1
 #define MET_HAS_CP_ASYNC 1
 // The bodies without their image markers (an extern "C" variable in a namespace has no host stub).
@@ -397,6 +401,38 @@ int main(int argc, char** argv) {
     std::printf("stream   rows  - : %8.3f ms  %.3f GB  %7.1f GB/s\n", ms, bytes / 1e9, bytes / ms / 1e6);
   }
   unsigned epoch = 0;
+  // The median of `repeats` chains after 3 warm-ups; launch(p) issues one with p's epoch.
+  auto time_chain = [&](Params p, auto&& launch) {
+    std::vector<float> t;
+    for (int r = 0; r < repeats + 3; ++r) {
+      p.epoch = epoch++;
+      CK(cudaEventRecord(e0));
+      launch(p);
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      CK(cudaGetLastError());
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 3) t.push_back(ms);
+    }
+    return median(t);
+  };
+  if (arg_int(argc, argv, "--l1-sweep", 0)) {
+    // The first line of each row count keeps the function's maximum at what it uses (the other
+    // variants' setting); the rest raise it to 220 KB, as the interpreter's does for its prefill
+    // bodies, and vary only what the launch asks for.
+    for (int rows : {1, 4})
+      for (int kb : {-1, 0, 63, 99, 131, 163, 195}) {
+        CK(cudaFuncSetAttribute(chain_reg, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                kb < 0 ? static_cast<int>(reg_smem) : 220 * 1024));
+        const size_t dyn = kb > 0 ? static_cast<size_t>(kb) * 1024 : reg_smem;
+        const float ms = time_chain(Params{dmats, static_cast<int>(mats.size()), x, maxk, rows, counters, 0, 0, 0},
+                                    [&](const Params& p) { chain_reg<<<sms, 256, dyn>>>(p); });
+        std::printf("reg smem %6zu B (max %s) rows %2d: %8.3f ms  %.3f GB  %7.1f GB/s\n", dyn, kb < 0 ? "own " : "220K", rows, ms,
+                    bytes / 1e9, bytes / ms / 1e6);
+      }
+    return 0;
+  }
   std::vector<std::vector<u16>> outs;
   for (int rows : {1, 4}) {
     struct V {
@@ -408,25 +444,15 @@ int main(int argc, char** argv) {
         std::printf("%-8s rows %2d: does not fit shared memory\n", v.name, rows);
         continue;
       }
-      Params p{dmats, static_cast<int>(mats.size()), x, maxk, rows, counters, 0, v.stages, v.ahead};
-      std::vector<float> t;
-      for (int r = 0; r < repeats + 3; ++r) {
-        p.epoch = epoch++;
-        CK(cudaEventRecord(e0));
-        if (v.bulk == 2)
-          chain_tiled<<<sms, 256, reg_smem>>>(p, dtiled);
-        else if (v.bulk)
-          chain_bulk<<<sms, 256, v.stages * kStageMax + rows * maxk * 2>>>(p);
-        else
-          chain_reg<<<sms, 256, reg_smem>>>(p);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaGetLastError());
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r >= 3) t.push_back(ms);
-      }
-      const float ms = median(t);
+      const float ms = time_chain(Params{dmats, static_cast<int>(mats.size()), x, maxk, rows, counters, 0, v.stages, v.ahead},
+                                  [&](const Params& p) {
+                                    if (v.bulk == 2)
+                                      chain_tiled<<<sms, 256, reg_smem>>>(p, dtiled);
+                                    else if (v.bulk)
+                                      chain_bulk<<<sms, 256, v.stages * kStageMax + rows * maxk * 2>>>(p);
+                                    else
+                                      chain_reg<<<sms, 256, reg_smem>>>(p);
+                                  });
       // The outputs of the first and last matrices, against the reg variant's.
       std::vector<u16> out;
       for (size_t i : {static_cast<size_t>(0), static_cast<size_t>(1), mats.size() - 2, mats.size() - 1}) {
