@@ -104,14 +104,23 @@ __device__ __forceinline__ void moe_dots_reduce(int ns, float (&da)[kP], float (
   }
 }
 
+// 16-byte loads of each weight row a lane of moe_warp_dots has in flight (an A/B switch for
+// bench/interp_variants.sh; the sums' order does not depend on it). 8 instead of 4 made no
+// difference on the experts' rows of Qwen3-30B-A3B (perf-data/h100-sxm/20261205T1815Z-moe-decode).
+#ifndef MET_MOE_DOT_BATCH
+#define MET_MOE_DOT_BATCH 4
+#endif
+
 // Dot products of one warp: da[s] = wa . act row idx[s] (and db[s] = wb . that row when kTwo) over
 // n = the rows' length (n % 8 == 0, every row 16-byte aligned) for the first ns <= kP rows, in fp32, each
 // lane 8 consecutive k per 16-byte load, kBatch loads of each weight row in flight; reduced over
-// the warp (every lane holds the sums).
-template <bool kTwo, int kP>
+// the warp (every lane holds the sums). A lane adds its products in ascending k whatever kBatch is.
+// The activations of a batch's k are loaded for one row at a time before its products: one load
+// before each 8 products (moe_dot8, as the MXFP4 rows still do) made a chain of L2 round trips per
+// batch (Qwen3-30B-A3B decode on the H100: perf-data/h100-sxm/20261205T1815Z-moe-decode).
+template <bool kTwo, int kP, int kBatch = MET_MOE_DOT_BATCH>
 __device__ __forceinline__ void moe_warp_dots(const u16* wa, const u16* wb, const u16* act, const int (&idx)[kP], int ns,
                                               int64_t n, float (&da)[kP], float (&db)[kP]) {
-  constexpr int kBatch = 4;
   constexpr int64_t kStep = MET_WARP * 8;
   const int lane = threadIdx.x % MET_WARP;
 #pragma unroll
@@ -128,12 +137,26 @@ __device__ __forceinline__ void moe_warp_dots(const u16* wa, const u16* wb, cons
       }
     }
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      if (k0 + u * kStep >= n) break;
-      float a8[8], b8[8];
-      unpack8(va[u], a8);
-      if (kTwo) unpack8(vb[u], b8);
-      moe_dot8<kTwo, kP>(a8, b8, act, idx, ns, n, k0 + u * kStep, da, db);
+    for (int s = 0; s < kP; ++s) {
+      if (s >= ns) break;
+      const u16* xr = act + static_cast<int64_t>(idx[s]) * n;
+      uint4 xv[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u)
+        xv[u] = k0 + u * kStep < n ? *reinterpret_cast<const uint4*>(xr + k0 + u * kStep) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (k0 + u * kStep >= n) break;
+        float a8[8], b8[8], x8[8];
+        unpack8(va[u], a8);
+        if (kTwo) unpack8(vb[u], b8);
+        unpack8(xv[u], x8);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          da[s] += a8[q] * x8[q];
+          if (kTwo) db[s] += b8[q] * x8[q];
+        }
+      }
     }
   }
   moe_dots_reduce<kTwo, kP>(ns, da, db);
@@ -261,10 +284,20 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
   for (int64_t row = row0; row < row1; ++row) {
     if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
     const int idx[1] = {scaled ? 0 : static_cast<int>(row)};
-    for (int64_t e = warp; e < experts; e += MET_INTERP_WARPS) {
-      float d[1], unused[1];
-      moe_warp_dots<false, 1>(w_router + e * hidden, nullptr, scaled ? normed : x, idx, 1, hidden, d, unused);
-      if (lane == 0) p[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
+    // Two experts a pass, 8 loads of each row in flight: one SM scores the row (a slice is a row),
+    // and one expert at a time, 4 loads deep, took about 34 us of a Qwen3-30B-A3B decode step's
+    // layer at one row on the H100 (perf-data/h100-sxm/20261205T1815Z-moe-decode).
+    for (int64_t e = 2 * warp; e < experts; e += 2 * MET_INTERP_WARPS) {
+      float d[1], d2[1];
+      const u16* act = scaled ? normed : x;
+      if (e + 1 < experts)
+        moe_warp_dots<true, 1, 8>(w_router + e * hidden, w_router + (e + 1) * hidden, act, idx, 1, hidden, d, d2);
+      else
+        moe_warp_dots<false, 1, 8>(w_router + e * hidden, nullptr, act, idx, 1, hidden, d, d2);
+      if (lane == 0) {
+        p[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
+        if (e + 1 < experts) p[e + 1] = bf_round(o.bias ? d2[0] + bf(o.bias[e + 1]) : d2[0]);
+      }
     }
     __syncthreads();
     if (warp == 0 && o.bias) {
@@ -448,8 +481,12 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
     }
     for (int64_t o0 = c.begin; o0 < c.end; o0 += MET_MOE_OUT_TILE) {
       const int no = static_cast<int>(c.end - o0 < MET_MOE_OUT_TILE ? c.end - o0 : MET_MOE_OUT_TILE);
-      for (int u = warp; u < runs * no; u += MET_INTERP_WARPS) {
-        const int run = u / no, p0 = m.seg[run], p1 = m.seg[run + 1], oo = u % no;
+      // bf16 rows two at a time: columns oo and oo + 1 in one warp's pass (twice the loads in flight:
+      // the rows are inter long, 768 for Qwen3-30B-A3B, three loads a lane).
+      const int per = f.scales ? 1 : 2, nu = (no + per - 1) / per;
+      for (int u = warp; u < runs * nu; u += MET_INTERP_WARPS) {
+        const int run = u / nu, p0 = m.seg[run], p1 = m.seg[run + 1], oo = (u % nu) * per;
+        const bool two = per == 2 && oo + 1 < no;
         const int64_t e = m.sorted[p0] / MET_MOE_CHUNK;
         if (e >= experts) continue;
         const int64_t row = e * hidden + o0 + oo;
@@ -461,20 +498,24 @@ MET_OUTLINE void moe_down_cols(const u16* hin, const u16* w_down, const int* ids
           int idx[MET_MOE_PASS];  // h rows (slots)
 #pragma unroll
           for (int s = 0; s < MET_MOE_PASS; ++s) idx[s] = s < ns ? static_cast<int>(t0 + m.sorted[q + s] % MET_MOE_CHUNK) : 0;
-          float d[MET_MOE_PASS], unused[MET_MOE_PASS];
+          float d[MET_MOE_PASS], d2[MET_MOE_PASS];
           if (f.scales)
-            moe_warp_dots_mx<false, MET_MOE_PASS>(cr, f.scales + row * (inter / 32), nullptr, nullptr, hin, idx, ns, inter, d, unused);
+            moe_warp_dots_mx<false, MET_MOE_PASS>(cr, f.scales + row * (inter / 32), nullptr, nullptr, hin, idx, ns, inter, d, d2);
+          else if (two)
+            moe_warp_dots<true, MET_MOE_PASS>(wr, wr + inter, hin, idx, ns, inter, d, d2);
           else
-            moe_warp_dots<false, MET_MOE_PASS>(wr, nullptr, hin, idx, ns, inter, d, unused);
+            moe_warp_dots<false, MET_MOE_PASS>(wr, nullptr, hin, idx, ns, inter, d, d2);
 #pragma unroll
           for (int s = 0; s < MET_MOE_PASS; ++s)
             if (s < ns && lane == s) {
               const int local = m.sorted[q + s] % MET_MOE_CHUNK;
               if (y32) {
                 m.contrib[local * MET_MOE_OUT_TILE + oo] = weights[t0 + local] * (d[s] + bias);
+                if (two) m.contrib[local * MET_MOE_OUT_TILE + oo + 1] = weights[t0 + local] * d2[s];
               } else {
                 const float v = f.scales ? bf_round(bf_round(d[s]) + bias) : bf_round(d[s]);
                 m.contrib[local * MET_MOE_OUT_TILE + oo] = bf_round(weights[t0 + local] * v);
+                if (two) m.contrib[local * MET_MOE_OUT_TILE + oo + 1] = bf_round(weights[t0 + local] * bf_round(d2[s]));
               }
             }
         }
