@@ -5,6 +5,7 @@
 #include "emit/emit.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <string>
@@ -52,6 +53,29 @@ Expected<void> settle_scaled_rope(Config& cfg, const model::ModelGraph& graph) {
     cfg.theta = static_cast<float>(theta);
   }
   return {};
+}
+
+// Why a gap no candidate rule was blocked on has none: the rules over its op (role included) whose
+// modes or row range leave this program (mode, rows) out, e.g. "rules over linear:qkv take other
+// cases: gemv_rmsnorm_qkv_rope (decode, batch; 1 to 16 rows), gemm_bf16_wgmma (batch, prefill; 17
+// to 1048576 rows)".
+std::string rules_for_other_cases(const planner::RuleSet& rules, const model::Node& n, planner::Mode mode, std::int64_t rows) {
+  std::vector<std::string> seen, cases;
+  for (const auto& r : rules.rules) {
+    const bool over = std::any_of(r.pattern.begin(), r.pattern.end(), [&](const planner::PatternElem& e) {
+      return e.op == n.op && (e.role.empty() || e.role == n.role);
+    });
+    const bool takes_this = r.modes.count(mode) && rows >= r.rows_min && rows <= r.rows_max;
+    if (!over || takes_this || std::find(seen.begin(), seen.end(), r.id) != seen.end()) continue;
+    seen.push_back(r.id);
+    std::vector<std::string> modes;
+    for (auto m : r.modes) modes.emplace_back(planner::mode_name(m));
+    cases.push_back(fmt::format("{} ({}; {} to {} rows)", r.id, fmt::join(modes, ", "), r.rows_min, r.rows_max));
+    if (cases.size() == 4) break;
+  }
+  if (cases.empty()) return "no rule covers it";
+  return fmt::format("no rule covers it here; rules over {}{} take other cases: {}", n.op, n.role.empty() ? "" : ":" + n.role,
+                     fmt::join(cases, ", "));
 }
 
 }  // namespace
@@ -211,8 +235,8 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
             const auto& n = s.nodes[static_cast<std::size_t>(i)];
             ops += (ops.empty() ? "" : " ") + n.op + (n.role.empty() ? "" : ":" + n.role);
           }
-          std::string why = "no rule covers it";
-          if (!g.blocked.empty()) why = g.blocked.front().rule + ": " + g.blocked.front().why;
+          std::string why = g.blocked.empty() ? rules_for_other_cases(target.rules, s.nodes[static_cast<std::size_t>(g.nodes.front())], s.mode, s.rows)
+                                              : g.blocked.front().rule + ": " + g.blocked.front().why;
           gaps += "\n  " + s.name + ": " + ops + " (" + why + ")";
         }
       return fail("emit: program " + want.name + " (" + std::string(planner::mode_name(want.mode)) + ", " +

@@ -171,6 +171,22 @@ TEST_CASE("a plan with gaps is refused, naming the scope, the op and why") {
   CHECK(m.find("layers:full: attention") != std::string::npos);
 }
 
+TEST_CASE("a gap that no rule was blocked on names the rules over its op and the cases they take (a GPU prefill bucket of 16 rows: the gemv rules decode only, the GEMMs from 17 rows)") {
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.buckets = {16};
+  s.rungs = {1};
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(ckpt(), s);
+  REQUIRE_FALSE(a.ok());
+  const auto& m = a.error().message;
+  INFO(m);
+  CHECK(m.find("prefill_16 (prefill, 16 rows)") != std::string::npos);
+  CHECK(m.find("layers:full: linear:o (no rule covers it here; rules over linear:o take other cases: ") != std::string::npos);
+  CHECK(m.find("gemv_o_residual (decode, batch; 1 to 16 rows)") != std::string::npos);
+  CHECK(m.find("gemm_bf16_wgmma (batch, prefill; 17 to 1048576 rows)") != std::string::npos);
+}
+
 TEST_CASE("emission is deterministic: the same inputs give the same model.pkt, weights.json and build.json") {
   auto a = testing::emit_checkpoint(ckpt(), {});
   auto b = testing::emit_checkpoint(ckpt(), {});
