@@ -2,8 +2,7 @@
 # `met serve --backend cuda` on the H200 against the same packets on the cpu bodies, for one of two
 # tiny checkpoints with real tokenizers and chat templates, emitted for h200-sxm and served twice
 # (cuda and cpu-oracle); tests/serve/backends_agree.py then sends both the same concurrent chat
-# requests over HTTP (and, where the Python `openai` package is installed, through the official
-# client as well).
+# requests over HTTP.
 #   MODEL=qwen3 (default): bench/configs/serve-tiny-qwen3.json (head dim 32, Qwen3's real
 #     151936-token vocabulary), the real Qwen3 tokenizer and chat template.
 #   MODEL=gemma4: tests/serve/client/tiny-gemma4-vocab262144.json (the tiny Gemma-4 the cpu serve

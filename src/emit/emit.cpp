@@ -62,11 +62,9 @@ Expected<void> settle_scaled_rope(Config& cfg, const model::ModelGraph& graph) {
 std::string rules_for_other_cases(const planner::RuleSet& rules, const model::Node& n, planner::Mode mode, std::int64_t rows) {
   std::vector<std::string> seen, cases;
   for (const auto& r : rules.rules) {
-    const bool over = std::any_of(r.pattern.begin(), r.pattern.end(), [&](const planner::PatternElem& e) {
-      return e.op == n.op && (e.role.empty() || e.role == n.role);
-    });
-    const bool takes_this = r.modes.count(mode) && rows >= r.rows_min && rows <= r.rows_max;
-    if (!over || takes_this || std::find(seen.begin(), seen.end(), r.id) != seen.end()) continue;
+    const bool over =
+        std::any_of(r.pattern.begin(), r.pattern.end(), [&](const planner::PatternElem& e) { return e.matches(n.op, n.role); });
+    if (!over || r.takes(mode, rows) || std::find(seen.begin(), seen.end(), r.id) != seen.end()) continue;
     seen.push_back(r.id);
     std::vector<std::string> modes;
     for (auto m : r.modes) modes.emplace_back(planner::mode_name(m));

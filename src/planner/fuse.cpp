@@ -12,14 +12,10 @@
 namespace met::planner {
 namespace {
 
-bool elem_matches(const PatternElem& e, const model::Node& n) {
-  return e.op == n.op && (e.role.empty() || e.role == n.role);
-}
-
 bool window_matches(const Rule& r, const std::vector<model::Node>& nodes, std::size_t pos) {
   if (pos + r.pattern.size() > nodes.size()) return false;
   for (std::size_t k = 0; k < r.pattern.size(); ++k) {
-    if (!elem_matches(r.pattern[k], nodes[pos + k])) return false;
+    if (!r.pattern[k].matches(nodes[pos + k].op, nodes[pos + k].role)) return false;
   }
   return true;
 }
@@ -101,10 +97,6 @@ std::string failed_requirement(const Rule& r, const std::vector<model::Node>& no
   return {};
 }
 
-bool mode_rows_ok(const Rule& r, Mode mode, std::int64_t rows) {
-  return r.modes.count(mode) && rows >= r.rows_min && rows <= r.rows_max;
-}
-
 }  // namespace
 
 std::string path_name(Format weight, Format act_math) {
@@ -119,7 +111,7 @@ std::vector<Group> fuse(const std::vector<model::Node>& nodes, const RuleSet& ru
   std::vector<std::vector<Blocked>> blocked(n);
 
   for (const Rule& r : rules.rules) {
-    if (!mode_rows_ok(r, mode, rows)) continue;
+    if (!r.takes(mode, rows)) continue;
     // Why this rule cannot run at all here (kernels), computed once per rule.
     std::vector<std::string> missing_kernels;
     std::string why;

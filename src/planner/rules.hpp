@@ -21,6 +21,11 @@ namespace met::planner {
 struct PatternElem {
   std::string op;
   std::string role;  // empty = any role
+
+  // Whether a node of this op and role fills the element.
+  bool matches(const std::string& node_op, const std::string& node_role) const {
+    return op == node_op && (role.empty() || role == node_role);
+  }
 };
 
 struct FormatEntry {
@@ -52,6 +57,9 @@ struct Rule {
   std::vector<model::Expr> requirements;
   std::string klass;     // class whose FUSIONS.toml defined it
   std::string location;  // file:line
+
+  // Whether the rule's modes and row range take a step of `rows` rows in `mode`.
+  bool takes(Mode mode, std::int64_t rows) const { return modes.count(mode) && rows >= rows_min && rows <= rows_max; }
 };
 
 struct Family {
