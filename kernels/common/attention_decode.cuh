@@ -600,8 +600,8 @@ MET_ENTRY(attn_decode_merge) {
 }
 
 #if MET_HAS_CP_ASYNC && MET_HAS_MMA_SYNC
-// Arrival counters of attn_decode_split_merge, one per (row, KV head): the splits whose states are
-// written. The last to arrive merges them and puts the counter back to 0, so programs with other
+// Arrival counters of attn_decode_split_merge, one per (row, head block): the splits whose states
+// are written. The last to arrive merges them and puts the counter back to 0, so programs with other
 // split counts find it at 0 too (the next instruction to use it is ordered after by its data).
 __device__ unsigned long long met_attn_arrivals[MET_ATTN_MAX_COUNTERS];
 
@@ -727,7 +727,8 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
   __syncthreads();  // thread 0 has written the arguments
   const MetArgs_attn_decode_split_merge& a = met_split_merge_args;
   const SliceRange rr = slice_rows(a, slice);
-  const SliceRange us = slice_cols(a, slice, a.kv_heads * a.splits);
+  // Units are (head block, split) pairs: blocks of MET_ATTN_UNIT_HEADS query heads of one KV head.
+  const SliceRange us = slice_cols(a, slice, a.heads / MET_ATTN_UNIT_HEADS(a.heads / a.kv_heads) * a.splits);
   int* flag = reinterpret_cast<int*>(smem + kStateFlagOffset);
   for (int64_t row = rr.begin; row < rr.end; ++row)
     for (int64_t u = us.begin; u < us.end; ++u) {
@@ -763,14 +764,16 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         // The warp's keys: the run's 32-key chunks dealt evenly over its warps.
         const int64_t per = ((k1 - k0 + warps - 1) / warps + 31) / 32 * 32;
         const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
-        const int kvh = static_cast<int>(a.kv_heads), kv = static_cast<int>(u / splits), group = static_cast<int>(a.heads) / kvh;
+        const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
+        const int h0 = static_cast<int>(u / splits) * uh, kv = h0 / group;  // the block's first query head, its KV head
         const int hd = static_cast<int>(a.head_dim);
-        fold_to_state(a.q + row * a.q_stride + kv * group * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
-                      static_cast<int>(a.v_head_dim), group, a.scale, a.softcap, smem);
+        fold_to_state(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
+                      static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem);
       }
       __syncthreads();
-      const int heads = static_cast<int>(a.heads), group = heads / static_cast<int>(a.kv_heads), vhd = static_cast<int>(a.v_head_dim);
-      const int64_t splits = a.splits, i = u % splits, h0 = (u / splits) * group;
+      const int heads = static_cast<int>(a.heads), group = MET_ATTN_UNIT_HEADS(heads / static_cast<int>(a.kv_heads));
+      const int vhd = static_cast<int>(a.v_head_dim);
+      const int64_t splits = a.splits, i = u % splits, h0 = (u / splits) * group;  // group: the unit's query heads
       // The block's state of each (query head, output dim): the warps' states merged.
       for (int x = threadIdx.x; x < group * vhd; x += MET_INTERP_THREADS) {
         const int g = x / vhd, d = x % vhd;
@@ -802,7 +805,7 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
       __syncthreads();
       if (splits == 1) continue;
       if (threadIdx.x == 0) {
-        unsigned long long* c = met_attn_arrivals + row * a.kv_heads + u / splits;  // the host bounds rows x kv_heads
+        unsigned long long* c = met_attn_arrivals + row * (heads / group) + u / splits;  // the host bounds rows x blocks
         const bool last = atom_add_acq_rel(c, 1ull) == static_cast<unsigned long long>(splits - 1);
         if (last) atomicExch(c, 0ull);
         *flag = last ? 1 : 0;

@@ -10,6 +10,7 @@
 
 #include "bf16.hpp"
 #include "quant.hpp"
+#include "../common/interp/smem.h"  // MET_ATTN_UNIT_HEADS
 
 // Attention geometry and options. window 0 = full causal; softcap 0 = off; scale is applied to
 // q.k before the softcap (usually 1/sqrt(head_dim)). kv_fp8 1: the caches hold e4m3 codes, K =
@@ -143,20 +144,22 @@ extern "C" void met_attn_decode_merge(const float* part_o, const float* part_ml,
     }
 }
 
-// Decode, split-KV with the merge folded in, for one row: units [unit0, unit1) of kv_heads x splits
-// (unit u: KV head u / splits, split u % splits). With splits > 1 each unit writes the states of its
-// KV head's query heads at its split (part_o / part_ml laid out as met_attn_decode_split's, for
-// this row); a unit that is its KV head's last split writes those heads' out, from their whole key
-// range (the GPU body merges the splits' states there instead: the same values, to rounding).
+// Decode, split-KV with the merge folded in, for one row: units [unit0, unit1) of blocks x splits,
+// a block being MET_ATTN_UNIT_HEADS(group) query heads of one KV head (unit u: block u / splits,
+// split u % splits). With splits > 1 each unit writes the states of its block's query heads at its
+// split (part_o / part_ml laid out as met_attn_decode_split's, for this row); a unit that is its
+// block's last split writes those heads' out, from their whole key range (the GPU body merges the
+// splits' states there instead: the same values, to rounding).
 extern "C" void met_attn_decode_split_merge(const std::uint16_t* q, const std::uint16_t* k_cache, const std::uint16_t* v_cache, std::int64_t seq_base, std::int32_t seq_len, const MetAttnShape* shape, std::int32_t splits, std::int64_t unit0, std::int64_t unit1, const std::uint16_t* sinks, float* part_o, float* part_ml, std::uint16_t* out) {
   const MetAttnShape& s = *shape;
-  const std::int32_t group = s.heads / s.kv_heads;
+  const std::int32_t group = s.heads / s.kv_heads, uh = MET_ATTN_UNIT_HEADS(group);
   const std::int64_t len = seq_len, lo = met::cpu::window_start(len - 1, s.window);
   const std::int64_t chunk = (len - lo + splits - 1) / splits;
   std::vector<float> o(static_cast<std::size_t>(s.v_head_dim));
   for (std::int64_t u = unit0; u < unit1; ++u) {
-    const std::int32_t kv = static_cast<std::int32_t>(u / splits), i = static_cast<std::int32_t>(u % splits);
-    for (std::int32_t h = kv * group; h < (kv + 1) * group; ++h) {
+    const std::int32_t h0 = static_cast<std::int32_t>(u / splits) * uh, i = static_cast<std::int32_t>(u % splits);
+    const std::int32_t kv = h0 / group;
+    for (std::int32_t h = h0; h < h0 + uh; ++h) {
       const std::uint16_t* qh = q + static_cast<std::int64_t>(h) * s.head_dim;
       if (splits > 1) {
         const std::int64_t idx = static_cast<std::int64_t>(h) * splits + i;

@@ -9,6 +9,7 @@
 
 #include "emit/bind.hpp"
 #include "emit/rope.hpp"
+#include "kernels/common/interp/smem.h"
 #include "model/kv_ring.hpp"
 
 namespace met::emit::detail {
@@ -89,9 +90,11 @@ Expected<void> bind_attention(const KernelSite& site) {
   const auto out = b.act("attn", R, heads * vhd);
   const bool fused = k == "attn_decode_split_merge";
   // The splits of a row's keys. On a GPU, enough to give every stream one slice: the split's slices
-  // are (row, split) units, the fused op's (row, KV head, split) ones, so it takes one split (and no
-  // state) where the rows' KV heads already fill the streams. The cpu keeps b.splits_max.
-  const std::int64_t per_row = fused ? kvh : 1;
+  // are (row, split) units, the fused op's (row, head block, split) ones (a block: up to 8 query
+  // heads of one KV head, MET_ATTN_UNIT_HEADS), so it takes one split (and no state) where the rows'
+  // blocks already fill the streams. The cpu keeps b.splits_max.
+  const std::int64_t group = kvh > 0 ? heads / kvh : 0;
+  const std::int64_t per_row = fused && group > 0 ? heads / MET_ATTN_UNIT_HEADS(group) : 1;
   const std::int64_t splits =
       b.streams > 0 ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * per_row), 1, std::max<std::int64_t>(1, b.splits_max))
                     : b.splits_max;

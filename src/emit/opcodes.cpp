@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "emit/abi_doc.hpp"
+#include "kernels/common/interp/smem.h"
 
 namespace met::emit {
 namespace {
@@ -24,9 +25,10 @@ enum class Span {
   v_heads,   // the v heads likewise
   splits,    // [rows, heads, splits, x] partial states: the slice's split range (col_slices over splits)
   out_heads, // [rows, heads * v_head_dim] merged heads: the slice's head range (col_slices over heads)
-  // (KV head, split) units of attn_decode_split_merge, kv_heads x splits of them (col_slices over units):
-  kv_splits, // [rows, heads, splits, x] states: the query heads of the slice's KV heads at its splits
-  kv_out,    // [rows, heads * v_head_dim]: the query heads of the KV heads whose last split the slice holds
+  // (head block, split) units of attn_decode_split_merge, blocks x splits of them (col_slices over
+  // units; a block: MET_ATTN_UNIT_HEADS query heads of one KV head, smem.h):
+  kv_splits, // [rows, heads, splits, x] states: the query heads of the slice's blocks at its splits
+  kv_out,    // [rows, heads * v_head_dim]: the query heads of the blocks whose last split the slice holds
   slot_cols, // [rows, top_k * inter] routed-expert slots: the slice's column range of `inter` (col_slices
              // over inter) in every slot of its rows
   k_part     // [slices, x] a split-K GEMM's fp32 parts: row `slice` (every slice, whatever its rows)
@@ -180,23 +182,24 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
                    nrows);
   }
   if ((span == Span::kv_splits && t.shape.size() == 4) || (span == Span::kv_out && t.shape.size() == 2)) {
-    // Unit u is split u % splits of KV head u / splits. The last split of a (row, KV head) to arrive
-    // merges the others' states, ordered after their writes by its arrival counter; its bytes are
-    // counted here against the slice that holds the KV head's last split.
+    // Unit u is split u % splits of head block u / splits (G query heads). The last split of a
+    // (row, block) to arrive merges the others' states, ordered after their writes by its arrival
+    // counter; its bytes are counted here against the slice that holds the block's last split.
     const Wide heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), S = named_int(*op, d, "splits");
-    if (heads <= 0 || kvh <= 0 || S <= 0 || heads % kvh != 0 || mul(kvh, S) > INT64_MAX) return kPastEveryTensor;
-    const Wide G = heads / kvh;
-    const RowRange u = slice_cols(d, slice, static_cast<std::int64_t>(mul(kvh, S)));
+    if (heads <= 0 || kvh <= 0 || S <= 0 || heads % kvh != 0 || heads / kvh > INT32_MAX) return kPastEveryTensor;
+    const Wide G = MET_ATTN_UNIT_HEADS(heads / kvh), blocks = heads / G;
+    if (heads % G != 0 || mul(blocks, S) > INT64_MAX) return kPastEveryTensor;
+    const RowRange u = slice_cols(d, slice, static_cast<std::int64_t>(mul(blocks, S)));
     if (u.begin >= u.end) return {};
     const Wide kv0 = u.begin / S, kv_last = (u.end - 1) / S;
     if (span == Span::kv_out) {
-      const Wide kv1 = u.end / S;  // KV heads [kv0, kv1) have their last split here
+      const Wide kv1 = u.end / S;  // blocks [kv0, kv1) have their last split here
       if (kv0 >= kv1) return {};
       const Wide head_bytes = row_bytes / heads;
       return strided(add(mul(r0, row_bytes), mul(mul(kv0, G), head_bytes)), mul(mul(kv1 - kv0, G), head_bytes), row_bytes, nrows);
     }
     const Wide x = mul(t.shape[3], dtype_bytes(t.dtype));
-    if (nrows == 1 && kv0 == kv_last) {  // one KV head's splits [i0, i1) in each of its query heads
+    if (nrows == 1 && kv0 == kv_last) {  // one block's splits [i0, i1) in each of its query heads
       const Wide i0 = u.begin % S, i1 = (u.end - 1) % S + 1;
       return strided(mul(add(mul(add(mul(r0, heads), mul(kv0, G)), S), i0), x), mul(i1 - i0, x), mul(S, x), G);
     }

@@ -49,12 +49,13 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 // row in each row part (ceil(streams / rows) column parts); a GPU keeps every row of a decode
 // (<= kGpuGemvRows) in each slice, so its weights are read once, and cuts GEMMs into output tiles.
 // The columns of the fused qkv ops are head units; those of split-KV decode attention are splits
-// (a GPU runs each row's splits as separate slices), or (KV head, split) units where the merge is
-// folded in. A column-split lm_head cannot pick the row's
+// (a GPU runs each row's splits as separate slices), or (head block, split) units where the merge
+// is folded in. A column-split lm_head cannot pick the row's
 // argmax from its part; it leaves its tokens to a met_argmax over the logits right after it.
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
-  if (op.name == "attn_decode_split_merge") return d.ints[2] * d.ints[6];                    // kv_heads x splits
+  if (op.name == "attn_decode_split_merge")  // head blocks x splits
+    return d.ints[2] > 0 ? d.ints[1] / MET_ATTN_UNIT_HEADS(d.ints[1] / d.ints[2]) * d.ints[6] : 0;
   // inter: gate and up rows j and inter + j (gpt-oss's: 2j and 2j + 1; Gemma-4's GELU experts as
   // the SiLU ones), in every routed slot
   if (op.name.starts_with("moe_gate_up")) return d.ints[2];

@@ -563,10 +563,10 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // the stages hold the warps' states and the merge's scratch
         const std::int64_t kvh = named(*op, d, "kv_heads"), group = kvh > 0 ? named(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128 && vhd != 256 && vhd != 512) ||
-            (group != 1 && group != 2 && group != 4 && group != 8))
+            (group != 1 && group != 2 && group != 4 && (group < 8 || group % 8 != 0)))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
-                      " query heads per KV head: the body takes v head dims 32, 64, 128, 256 or 512 with 1, 2, 4 or 8 heads "
-                      "per KV head");
+                      " query heads per KV head: the body takes v head dims 32, 64, 128, 256 or 512 with 1, 2, 4 or a "
+                      "multiple of 8 heads per KV head");
         const std::int64_t splits = named(*op, d, "splits"), arows = named(*op, d, "rows");
         const auto has = [&](const char* t) { return d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, t))] != MET_NO_TENSOR; };
         if (splits > 1 && (!has("part_o") || !has("part_ml")))
@@ -574,8 +574,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         if (splits < 1 || splits > MET_ATTN_MAX_SPLITS)
           return fail(where + ": " + op->name + " merges " + std::to_string(splits) + " splits; the body takes 1 to " +
                       std::to_string(MET_ATTN_MAX_SPLITS));
-        if (arows < 0 || kvh < 1 || arows > MET_ATTN_MAX_COUNTERS / kvh)
-          return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(kvh) +
+        const std::int64_t blocks = named(*op, d, "heads") / MET_ATTN_UNIT_HEADS(group);  // a counter per (row, head block)
+        if (arows < 0 || blocks < 1 || arows > MET_ATTN_MAX_COUNTERS / blocks)
+          return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(blocks) +
                       " arrival counters; the body has " + std::to_string(MET_ATTN_MAX_COUNTERS));
       }
       if (emit::k_parts(d) > 1) {  // a split K (kernels/hopper/gemm_wgmma.cuh)

@@ -318,21 +318,25 @@ write_safetensors "$ck/model.safetensors" "$(llama_tensors "$ck/config.json")"
 expect_error rope_yarn_unknown_key "ckpt-yarn_rope/config\.json: rope_scaling: unknown key '[a-z_]*' for rope type 'yarn'" -- \
   "$met" circuit emit --hardware host-cpu --checkpoint "$ck" --out "$work/assets-yarn"
 
-# A group of 16 query heads per KV head (tests/oracle/configs/tiny-gemma4-g16.json, Gemma-4 12B's
-# full layers): hopper's split-merge decode takes groups of up to 8, so the h200-sxm emit refuses
-# the plan's gap, naming the rule and the head counts, and writes nothing (it prints its planning
-# line first, so expect_error's first-line check does not apply).
-"$met" model synth --config "$root/tests/oracle/configs/tiny-gemma4-g16.json" --seed 1 --dtype bf16 --out "$work/g16" >/dev/null
+# A group of 12 query heads per KV head (tests/oracle/configs/tiny-gemma4-g16.json with 12 query
+# heads: groups of 6 in the sliding layers, 12 in the full ones): hopper's split-merge decode takes
+# groups of 1, 2, 4 or a multiple of 8, so the h200-sxm emit refuses the plan's gap, naming the rule
+# and the head counts, and writes nothing (it prints its planning line first, so expect_error's
+# first-line check does not apply). The same config with 16 query heads emits (gpu_packets_*-g16-*).
+mkdir -p "$work/g12-config"
+cp "$root/tests/oracle/configs/tiny-gemma4-g16.json" "$work/g12-config/config.json"
+edit "$work/g12-config/config.json" '"num_attention_heads": 16' '"num_attention_heads": 12'
+"$met" model synth --config "$work/g12-config/config.json" --seed 1 --dtype bf16 --out "$work/g12" >/dev/null
 rc=0
-"$met" circuit emit --hardware h200-sxm --checkpoint "$work/g16" --out "$work/assets-g16" 2>"$work/g16_refused.stderr" >/dev/null || rc=$?
+"$met" circuit emit --hardware h200-sxm --checkpoint "$work/g12" --out "$work/assets-g12" 2>"$work/g12_refused.stderr" >/dev/null || rc=$?
 why=()
 [[ $rc -eq 0 ]] && why+=("exit status 0, expected non-zero")
 [[ $rc -ge 128 ]] && why+=("killed by signal $((rc - 128))")
-grep -q "^error: emit: .* gap group" "$work/g16_refused.stderr" || why+=("stderr has no 'error: emit: ... gap group' line")
-grep -q "rule 'attn_decode_split_merge' requires .*(heads = 16, kv_heads = 1)" "$work/g16_refused.stderr" ||
-  why+=("stderr does not name the split-merge rule with heads = 16, kv_heads = 1")
-compgen -G "$work/assets-g16*" >/dev/null && why+=("--out $work/assets-g16 (or a temporary of it) was written")
-report emit_refuses_group16_h200 "${why[@]}"
+grep -q "^error: emit: .* gap group" "$work/g12_refused.stderr" || why+=("stderr has no 'error: emit: ... gap group' line")
+grep -q "rule 'attn_decode_split_merge' requires .*(heads = 12, kv_heads = [12])" "$work/g12_refused.stderr" ||
+  why+=("stderr does not name the split-merge rule with heads = 12")
+compgen -G "$work/assets-g12*" >/dev/null && why+=("--out $work/assets-g12 (or a temporary of it) was written")
+report emit_refuses_group12_h200 "${why[@]}"
 
 # --- run: teacher forcing, campaigns, the cuda backend and the opcode harness --------------------
 tiny=$work/tiny-run

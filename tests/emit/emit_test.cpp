@@ -2,6 +2,7 @@
 // order, for the cpu and a GPU class; the plan digests are the report's; plans with gaps are
 // refused naming the gap; every emitted file passes the verifier; emission is deterministic.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
@@ -464,6 +465,37 @@ TEST_CASE("a GPU cuts the fused qkv into units of 16-row multiples that make the
   }
 }
 
+namespace {
+
+// The h200-sxm emits of the split-merge tests: decode rungs 1 and 16, a bucket of 128, ctx 4096.
+testing::EmitSpec split_merge_spec() {
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.rungs = {1, 16};
+  s.buckets = {128};
+  s.max_ctx = 4096;
+  return s;
+}
+
+// Program -> (splits, slices) of its attn_decode_split_merge instructions (they agree in a program),
+// after checking the packet and that a state is carried exactly where there are splits.
+std::map<std::string, std::pair<std::int64_t, std::uint32_t>> split_merge_shapes(const emit::PacketFile& f) {
+  CHECK(emit::verify(f, emit::opcode_table()).empty());
+  std::map<std::string, std::pair<std::int64_t, std::uint32_t>> seen;
+  for (const auto& p : f.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      if (op->name != "attn_decode_split_merge") continue;
+      const std::int64_t splits = d.ints[static_cast<std::size_t>(emit::int_index(*op, "splits"))];
+      seen[p.name] = {splits, d.slices};
+      const bool state = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part_o"))] != MET_NO_TENSOR;
+      CHECK(state == (splits > 1));
+    }
+  return seen;
+}
+
+}  // namespace
+
 TEST_CASE("a GPU decode runs attention as one attn_decode_split_merge instruction of (row, KV head, split) slices: splits fill the streams, one split carries no state; the cpu keeps split + merge") {
   // 32 heads over 8 KV heads on 132 SMs: C=1 takes 16 splits per KV head (128 slices, with states),
   // C=16 one (128 slices, no state); the cpu class has no fused body and runs split then merge.
@@ -472,25 +504,14 @@ TEST_CASE("a GPU decode runs attention as one attn_decode_split_merge instructio
     "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256,
     "max_position_embeddings": 8192, "torch_dtype": "bfloat16"})";
   const auto ck = testing::tiny_checkpoint("attn-split-merge", cfg);
-  testing::EmitSpec s;
-  s.device = "h200-sxm";
-  s.rungs = {1, 16};
-  s.buckets = {128};
-  s.max_ctx = 4096;
+  auto s = split_merge_spec();
   auto a = testing::emit_checkpoint(ck, s);
   REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
-  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
-  std::map<std::string, std::pair<std::int64_t, std::uint32_t>> seen;  // program -> (splits, slices)
+  const auto seen = split_merge_shapes(a->packet);
   for (const auto& p : a->packet.programs)
     for (const auto& d : p.instrs) {
-      const auto* op = emit::find_opcode(d.opcode);
-      CHECK(op->name != "attn_decode_split");
-      CHECK(op->name != "attn_decode_merge");
-      if (op->name != "attn_decode_split_merge") continue;
-      const std::int64_t splits = d.ints[static_cast<std::size_t>(emit::int_index(*op, "splits"))];
-      seen[p.name] = {splits, d.slices};
-      const bool state = d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part_o"))] != MET_NO_TENSOR;
-      CHECK(state == (splits > 1));
+      CHECK(emit::find_opcode(d.opcode)->name != "attn_decode_split");
+      CHECK(emit::find_opcode(d.opcode)->name != "attn_decode_merge");
     }
   CHECK(seen.at("decode_1") == std::pair<std::int64_t, std::uint32_t>{16, 128});
   CHECK(seen.at("decode_16") == std::pair<std::int64_t, std::uint32_t>{1, 128});
@@ -503,6 +524,27 @@ TEST_CASE("a GPU decode runs attention as one attn_decode_split_merge instructio
   CHECK(ops.count("attn_decode_split") == 1);
   CHECK(ops.count("attn_decode_merge") == 1);
   CHECK(ops.count("attn_decode_split_merge") == 0);
+}
+
+TEST_CASE("a group of 16 query heads per KV head runs attn_decode_split_merge in (row, head block of 8, split) units: splits fill the streams over the blocks, the verifier passes; a group of 12 is refused") {
+  // 32 heads over 2 KV heads: 4 blocks of 8 query heads. C=1 takes 132 / 4 = 33 splits (132
+  // slices), C=16 two (128 slices); units per KV head instead of per block would take 66 and 4.
+  auto config = [](int heads) {
+    return fmt::format(R"({{"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "intermediate_size": 256,
+      "num_attention_heads": {}, "num_hidden_layers": 1, "num_key_value_heads": 2, "head_dim": 64,
+      "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "vocab_size": 256,
+      "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}})",
+                       heads);
+  };
+  const auto s = split_merge_spec();
+  auto a = testing::emit_checkpoint(testing::tiny_checkpoint("attn-group16", config(32)), s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  const auto seen = split_merge_shapes(a->packet);
+  CHECK(seen.at("decode_1") == std::pair<std::int64_t, std::uint32_t>{33, 132});
+  CHECK(seen.at("decode_16") == std::pair<std::int64_t, std::uint32_t>{2, 128});
+  auto refused = testing::emit_checkpoint(testing::tiny_checkpoint("attn-group12", config(24)), s);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("attn_decode_split_merge") != std::string::npos);
 }
 
 TEST_CASE("prefill kv_append splits its rows across the streams (by-slot writes) and verify still orders the cache's readers after it") {

@@ -994,11 +994,13 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
       ref.insert(ref.end(), o.begin(), o.end());
     }
   check_close(out, ref);
-  // The fused op, its (KV head, split) units in two ranges (the second holds every KV head's last
-  // split when the first ends mid-head): the same out, and the split's states where there are splits.
+  // The fused op, its (head block, split) units in two ranges (the second holds every block's last
+  // split when the first ends mid-block): the same out, and the split's states where there are
+  // splits. A block is the KV head's whole group up to 8 query heads, else 8 of them.
   Bf16 fused(out.size(), 0);
   std::vector<float> fpo(po.size(), 0.0f), fpml(pml.size(), 0.0f);
-  const std::int64_t units = static_cast<std::int64_t>(s.kv_heads) * c.splits, cut = units / 2 + (c.splits > 1 ? 1 : 0);
+  const std::int32_t block = MET_ATTN_UNIT_HEADS(s.heads / s.kv_heads);
+  const std::int64_t units = static_cast<std::int64_t>(s.heads / block) * c.splits, cut = units / 2 + (c.splits > 1 ? 1 : 0);
   for (std::int64_t r = 0; r < rows; ++r)
     for (const auto& [u0, u1] : {std::pair{std::int64_t{0}, cut}, std::pair{cut, units}})
       met_attn_decode_split_merge(q.data() + r * s.heads * s.head_dim, kc.data(), vc.data(), base[sz(r)], lens[sz(r)], &s,
@@ -1013,7 +1015,7 @@ void run_decode(const AttnCase& c, const std::vector<std::int32_t>& lens) {
 
 }  // namespace
 
-TEST_CASE("attn_decode_split+merge and attn_decode_split_merge heads=8 kv_heads=2 head_dim=64 lens={1,37,128} match fp64 (a wrong split bound, unit map or GQA map fails)") {
+TEST_CASE("attn_decode_split+merge and attn_decode_split_merge heads=8 kv_heads=2 head_dim=64 lens={1,37,128} (and groups of 16) match fp64 (a wrong split bound, unit map or GQA map fails)") {
   AttnCase c;
   const std::vector<std::int32_t> lens = {1, 37, 128};
   SUBCASE("splits=1") { c.splits = 1; run_decode(c, lens); }
@@ -1039,6 +1041,19 @@ TEST_CASE("attn_decode_split+merge and attn_decode_split_merge heads=8 kv_heads=
   SUBCASE("v_head_dim=32 heads=4 kv_heads=4 window=8 sinks softcap=2") {
     c.s = MetAttnShape{4, 4, 64, 32, 8, 2.0f, 0.125f};
     c.sinks = true;
+    run_decode(c, lens);
+  }
+  // Gemma-4 12B's global layers: 16 query heads over one KV head, two blocks of 8 (a unit map that
+  // takes the block for the KV head, or the block's first head for the group's, fails).
+  SUBCASE("heads=16 kv_heads=1 splits=3 sinks") {
+    c.s = MetAttnShape{16, 1, 64, 64, 0, 0.0f, 0.125f};
+    c.splits = 3;
+    c.sinks = true;
+    run_decode(c, lens);
+  }
+  SUBCASE("heads=32 kv_heads=2 splits=1 window=16") {
+    c.s = MetAttnShape{32, 2, 32, 32, 16, 0.0f, 0.2f};
+    c.splits = 1;
     run_decode(c, lens);
   }
 }

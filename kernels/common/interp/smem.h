@@ -76,9 +76,13 @@
 #define MET_ATTN_WARP_SMEM ((32 * (MET_ATTN_KSTRIDE + 128) + 4 * MET_ATTN_MAX_HD) * 2)
 #define MET_ATTN_SMEM (MET_INTERP_WARPS * MET_ATTN_WARP_SMEM)
 /* split-KV decode with the merge folded in (attn_decode_split_merge): the split stages above, each
- * warp's state in its own stage once its fold is done; the last split of a (row, KV head) to arrive
+ * warp's state in its own stage once its fold is done; the last split of a (row, head block) to arrive
  * (one of MET_ATTN_MAX_COUNTERS counters) merges at most MET_ATTN_MAX_SPLITS states per query head. */
 #define MET_ATTN_MAX_COUNTERS 65536
+/* Query heads per unit of attn_decode_split_merge: a KV head's whole group up to 8 (the widest warp
+ * state and tensor-core fold), else blocks of 8 (Gemma-4 12B's global layers: 16 heads over one KV
+ * head are two units of each split). A group above 8 must be a multiple of 8 (the host checks). */
+#define MET_ATTN_UNIT_HEADS(group) ((group) <= 8 ? (group) : 8)
 #define MET_ATTN_MAX_SPLITS 256
 /* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
