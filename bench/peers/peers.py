@@ -368,7 +368,9 @@ def main():
     model = AutoModelForCausalLM.from_pretrained(args.checkpoint, dtype=torch.bfloat16, attn_implementation="sdpa")
     model = model.cuda().eval()
     params = list(model.parameters())
-    text = model.config.get_text_config(decoder=True)
+    # The shape as config.json states it (a text model's keys, or its text_config's): transformers'
+    # config objects refuse per-layer attributes of heterogeneous models (Gemma-4's head counts).
+    text = raw_config.get("text_config", raw_config)
     result = {
         "schema": "met-peers-transformers/1",
         "command": command,
@@ -379,12 +381,12 @@ def main():
             "path": os.path.abspath(args.checkpoint),
             "architectures": raw_config.get("architectures"),
             "model_type": raw_config.get("model_type"),
-            "hidden_size": text.hidden_size,
-            "intermediate_size": getattr(text, "intermediate_size", None),
-            "num_hidden_layers": text.num_hidden_layers,
-            "num_attention_heads": text.num_attention_heads,
-            "num_key_value_heads": getattr(text, "num_key_value_heads", None),
-            "head_dim": getattr(text, "head_dim", None),
+            "hidden_size": text.get("hidden_size"),
+            "intermediate_size": text.get("intermediate_size"),
+            "num_hidden_layers": text.get("num_hidden_layers"),
+            "num_attention_heads": text.get("num_attention_heads"),
+            "num_key_value_heads": text.get("num_key_value_heads"),
+            "head_dim": text.get("head_dim"),
             "vocab_size": vocab,
             "tie_word_embeddings": raw_config.get("tie_word_embeddings"),
             "dtype": "bfloat16",

@@ -2,11 +2,11 @@
 // split states (one (row, head) per slice, the whole block over its splits). In a split, one warp
 // owns one (row, KV head): lanes take 32 keys at a time for the scores, then the lanes own output
 // dims for P V. Where the class has cp.async and mma.sync and the k and v heads are both 64 or 128
-// dims, the chunks are staged in the warp's shared memory and folded on the tensor cores, the query
-// heads as the rows of one mma tile (attend_mma_t); otherwise, where the class has cp.async and the
-// K head has at most MET_ATTN_MAX_HD dims, staged and folded on the CUDA cores (attend_staged_t);
-// otherwise the lanes read the cache directly (attend_group_t). Caches are [slot][kv_heads][dim] bf16; a sequence's
-// position p lives at slot base + p.
+// dims (256 too in the merged op), the chunks are staged in the warp's shared memory and folded on
+// the tensor cores, the query heads as the rows of one mma tile (attend_mma_t); otherwise, where
+// the class has cp.async and the K head has at most MET_ATTN_MAX_HD dims, staged and folded on the
+// CUDA cores (attend_staged_t); otherwise the lanes read the cache directly (attend_group_t).
+// Caches are [slot][kv_heads][dim] bf16; a sequence's position p lives at slot base + p.
 #pragma once
 #include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
@@ -271,39 +271,52 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
       : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b[0]), "r"(b[1]));
 }
 
-// The fold of keys [lo, hi) on the tensor cores, for k and v heads of HD (64 or 128) dims, writing
-// the warp's split state itself. The query heads are the rows of one 16-row mma tile (rows past
-// the group are zero), so S = Q K^T of a 32-key chunk is 4 tiles of 8 keys, and each lane holds
-// the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the chunk's softmax
-// is a reduction over the lane's 8 scores and its quad. Those accumulators are already P's A
-// fragments for O += P V: P goes in rounded to bf16 and l sums the unrounded weights in fp32, as
-// the cpu's attend_range rounds (kernels/cpu/attention.hpp). K and V rows sit in the warp's stage padded to
-// MET_ATTN_KSTRIDE, so the 8 rows of an ldmatrix hit different banks (the query rows come from
-// global memory into registers, which frees the query stage for the padding). Keys past hi are zero-filled, so their zero weights meet finite values.
-// The copy pipeline is attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K
-// once the scores are taken, its V once P V is done.
+// Row stride (bf16) of the tensor-core fold's K and V stages: MET_ATTN_KSTRIDE up to its 128 dims,
+// 256-dim rows padded by 8 the same way (528 bytes: the 8 rows of an ldmatrix hit different banks).
 template <int HD>
+constexpr int kMmaStride = HD <= MET_ATTN_MAX_HD ? MET_ATTN_KSTRIDE : HD + 8;
+
+// The fold of keys [lo, hi) on the tensor cores, for k and v heads of HD (64, 128 or 256) dims, in
+// chunks of KEYS keys (32; 16 for 256 dims, whose K and V rows of 32 keys would not fit the warp's
+// stage), writing the warp's split state itself. The query heads are the rows of one 16-row mma
+// tile (rows past the group are zero), so S = Q K^T of a chunk is KEYS / 8 tiles of 8 keys, and
+// each lane holds the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the
+// chunk's softmax is a reduction over the lane's scores and its quad. Those accumulators are
+// already P's A fragments for O += P V: P goes in rounded to bf16 and l sums the unrounded weights
+// in fp32, as the cpu's attend_range rounds (kernels/cpu/attention.hpp). K and V rows sit in the
+// warp's stage padded to kMmaStride, so the 8 rows of an ldmatrix hit different banks (the query
+// rows come from global memory into registers, which frees the query stage for the padding). Keys
+// past hi are zero-filled, so their zero weights meet finite values. The copy pipeline is
+// attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K once the scores are
+// taken, its V once P V is done.
+template <int HD, int KEYS = 32>
 __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                              int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
                              int64_t head_step) {
   constexpr int kPieces = HD / 8;  // 16-byte pieces per key row, and 8-dim output tiles
+  constexpr int KS = kMmaStride<HD>;  // the stage's row stride (bf16)
+  constexpr int kTiles = KEYS / 8;    // 8-key score tiles of a chunk
+  static_assert(KEYS == 16 || KEYS == 32, "a chunk is one or two 16-key P V steps");
+  static_assert(2 * KEYS * KS * 2 <= MET_ATTN_WARP_SMEM, "a chunk's K and V rows fit the warp's stage");
   const int lane = threadIdx.x % 32;
   const int h = lane / 4, qd = lane % 4;  // the head row this lane holds, its place in the quad
   const bool real = h < group;
   const int64_t w = static_cast<int64_t>(kv_heads) * HD;
   const u16* kh = kc + static_cast<int64_t>(kv_head) * HD;
   const u16* vh = vc + static_cast<int64_t>(kv_head) * HD;
-  // The rows of keys [c0, c0 + 32) to a stage; keys at or past hi are zero-filled. Lane l copies
-  // piece l % kPieces of keys l / kPieces, l / kPieces + kStep, ...
-  constexpr int kStep = 32 / kPieces;
+  // The rows of keys [c0, c0 + KEYS) to a stage; keys at or past hi are zero-filled. Lane l copies
+  // piece l % kPieces of keys l / kPieces, l / kPieces + kStep, ... (a 256-dim row is 32 pieces:
+  // lane l copies piece l of every key).
+  constexpr int kStep = kPieces >= 32 ? 1 : 32 / kPieces;
+  static_assert(kPieces <= 32, "a key row is at most one piece per lane");
   const int key0 = lane / kPieces, piece = lane % kPieces;
   auto copy_rows = [&](u16* dst, const u16* src, int64_t c0) {
-    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
+    const int n = static_cast<int>(min(static_cast<int64_t>(KEYS), hi - c0));
     const u16* first = src + (base + c0) * w + piece * 8;
 #pragma unroll 4
-    for (int key = key0; key < 32; key += kStep) {
+    for (int key = key0; key < KEYS; key += kStep) {
       const bool live = key < n;
-      met_copy16(dst + key * MET_ATTN_KSTRIDE + piece * 8, live ? first + key * w : first, live);
+      met_copy16(dst + key * KS + piece * 8, live ? first + key * w : first, live);
     }
     met_copy_commit();
   };
@@ -316,14 +329,14 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     copy_rows(ks, kh, lo);
     copy_rows(vs, vh, lo);
   }
-  for (int64_t c0 = lo; c0 < hi; c0 += 32) {
-    const int n = static_cast<int>(min(static_cast<int64_t>(32), hi - c0));
-    const bool next = c0 + 32 < hi;
+  for (int64_t c0 = lo; c0 < hi; c0 += KEYS) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(KEYS), hi - c0));
+    const bool next = c0 + KEYS < hi;
     met_copy_wait<1>();  // this chunk's K
     __syncwarp();
-    float s[4][2];  // scores of head h, keys 8 t + 2 qd + {0, 1}
+    float s[kTiles][2];  // scores of head h, keys 8 t + 2 qd + {0, 1}
 #pragma unroll
-    for (int t = 0; t < 4; ++t) s[t][0] = s[t][1] = 0.f;
+    for (int t = 0; t < kTiles; ++t) s[t][0] = s[t][1] = 0.f;
     // Not unrolled, like the P V loop over kk below: unrolled, the loads of every step were hoisted
     // and run_body (which inlines this) spilled.
 #pragma unroll 1
@@ -334,19 +347,19 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
         for (int x = 0; x < 4; ++x) qa[x] = *reinterpret_cast<const uint32_t*>(qh + kq * 32 + x * 8);
       }
 #pragma unroll
-      for (int t = 0; t < 4; ++t) {
+      for (int t = 0; t < kTiles; ++t) {
         uint32_t r[4];
-        met_ldmatrix_x4(r, ks + (t * 8 + lane % 8) * MET_ATTN_KSTRIDE + kq * 32 + (lane / 8) * 8);
+        met_ldmatrix_x4(r, ks + (t * 8 + lane % 8) * KS + kq * 32 + (lane / 8) * 8);
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         mma_top8(s[t], qa[0], qa[1], b0);
         mma_top8(s[t], qa[2], qa[3], b1);
       }
     }
     __syncwarp();  // every lane has read the K stage
-    if (next) copy_rows(ks, kh, c0 + 32);
+    if (next) copy_rows(ks, kh, c0 + KEYS);
     float cmax = -INFINITY;
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
+    for (int t = 0; t < kTiles; ++t)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float score = s[t][e] * scale;
@@ -358,10 +371,10 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, 2));
     const float m_new = fmaxf(m, cmax);  // finite: a chunk's first key is live
     const float carry = m == -INFINITY ? 0.f : expf(m - m_new);
-    uint32_t pa[2][2];  // P's A fragments (rows 0-7) of keys 16 kk + 2 qd (+8)
+    uint32_t pa[kTiles / 2][2];  // P's A fragments (rows 0-7) of keys 16 kk + 2 qd (+8)
     float psum = 0.f;
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < kTiles; ++t) {
       const float p0 = s[t][0] == -INFINITY ? 0.f : expf(s[t][0] - m_new);
       const float p1 = s[t][1] == -INFINITY ? 0.f : expf(s[t][1] - m_new);
       psum += p0 + p1;
@@ -383,20 +396,20 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     }
     __syncwarp();
 #pragma unroll 1
-    for (int kk = 0; kk < 2; ++kk) {  // 16 keys a step
-      const uint32_t p0 = kk ? pa[1][0] : pa[0][0], p1 = kk ? pa[1][1] : pa[0][1];
+    for (int kk = 0; kk < KEYS / 16; ++kk) {  // 16 keys a step
+      const uint32_t p0 = kk ? pa[kTiles / 2 - 1][0] : pa[0][0], p1 = kk ? pa[kTiles / 2 - 1][1] : pa[0][1];
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         const int mat = lane / 8;
         uint32_t r[4];
-        met_ldmatrix_x4_trans(r, vs + (kk * 16 + (mat % 2) * 8 + lane % 8) * MET_ATTN_KSTRIDE + dp * 16 + (mat / 2) * 8);
+        met_ldmatrix_x4_trans(r, vs + (kk * 16 + (mat % 2) * 8 + lane % 8) * KS + dp * 16 + (mat / 2) * 8);
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         mma_top8(o[2 * dp], p0, p1, b0);
         mma_top8(o[2 * dp + 1], p0, p1, b1);
       }
     }
     __syncwarp();  // every lane has read the V stage
-    if (next) copy_rows(vs, vh, c0 + 32);
+    if (next) copy_rows(vs, vh, c0 + KEYS);
   }
   if (real) {
     float* out = po + h * head_step * HD;
@@ -667,15 +680,21 @@ __device__ void merge_group(const float* po, const float* pml, int64_t splits, i
   __syncthreads();
 }
 
+// A/B switch: 0 leaves 256-dim heads to the CUDA-core fold in parts of 128.
+#ifndef MET_ATTN_MMA_256
+#define MET_ATTN_MMA_256 1
+#endif
+
 // One warp's fold of keys [lo, hi) for the query heads of KV head `kv` on the CUDA cores
 // (attend_warp), its state left in the warp's stage (warp_state). A V head wider than a warp's
-// state (Gemma-3's 256 dims, Gemma-4's 512) is folded in parts of kMaxVDims * 32 dims, and a group
-// of 8 query heads (Gemma-4's global layers) in two passes of kMaxGroup heads, each part and pass
-// scoring the keys again: the same sums in the same order, so every part's (m, l) is the same and
-// every head's state is the one a single fold would leave. Parts and passes are loops around the
-// 4-head, 128-dim fold, so they add no registers. A fold of several parts or passes never stages
-// (the states of the earlier ones sit in the stage). Out of line: its many template variants,
-// inlined beside the tensor-core folds, spilled split_merge_slice's registers.
+// state (Gemma-4's 512 dims; 256 where the tensor-core fold is switched off) is folded in parts of
+// kMaxVDims * 32 dims, and a group of 8 query heads (Gemma-4's global layers) in two passes of
+// kMaxGroup heads, each part and pass scoring the keys again: the same sums in the same order, so
+// every part's (m, l) is the same and every head's state is the one a single fold would leave.
+// Parts and passes are loops around the 4-head, 128-dim fold, so they add no registers. A fold of
+// several parts or passes never stages (the states of the earlier ones sit in the stage). Out of
+// line: its many template variants, inlined beside the tensor-core folds, spilled
+// split_merge_slice's registers.
 __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi,
                                                 int kv, int kvh, int hd, int vhd, int group, float scale, float softcap,
                                                 unsigned char* smem) {
@@ -697,22 +716,34 @@ __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, con
   }
 }
 
-// The same on the tensor cores (attend_mma_t), for k and v head dims of 64 or 128.
+// Whether a split-merge instruction's heads take the 256-dim tensor-core fold (attend_mma_t<256,
+// 16>: Gemma-3's heads, Gemma-4's sliding layers): k and v heads of 256 dims, up to 8 query heads a
+// block.
+__device__ __forceinline__ bool mma256_heads(int hd, int vhd, int group) {
+  return MET_ATTN_MMA && MET_ATTN_MMA_256 && hd == 256 && vhd == 256 && group <= kMaxMmaGroup;
+}
+
+// The same on the tensor cores (attend_mma_t), inline, for k and v head dims of 64 or 128, or, in
+// the 256-dim instance of split_merge_slice (kMma256), 256.
+template <bool kMma256>
 __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv,
                                               int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem) {
-  if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= kMaxMmaGroup)) {
-    fold_to_state_cuda(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, smem);
-    return;
-  }
   const int warp = threadIdx.x / 32;
   float* st = warp_state(smem, warp);
   u16* ks = reinterpret_cast<u16*>(smem + warp * MET_ATTN_WARP_SMEM);
-  u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
   // The state goes to the stage the fold used: it writes it after its last read of the stage.
-  if (hd == 128)
-    attend_mma_t<128>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
-  else
-    attend_mma_t<64>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+  if constexpr (kMma256) {
+    attend_mma_t<256, 16>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks + 16 * kMmaStride<256>, st,
+                          st + group * 256, 1);
+  } else {
+    u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
+    if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= kMaxMmaGroup))
+      fold_to_state_cuda(q, kc, vc, base, lo, hi, kv, kvh, hd, vhd, group, scale, softcap, smem);
+    else if (hd == 128)
+      attend_mma_t<128>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+    else
+      attend_mma_t<64>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, vs, st, st + group * vhd, 1);
+  }
 }
 
 // The instruction's arguments, for split_merge_slice: out of line, it reads them from shared
@@ -721,6 +752,10 @@ __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const
 // memory, and 21 scalars took more registers than the call may save).
 __shared__ MetArgs_attn_decode_split_merge met_split_merge_args;
 
+// kMma256: the instance for 256-dim heads (mma256_heads), which folds them on the tensor cores
+// inline and calls nothing. A second out-of-line call for that fold, beside fold_to_state_cuda's,
+// spilled here (68 to 80 bytes) and grew the kernel's frame from 32 to 112 bytes or more.
+template <bool kMma256>
 __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* smem) {
   // Every field is read where it is used: the call of the CUDA-core fold leaves nothing of them to
   // keep in registers.
@@ -767,7 +802,7 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
         const int h0 = static_cast<int>(u / splits) * uh, kv = h0 / group;  // the block's first query head, its KV head
         const int hd = static_cast<int>(a.head_dim);
-        fold_to_state(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
+        fold_to_state<kMma256>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
                       static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem);
       }
       __syncthreads();
@@ -820,7 +855,10 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
 
 MET_ENTRY(attn_decode_split_merge) {
   if (threadIdx.x == 0) met_split_merge_args = a;
-  split_merge_slice(slice, smem);
+  if (mma256_heads(static_cast<int>(a.head_dim), static_cast<int>(a.v_head_dim), MET_ATTN_UNIT_HEADS(static_cast<int>(a.heads / a.kv_heads))))
+    split_merge_slice<true>(slice, smem);
+  else
+    split_merge_slice<false>(slice, smem);
 }
 #endif
 
