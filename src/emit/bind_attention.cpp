@@ -92,12 +92,17 @@ Expected<void> bind_attention(const KernelSite& site) {
   // The splits of a row's keys. On a GPU, enough to give every stream one slice: the split's slices
   // are (row, split) units, the fused op's (row, head block, split) ones (a block: up to 8 query
   // heads of one KV head, MET_ATTN_UNIT_HEADS), so it takes one split (and no state) where the rows'
-  // blocks already fill the streams. The cpu keeps b.splits_max.
+  // blocks already fill the streams. A split takes at least b.split_keys keys: of max_ctx
+  // (b.splits_max), and of the window in a sliding layer, whose rows read no more (Gemma-3 1B's
+  // window of 512 takes 16 splits, not 130 of 4 keys whose states one block then merges). The cpu
+  // keeps b.splits_max.
+  const std::int64_t window = param(*at, "window");
   const std::int64_t group = kvh > 0 ? heads / kvh : 0;
   const std::int64_t per_row = fused && group > 0 ? heads / MET_ATTN_UNIT_HEADS(group) : 1;
+  std::int64_t most = std::max<std::int64_t>(1, b.splits_max);
+  if (window > 0 && b.split_keys > 0) most = std::min(most, std::max<std::int64_t>(1, window / b.split_keys));
   const std::int64_t splits =
-      b.streams > 0 ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * per_row), 1, std::max<std::int64_t>(1, b.splits_max))
-                    : b.splits_max;
+      b.streams > 0 ? std::clamp<std::int64_t>(b.streams / std::max<std::int64_t>(1, R * per_row), 1, most) : b.splits_max;
   const std::uint64_t S = static_cast<std::uint64_t>(splits);
   const bool split_state = k == "attn_decode_split" || k == "attn_decode_merge" || (fused && splits > 1);
   const auto po =
@@ -108,7 +113,6 @@ Expected<void> bind_attention(const KernelSite& site) {
   const auto pml =
       split_state ? b.buffer("part_ml", MET_DTYPE_F32, {static_cast<std::uint64_t>(R), static_cast<std::uint64_t>(heads), S, 2})
                   : MET_NO_TENSOR;
-  const std::int64_t window = param(*at, "window");
   const auto& ks = b.sh->kv_scale.at(kv_layer);
   const std::int64_t fp8 = b.sh->kv_fp8;
   // The cache's ring (0: linear): its sequences start at ring_base (emit.hpp, runtime contract).

@@ -56,6 +56,7 @@ struct Builder {
   std::int64_t max_ctx = 0;
   std::int64_t streams = 0;     // a GPU program's streams (0 on the cpu)
   std::int64_t splits_max = 1;  // decode attention: the most splits of a row's keys (the cpu takes them all)
+  std::int64_t split_keys = 0;  // GPU decode attention: the fewest keys of context per split (0 on the cpu)
   std::uint32_t q_src = MET_NO_TENSOR;  // where attention reads q: the fused q buffer or the qkv buffer
   std::int64_t q_stride = 0;            // elements between rows of q_src
   std::int64_t q_width = 0;             // q columns of a qkv row (k starts there)

@@ -253,6 +253,7 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     // kMinKeysPerGpuSplit keys (bind_attention divides the streams); the cpu keeps one split per
     // kKeysPerSplit keys of context.
     b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit) : splits;
+    b.split_keys = gpu ? kMinKeysPerGpuSplit : 0;
     b.streams = gpu ? static_cast<std::int64_t>(sm) : 0;
     std::vector<std::uint32_t> scope_base;  // flat index of each scope's first group
     std::uint32_t flat = 0;

@@ -1055,6 +1055,31 @@ std::string tiny_gemma4(const std::function<void(nlohmann::json&)>& edit = {}) {
 
 }  // namespace
 
+TEST_CASE("a GPU decode splits a sliding layer's keys by its window, not by max_ctx: at least 32 keys a split (a window of 512 takes 16 splits where its blocks would fill 66 streams; the full layers keep theirs)") {
+  const auto dir = testing::tiny_checkpoint("gemma4-window-splits", tiny_gemma4([](nlohmann::json& j) { j["sliding_window"] = 512; }));
+  auto s = split_merge_spec();
+  s.rungs = {1};
+  auto a = testing::emit_checkpoint(dir, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  int sliding = 0, full = 0;
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      if (op->name != "attn_decode_split_merge") continue;
+      const auto at = [&](const char* n) { return d.ints[static_cast<std::size_t>(emit::int_index(*op, n))]; };
+      if (at("window") > 0) {
+        CHECK(at("window") == 512);
+        CHECK(at("splits") == 512 / 32);
+        ++sliding;
+      } else {
+        CHECK(at("splits") > 512 / 32);
+        ++full;
+      }
+    }
+  CHECK(sliding > 0);
+  CHECK(full > 0);
+}
+
 TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rounded once, a weightless v_norm, V from k_proj on full layers, global head size and KV heads, the sliding rope plain and the full one proportional, unscaled scores, the layer scalar from its tensor (a step bound from a default fails)") {
   const auto dir = testing::tiny_checkpoint("gemma4-cpu", tiny_gemma4());
   testing::EmitSpec s;
