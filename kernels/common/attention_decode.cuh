@@ -763,7 +763,7 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
   const MetArgs_attn_decode_split_merge& a = met_split_merge_args;
   const SliceRange rr = slice_rows(a, slice);
   // Units are (head block, split) pairs: blocks of MET_ATTN_UNIT_HEADS query heads of one KV head.
-  const SliceRange us = slice_cols(a, slice, a.heads / MET_ATTN_UNIT_HEADS(a.heads / a.kv_heads) * a.splits);
+  const SliceRange us = slice_cols(a, slice, MET_ATTN_UNIT_BLOCKS(a.heads, a.kv_heads) * a.splits);
   int* flag = reinterpret_cast<int*>(smem + kStateFlagOffset);
   for (int64_t row = rr.begin; row < rr.end; ++row)
     for (int64_t u = us.begin; u < us.end; ++u) {

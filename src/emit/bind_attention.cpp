@@ -98,7 +98,7 @@ Expected<void> bind_attention(const KernelSite& site) {
   // keeps b.splits_max.
   const std::int64_t window = param(*at, "window");
   const std::int64_t group = kvh > 0 ? heads / kvh : 0;
-  const std::int64_t per_row = fused && group > 0 ? heads / MET_ATTN_UNIT_HEADS(group) : 1;
+  const std::int64_t per_row = fused && group > 0 ? MET_ATTN_UNIT_BLOCKS(heads, kvh) : 1;
   std::int64_t most = std::max<std::int64_t>(1, b.splits_max);
   if (window > 0 && b.split_keys > 0) most = std::min(most, std::max<std::int64_t>(1, window / b.split_keys));
   const std::int64_t splits =

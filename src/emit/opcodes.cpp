@@ -187,7 +187,7 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
     // counter; its bytes are counted here against the slice that holds the block's last split.
     const Wide heads = named_int(*op, d, "heads"), kvh = named_int(*op, d, "kv_heads"), S = named_int(*op, d, "splits");
     if (heads <= 0 || kvh <= 0 || S <= 0 || heads % kvh != 0 || heads / kvh > INT32_MAX) return kPastEveryTensor;
-    const Wide G = MET_ATTN_UNIT_HEADS(heads / kvh), blocks = heads / G;
+    const Wide G = MET_ATTN_UNIT_HEADS(heads / kvh), blocks = MET_ATTN_UNIT_BLOCKS(heads, kvh);
     if (heads % G != 0 || mul(blocks, S) > INT64_MAX) return kPastEveryTensor;
     const RowRange u = slice_cols(d, slice, static_cast<std::int64_t>(mul(blocks, S)));
     if (u.begin >= u.end) return {};

@@ -55,7 +55,7 @@ bool disjoint_writes(const InstrDesc& d, const PacketFile& f) {
 std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const PacketFile& f) {
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge")  // head blocks x splits
-    return d.ints[2] > 0 ? d.ints[1] / MET_ATTN_UNIT_HEADS(d.ints[1] / d.ints[2]) * d.ints[6] : 0;
+    return d.ints[2] > 0 ? MET_ATTN_UNIT_BLOCKS(d.ints[1], d.ints[2]) * d.ints[6] : 0;
   // inter: gate and up rows j and inter + j (gpt-oss's: 2j and 2j + 1; Gemma-4's GELU experts as
   // the SiLU ones), in every routed slot
   if (op.name.starts_with("moe_gate_up")) return d.ints[2];

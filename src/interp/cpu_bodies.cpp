@@ -171,7 +171,7 @@ void body_attn_decode_split_merge(const MetArgs_attn_decode_split_merge& a, cons
   const RowRange r = emit::slice_rows(d, s);
   const MetAttnShape sh = attn_shape(a);
   const std::int64_t per_row = a.heads * a.splits;
-  const RowRange u = emit::slice_cols(d, s, a.heads / MET_ATTN_UNIT_HEADS(a.heads / a.kv_heads) * a.splits);
+  const RowRange u = emit::slice_cols(d, s, MET_ATTN_UNIT_BLOCKS(a.heads, a.kv_heads) * a.splits);
   for (std::int64_t row = r.begin; row < r.end; ++row)
     met_attn_decode_split_merge(a.q + row * a.q_stride, a.k_cache, a.v_cache, a.seq_base[row], a.seq_len[row], &sh,
                                 i32(a.splits), u.begin, u.end, a.sinks, a.part_o ? a.part_o + row * per_row * a.v_head_dim : nullptr,

@@ -574,7 +574,7 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         if (splits < 1 || splits > MET_ATTN_MAX_SPLITS)
           return fail(where + ": " + op->name + " merges " + std::to_string(splits) + " splits; the body takes 1 to " +
                       std::to_string(MET_ATTN_MAX_SPLITS));
-        const std::int64_t blocks = named(*op, d, "heads") / MET_ATTN_UNIT_HEADS(group);  // a counter per (row, head block)
+        const std::int64_t blocks = MET_ATTN_UNIT_BLOCKS(named(*op, d, "heads"), kvh);  // a counter per (row, head block)
         if (arows < 0 || blocks < 1 || arows > MET_ATTN_MAX_COUNTERS / blocks)
           return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(blocks) +
                       " arrival counters; the body has " + std::to_string(MET_ATTN_MAX_COUNTERS));

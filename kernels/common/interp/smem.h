@@ -83,6 +83,8 @@
  * state and tensor-core fold), else blocks of 8 (Gemma-4 12B's global layers: 16 heads over one KV
  * head are two units of each split). A group above 8 must be a multiple of 8 (the host checks). */
 #define MET_ATTN_UNIT_HEADS(group) ((group) <= 8 ? (group) : 8)
+/* Head blocks of a row: heads query heads over kv_heads KV heads, MET_ATTN_UNIT_HEADS a block. */
+#define MET_ATTN_UNIT_BLOCKS(heads, kv_heads) ((heads) / MET_ATTN_UNIT_HEADS((heads) / (kv_heads)))
 #define MET_ATTN_MAX_SPLITS 256
 /* decode merge: one weight per split, a float4 of partial sums per thread, 64 reduction floats. */
 #define MET_MERGE_MAX_SPLITS 256
