@@ -199,9 +199,10 @@ MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
 }
 
 // rmsnorm -> qkv over head units [u) -> [q/k norm] -> rope -> q out, K/V to the cache slot; qn and
-// kn (the q and k norm weights) are null for the plain rope op. A 32-lane warp finishes one head.
+// kn (the q and k norm weights) are null for the plain rope op; vn: V heads take a weightless norm
+// (Gemma-4's v_norm). A 32-lane warp finishes one head.
 template <class A>
-__device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const u16* kn, uint32_t s) {
+__device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const u16* kn, bool vn, uint32_t s) {
   __shared__ MfmaGemvLds lds;
   const SliceRange rr = slice_rows(a, s);
   const int R = static_cast<int>(rr.end - rr.begin);
@@ -234,6 +235,10 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
         }
         rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, a.positions[row]);
         __syncwarp();
+      } else if (vn) {
+        const float inv = inv_rms_warp(hbuf, hd, nk.eps);
+        for (int i = lane; i < hd; i += MET_WARP) hbuf[i] = to_bf(bf(hbuf[i]) * inv);
+        __syncwarp();
       }
       const int64_t slot = a.slots[row];
       u16* dst = unit < heads         ? a.q_out + row * heads * hd + unit * hd
@@ -246,9 +251,9 @@ __device__ __forceinline__ void mfma_qkv_slice(const A& a, const u16* qn, const 
   }
 }
 
-MET_ENTRY(gemv_rmsnorm_qkv_rope) { mfma_qkv_slice(a, nullptr, nullptr, slice); }
+MET_ENTRY(gemv_rmsnorm_qkv_rope) { mfma_qkv_slice(a, nullptr, nullptr, false, slice); }
 
-MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) { mfma_qkv_slice(a, a.q_norm_w, a.k_norm_w, slice); }
+MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) { mfma_qkv_slice(a, a.q_norm_w, a.k_norm_w, a.v_norm != 0, slice); }
 #endif  // MET_HAS_MFMA
 
 }  // namespace met_interp

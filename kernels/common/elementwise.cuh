@@ -363,6 +363,76 @@ MET_ENTRY(scale) { scale_rows(a.x, a.width, slice_rows(a, slice), a.scale); }
 // The factor: the one element of a bf16 checkpoint tensor (Gemma-4's layer_scalar).
 MET_ENTRY(scale_tensor) { scale_rows(a.x, a.width, slice_rows(a, slice), bf(a.s[0])); }
 
+// rmsnorm_residual: x = bf16(x + n), n = bf16(the norm of y) as rmsnorm_offset (once) or rmsnorm
+// computes it, then x = bf16(x * sc) where the op has a layer scalar (sc: its one element, else
+// 1, which leaves x as it is). Rows of dim values. Where the slice has fewer rows than the block has
+// warps (a decode step: one row), each row is cut into parts, one warp each, whose sums of squares
+// meet in shared memory, as rmsnorm_rows does; a round takes 8 / parts rows. Out of line on NVIDIA
+// (MET_OUTLINE), beside the other elementwise bodies that run_body would otherwise inline.
+MET_OUTLINE void norm_residual_rows(u16* x, const u16* y, const u16* w, int64_t dim, SliceRange r, NormKind nk, bool scaled,
+                                    float sc) {
+  __shared__ float partial[MET_INTERP_WARPS];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = r.end - r.begin;
+  const int parts = n >= MET_INTERP_WARPS ? 1 : static_cast<int>(MET_INTERP_WARPS / max(n, static_cast<int64_t>(1)));
+  const int per_round = MET_INTERP_WARPS / parts;
+  const bool vec = dim % 8 == 0 && aligned16(x) && aligned16(y) && aligned16(w);
+  const int64_t units = vec ? dim / 8 : dim;  // 16-byte words, or values
+  if (!w) nk.offset = 0.f;
+  for (int64_t base = r.begin; base < r.end; base += per_round) {  // block-uniform
+    const int64_t row = base + warp / parts;
+    const int part = warp % parts;
+    const bool mine = row < r.end;
+    const u16* yv = y + row * dim;
+    u16* xv = x + row * dim;
+    const int64_t u0 = part * units / parts, u1 = (part + 1) * units / parts;
+    float ss = 0.f;
+    if (mine) {
+      for (int64_t u = u0 + lane; u < u1; u += 32) {
+        if (vec) {
+          float f[8];
+          unpack8(*reinterpret_cast<const uint4*>(yv + 8 * u), f);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
+        } else {
+          const float f = bf(yv[u]);
+          ss += f * f;
+        }
+      }
+    }
+    ss = met_warp_reduce(ss);
+    if (lane == 0) partial[warp] = ss;
+    __syncthreads();
+    if (mine) {
+      float total = 0.f;
+      for (int p = 0; p < parts; ++p) total += partial[(warp / parts) * parts + p];
+      const float inv = 1.0f / sqrtf(total / static_cast<float>(dim) + nk.eps);
+      for (int64_t u = u0 + lane; u < u1; u += 32) {
+        if (vec) {
+          float f[8], g[8], o[8];
+          unpack8(*reinterpret_cast<const uint4*>(yv + 8 * u), f);
+          unpack8(*reinterpret_cast<const uint4*>(xv + 8 * u), o);
+          norm_w8(w, 8 * u, g);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) {
+            const float sum = bf_round(o[k] + bf_round(rms_scale_kind(f[k], inv, g[k], nk)));
+            o[k] = scaled ? sum * sc : sum;
+          }
+          *reinterpret_cast<uint4*>(xv + 8 * u) = pack8(o);
+        } else {
+          const float sum = bf_round(bf(xv[u]) + bf_round(rms_scale_kind(bf(yv[u]), inv, w ? bf(w[u]) : 1.f, nk)));
+          xv[u] = to_bf(scaled ? sum * sc : sum);
+        }
+      }
+    }
+    __syncthreads();  // partial is the next round's
+  }
+}
+
+MET_ENTRY(rmsnorm_residual) {
+  norm_residual_rows(a.x, a.y, a.w, a.dim, slice_rows(a, slice), norm_kind(a), a.s != nullptr, a.s ? bf(a.s[0]) : 1.f);
+}
+
 MET_ENTRY(softcap) {
   const SliceRange r = slice_rows(a, slice);
   for (int64_t i = r.begin * a.width + threadIdx.x; i < r.end * a.width; i += MET_INTERP_THREADS)

@@ -583,13 +583,14 @@ MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
 __device__ unsigned long long met_qkv_arrivals[MET_QKV_MAX_COUNTERS];
 
 // rmsnorm -> qkv over output rows [u0, u1) * unit_rows -> [q/k norm] -> rope -> q out, K/V to the
-// cache slot. qn / kn (the q and k norm weights) are null for the plain rope op.
-// Each slice writes its rows (bf16, before norm and rope) where they belong; a q or k head is then
-// normalised and rotated in place by the slice that completes it (its arrival counter), reading the
-// other slices' rows through L2. v rows are final as written.
+// cache slot. qn / kn (the q and k norm weights) are null for the plain rope op; vn: V heads take a
+// weightless norm (Gemma-4's v_norm).
+// Each slice writes its rows (bf16, before norm and rope) where they belong; a q or k head (and a v
+// head under vn) is then normalised and rotated in place by the slice that completes it (its arrival
+// counter), reading the other slices' rows through L2. Otherwise v rows are final as written.
 // kFp8: the weight is fp8 (the out-of-line copy below); otherwise bf16.
 template <bool kFp8, class A>
-__device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* kn, uint32_t s, unsigned char* smem) {
+__device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* kn, bool vn, uint32_t s, unsigned char* smem) {
   const GemvSmem sm = gemv_smem(smem);
   const SliceRange rr = slice_rows(a, s);
   const int R = static_cast<int>(rr.end - rr.begin);
@@ -625,9 +626,11 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
     }
     __syncthreads();
   }
-  // Arrivals for the q and k heads the slice touched, 64 at a time; then finish the completed ones.
-  const int64_t h_first = n0 / hd, h_end = min(static_cast<int64_t>(heads + kvh), (n1 - 1) / hd + 1);
-  const int64_t counter0 = static_cast<int64_t>(s / a.geom.col_parts) * (heads + kvh);  // the host bounds it
+  // Arrivals for the q and k heads (and v heads under vn) the slice touched, 64 at a time; then finish
+  // the completed ones.
+  const int64_t finished = heads + kvh + (vn ? kvh : 0);
+  const int64_t h_first = n0 / hd, h_end = min(finished, (n1 - 1) / hd + 1);
+  const int64_t counter0 = static_cast<int64_t>(s / a.geom.col_parts) * finished;  // the host bounds it
   int* done = reinterpret_cast<int*>(sm.red);
   for (int64_t hb = h_first; hb < h_end; hb += 64) {
     const int nb = static_cast<int>(min(static_cast<int64_t>(64), h_end - hb));
@@ -650,6 +653,12 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
       u16* d = dst(h, row);
       for (int i = lane; i < hd; i += 32) hbuf[i] = __ldcg(d + i);
       __syncwarp();
+      if (h >= heads + kvh) {  // a v head (vn): x / rms(x), rounded once
+        const float inv = inv_rms_warp(hbuf, hd, nk.eps);
+        for (int i = lane; i < hd; i += 32) d[i] = to_bf(bf(hbuf[i]) * inv);
+        __syncwarp();
+        continue;
+      }
       const u16* nw = h < heads ? qn : kn;
       if (nw) {
         const float inv = inv_rms_warp(hbuf, hd, nk.eps);
@@ -668,25 +677,25 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
 // fp8 weights run out of line, reloading their arguments from the instruction (three parameters,
 // nothing live after the call): inlined beside the bf16 copy, the interpreter's dispatcher spilled.
 __device__ __noinline__ void qkv_rope_fp8(const MetDevInstr* in, uint32_t s, unsigned char* smem) {
-  qkv_slice<true>(met_load_gemv_rmsnorm_qkv_rope(*in), nullptr, nullptr, s, smem);
+  qkv_slice<true>(met_load_gemv_rmsnorm_qkv_rope(*in), nullptr, nullptr, false, s, smem);
 }
 __device__ __noinline__ void qkv_qknorm_rope_fp8(const MetDevInstr* in, uint32_t s, unsigned char* smem) {
   const MetArgs_gemv_rmsnorm_qkv_qknorm_rope a = met_load_gemv_rmsnorm_qkv_qknorm_rope(*in);
-  qkv_slice<true>(a, a.q_norm_w, a.k_norm_w, s, smem);
+  qkv_slice<true>(a, a.q_norm_w, a.k_norm_w, a.v_norm != 0, s, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_qkv_rope) {
   if (a.geom.w_format == MET_DEV_WEIGHT_FP8_E4M3)
     qkv_rope_fp8(a.geom.instr, slice, smem);
   else
-    qkv_slice<false>(a, nullptr, nullptr, slice, smem);
+    qkv_slice<false>(a, nullptr, nullptr, false, slice, smem);
 }
 
 MET_ENTRY(gemv_rmsnorm_qkv_qknorm_rope) {
   if (a.geom.w_format == MET_DEV_WEIGHT_FP8_E4M3)
     qkv_qknorm_rope_fp8(a.geom.instr, slice, smem);
   else
-    qkv_slice<false>(a, a.q_norm_w, a.k_norm_w, slice, smem);
+    qkv_slice<false>(a, a.q_norm_w, a.k_norm_w, a.v_norm != 0, slice, smem);
 }
 #endif  // MET_HAS_MMA_SYNC
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "bf16.hpp"
 #include "quant.hpp"
@@ -198,6 +199,18 @@ extern "C" void met_scale(std::uint16_t* x, std::int64_t n, float s) {
 // x *= s[0] (a one-element bf16 weight: Gemma-4's layer_scalar).
 extern "C" void met_scale_tensor(std::uint16_t* x, std::int64_t n, const std::uint16_t* s) {
   met_scale(x, n, met::cpu::bf16_to_f32(s[0]));
+}
+
+// x = x + rmsnorm(y) per row of dim values (norm_once 1: rmsnorm_offset's one rounding with offset
+// + w; 0: rmsnorm's), then x *= s[0] where s is not null: rmsnorm_offset (or rmsnorm) into a row
+// buffer, residual_add and scale_tensor, in that order, bit for bit.
+extern "C" void met_rmsnorm_residual(std::uint16_t* x, const std::uint16_t* y, const std::uint16_t* w, const std::uint16_t* s, std::int64_t rows, std::int64_t dim, std::int32_t norm_once, float norm_offset, float eps) {
+  std::vector<std::uint16_t> n(static_cast<std::size_t>(dim));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    met::cpu::rmsnorm_row(y + r * dim, w, n.data(), /*count=*/1, dim, eps, norm_offset, norm_once != 0);
+    met::cpu::residual_row(x + r * dim, n.data(), dim);
+    if (s) met_scale_tensor(x + r * dim, dim, s);
+  }
 }
 
 // x = cap * tanh(x / cap).

@@ -42,7 +42,7 @@ inline Buf buf(std::int64_t n) { return Buf(static_cast<std::size_t>(n)); }
 // [u0, u1): units are the q heads, then the k heads, then the v heads. Norm and rope act per head,
 // so any unit range computes exactly what the whole row computes for those heads.
 inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, const FusedNorm& nm, RowDot& dot,
-                    const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, std::int32_t pos,
+                    const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, bool v_norm, std::int32_t pos,
                     std::int64_t slot, const MetRopeShape& s, const float* inv_freq, std::uint16_t* q_out,
                     std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t u0, std::int64_t u1, Buf& xn, Buf& qkv) {
   const std::int64_t hidden = dot.weight().cols;
@@ -63,6 +63,7 @@ inline void qkv_row(const std::uint16_t* x, const std::uint16_t* norm_w, const F
       for (std::int64_t i = 0; i < hd; ++i) kv_store(k_cache, slot * kw + kh * hd + i, head[i], s.kv_fp8, s.k_scale);
     } else {
       const std::int64_t vh = u - s.heads - s.kv_heads;
+      if (v_norm) rmsnorm_row(head, /*w=*/nullptr, head, /*count=*/1, hd, nm.eps);  // x / rms(x), rounded once
       for (std::int64_t i = 0; i < hd; ++i) kv_store(v_cache, slot * kw + vh * hd + i, head[i], s.kv_fp8, s.v_scale);
     }
   }
@@ -142,19 +143,19 @@ extern "C" void met_gemv_rmsnorm_qkv_rope(const std::uint16_t* x, const std::uin
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, {eps, norm_once != 0, norm_offset}, dot, nullptr, nullptr, positions[r], slots[r], *shape, inv_freq,
+    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, {eps, norm_once != 0, norm_offset}, dot, nullptr, nullptr, false, positions[r], slots[r], *shape, inv_freq,
                       q_out + r * qw, k_cache, v_cache, unit0, unit1, xn, qkv);
 }
 
 // As met_gemv_rmsnorm_qkv_rope with per-head RMSNorm of q and k (weights [head_dim], the same kind of
-// norm as x's) before rope.
-extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, std::int32_t norm_once, float norm_offset, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t unit0, std::int64_t unit1) {
+// norm as x's) before rope; v_norm 1: each V head x / rms(x) (weightless, eps), rounded once.
+extern "C" void met_gemv_rmsnorm_qkv_qknorm_rope(const std::uint16_t* x, const std::uint16_t* norm_w, float eps, std::int32_t norm_once, float norm_offset, const MetHostWeight* w_qkv, const std::uint16_t* q_norm_w, const std::uint16_t* k_norm_w, std::int32_t v_norm, const std::int32_t* positions, const std::int64_t* slots, std::int64_t rows, const MetRopeShape* shape, const float* inv_freq, std::uint16_t* q_out, std::uint16_t* k_cache, std::uint16_t* v_cache, std::int64_t unit0, std::int64_t unit1) {
   met::cpu::RowDot dot(*w_qkv);
   auto xn = met::cpu::buf(w_qkv->cols);
   auto qkv = met::cpu::buf(w_qkv->rows);
   const std::int64_t qw = static_cast<std::int64_t>(shape->heads) * shape->head_dim;
   for (std::int64_t r = 0; r < rows; ++r)
-    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, {eps, norm_once != 0, norm_offset}, dot, q_norm_w, k_norm_w, positions[r], slots[r], *shape, inv_freq,
+    met::cpu::qkv_row(x + r * w_qkv->cols, norm_w, {eps, norm_once != 0, norm_offset}, dot, q_norm_w, k_norm_w, v_norm != 0, positions[r], slots[r], *shape, inv_freq,
                       q_out + r * qw, k_cache, v_cache, unit0, unit1, xn, qkv);
 }
 

@@ -30,6 +30,7 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"gemv_rmsnorm_lm_head_softcap_argmax", bind_lm_head},
     {"rmsnorm", bind_rmsnorm},
     {"rmsnorm_offset", bind_rmsnorm},
+    {"rmsnorm_residual", bind_rmsnorm_residual},
     {"gemv", bind_linear},
     {"rope", bind_rope},
     {"kv_append", bind_kv_append},

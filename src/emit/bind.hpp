@@ -62,6 +62,7 @@ Expected<void> bind_lm_head(const KernelSite& site);
 // bind_pointwise.cpp: embedding, norms (rmsnorm, rmsnorm_offset), residual add, gated activations, argmax, softcap.
 Expected<void> bind_embed(const KernelSite& site);
 Expected<void> bind_rmsnorm(const KernelSite& site);
+Expected<void> bind_rmsnorm_residual(const KernelSite& site);
 Expected<void> bind_residual_add(const KernelSite& site);
 Expected<void> bind_gated_act(const KernelSite& site);
 Expected<void> bind_argmax(const KernelSite& site);

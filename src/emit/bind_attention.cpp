@@ -40,6 +40,16 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
     t.push_back(kw);
   }
   MET_TRY(const auto nk, fused_norm_kind(site, norms));
+  // Gemma-4's weightless v_norm: V heads as bf16(x / rms(x)) with the input norm's eps.
+  std::int64_t v_norm = 0;
+  if (const auto* vn = site.node("rmsnorm", "v_norm")) {
+    if (site.k != "gemv_rmsnorm_qkv_qknorm_rope") return site.where("v_norm on '" + site.kname + "', which has no q/k norms");
+    if (param(*vn, "weighted") != 0) return site.where("a weighted v_norm on '" + site.kname + "', whose V norm takes no weight");
+    const double node_eps = vn->params.count("eps") ? vn->params.at("eps") : 0.0;
+    if ((node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps) != nk.eps)
+      return site.where("v_norm on '" + site.kname + "' has another eps than " + norms[0]->role + " (one eps per instruction)");
+    v_norm = 1;
+  }
   const std::int64_t rotary = param(*rope, "rotary_dim");
   const RopeConfig rc = node_rope(b.cfg, *rope);
   if (rc.attention_scale() != 1.0f)
@@ -53,9 +63,10 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   const std::pair<float, float> ks = b.sh->kv_scale.at(c.layer);
   // seq_slots: the cache rows a sequence owns (the verifier's extent of a decode row's writes).
   const std::int64_t seq_slots = model::kv_rows_per_seq(b.sh->kv_ring.at(c.layer), b.max_ctx);
-  MET_CHECK(site.add(t, {R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, seq_slots, /*col_slices=*/1,
-                      /*unit_rows=*/hd, b.sh->kv_fp8, nk.once, nk.offset},
-                     {nk.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
+  std::vector<std::int64_t> ints{R, /*in_row0=*/0, heads, param(*rope, "kv_heads"), hd, rotary, seq_slots, /*col_slices=*/1,
+                                 /*unit_rows=*/hd, b.sh->kv_fp8, nk.once, nk.offset};
+  if (site.k == "gemv_rmsnorm_qkv_qknorm_rope") ints.push_back(v_norm);
+  MET_CHECK(site.add(t, std::move(ints), {nk.eps, static_cast<float>(rc.theta), ks.first, ks.second}));
   b.q_src = q;
   b.q_stride = heads * hd;
   return {};

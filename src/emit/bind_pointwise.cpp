@@ -97,6 +97,41 @@ Expected<void> bind_rmsnorm(const KernelSite& site) {
   return {};
 }
 
+// Gemma's post-norm of y with the residual add after it, and Gemma-4's layer scalar where the group
+// ends with it (rmsnorm_residual): x = x + norm(y), then x *= s. The norm's kind as bind_rmsnorm
+// binds it on rmsnorm or rmsnorm_offset.
+Expected<void> bind_rmsnorm_residual(const KernelSite& site) {
+  Builder& b = site.b;
+  const auto* n = site.node("rmsnorm");
+  const auto* res = site.node("residual");
+  if (!n || !res) return site.where("expects rmsnorm and residual");
+  if (!res->role.empty())
+    return site.where("residual:" + res->role + " on '" + site.kname + "', whose body adds to the residual stream");
+  if (n->role != "post_attn_norm" && n->role != "post_mlp_norm" && n->role != "post_per_layer_norm")
+    return site.where(n->role + " on '" + site.kname + "', which normalises the layer's y (a post norm)");
+  if (b.partial != MET_NO_TENSOR) return site.where("'" + site.kname + "' after a row-parallel projection's partial sums");
+  const std::int64_t dim = param(*n, "dim") * std::max<std::int64_t>(1, param(*n, "count"));
+  if (dim != site.hidden)
+    return site.where("post norm over " + std::to_string(dim) + " columns, not the hidden " + std::to_string(site.hidden));
+  std::uint32_t w = MET_NO_TENSOR, sc = MET_NO_TENSOR;
+  if (param(*n, "weighted") != 0) {
+    MET_TRY(w, site.weight(n));
+  }
+  if (const auto* s = site.node("scale")) {
+    if (param(*s, "weighted") == 0) return site.where("scale:" + s->role + " on '" + site.kname + "' without a weight");
+    MET_TRY(sc, site.weight(s));
+  }
+  const double offset = n->params.count("offset") ? n->params.at("offset") : 0.0;
+  if (offset != std::floor(offset) || std::fabs(offset) > static_cast<double>(1 << std::numeric_limits<float>::digits))
+    return site.where(n->role + " offset " + std::to_string(offset) + " on '" + site.kname +
+                      "', whose body takes a whole number a float holds exactly");
+  const double node_eps = n->params.count("eps") ? n->params.at("eps") : 0.0;
+  const float eps = node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps;
+  const std::int64_t once = offset != 0 || param(*n, "round_once") != 0 ? 1 : 0;
+  MET_CHECK(site.add({site.x, b.act("y", site.R, dim), w, sc}, {site.R, dim, once, static_cast<std::int64_t>(offset)}, {eps}));
+  return {};
+}
+
 Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vector<const model::Node*>& norms) {
   FusedNormKind k;
   for (std::size_t i = 0; i < norms.size(); ++i) {

@@ -1,7 +1,7 @@
 // model.pkt bytes <-> PacketFile. serialize() writes the header, then each table 8-byte aligned in
 // the order of the header's offsets, then the string table; parse_packet() trusts nothing: every
 // count, offset, index and string reference is checked (overflow-safe) before it is used.
-// A parsed instruction always holds every ABI slot (12 tensors, 12 ints, 4 imms; unused ones are
+// A parsed instruction always holds every ABI slot (12 tensors, 16 ints, 4 imms; unused ones are
 // MET_NO_TENSOR / 0), so readers may index any slot; serialize pads shorter vectors the same way.
 #include "emit/packet.hpp"
 

@@ -140,7 +140,7 @@ void body_gemv_rmsnorm_qkv_qknorm_rope(const MetArgs_gemv_rmsnorm_qkv_qknorm_rop
   const std::int64_t qw = a.heads * a.head_dim;
   const RowRange u = qkv_heads(a, d, s);
   met_gemv_rmsnorm_qkv_qknorm_rope(a.x + (a.in_row0 + r.begin) * a.w_qkv->cols, a.norm_w, a.eps, i32(a.norm_once), static_cast<float>(a.norm_offset), a.w_qkv, a.q_norm_w,
-                                   a.k_norm_w, a.positions + r.begin, a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq,
+                                   a.k_norm_w, i32(a.v_norm), a.positions + r.begin, a.slots + r.begin, r.end - r.begin, &sh, a.inv_freq,
                                    a.q_out + r.begin * qw, a.k_cache, a.v_cache, u.begin, u.end);
 }
 
@@ -321,6 +321,12 @@ void body_scale(const MetArgs_scale& a, const InstrDesc& d, std::uint32_t s) {
 void body_scale_tensor(const MetArgs_scale_tensor& a, const InstrDesc& d, std::uint32_t s) {
   const RowRange r = emit::slice_rows(d, s);
   met_scale_tensor(a.x + r.begin * a.width, (r.end - r.begin) * a.width, a.s);
+}
+
+void body_rmsnorm_residual(const MetArgs_rmsnorm_residual& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  met_rmsnorm_residual(a.x + r.begin * a.dim, a.y + r.begin * a.dim, a.w, a.s, r.end - r.begin, a.dim, i32(a.norm_once),
+                       static_cast<float>(a.norm_offset), a.eps);
 }
 
 void body_softcap(const MetArgs_softcap& a, const InstrDesc& d, std::uint32_t s) {

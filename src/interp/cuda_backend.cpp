@@ -539,7 +539,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
                       ": the body takes multiples of 8 up to " + std::to_string(max_hd));
       }
       if (qkv) {
-        const std::int64_t ur = named(*op, d, "unit_rows"), units = named(*op, d, "heads") + named(*op, d, "kv_heads");
+        // A counter per q and k head, and per v head where the body normalises V (v_norm).
+        const std::int64_t ur = named(*op, d, "unit_rows"),
+                           units = named(*op, d, "heads") + named(*op, d, "kv_heads") * (named(*op, d, "v_norm") != 0 ? 2 : 1);
         if (hd <= 0 || ur <= 0 || hd % ur != 0)
           return fail(where + ": " + op->name + " unit_rows " + std::to_string(ur) + " does not divide head_dim " + std::to_string(hd));
         if (units < 0 || row_parts > MET_QKV_MAX_COUNTERS / std::max<std::int64_t>(1, units))

@@ -653,7 +653,7 @@ namespace {
 // The norms an instruction computes: 1 for rmsnorm and rmsnorm_offset, the folded ones of a fused
 // gemv op (a qkv op with q/k norms folds three), 0 for the rest.
 int norms_of(const std::string& op) {
-  if (op == "rmsnorm" || op == "rmsnorm_offset") return 1;
+  if (op == "rmsnorm" || op == "rmsnorm_offset" || op == "rmsnorm_residual") return 1;
   if (op == "gemv_rmsnorm_qkv_qknorm_rope") return 3;
   return op.starts_with("gemv_rmsnorm_") ? 1 : 0;
 }
@@ -692,7 +692,7 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
         REQUIRE(d.imms.size() == 2);
         CHECK(d.imms[0] == 1e-6f);
         CHECK(d.imms[1] == 1.0f);
-      } else if (op.starts_with("gemv_rmsnorm_")) {
+      } else if (op.starts_with("gemv_rmsnorm_") || op == "rmsnorm_residual") {
         check_fused_norm(d, 1, 1, 1e-6f);  // (1 + w), rounded once, as rmsnorm_offset
       }
       if (op == "rope" || op == "gemv_rmsnorm_qkv_qknorm_rope") {
@@ -726,7 +726,9 @@ TEST_CASE("Gemma-3 on host-cpu binds every step from config.json: embedding scal
     CHECK(count["rope"] + count["gemv_rmsnorm_qkv_qknorm_rope"] == 3);
     CHECK(count["softcap"] + count["gemv_rmsnorm_lm_head_softcap_argmax"] == 1);
     CHECK(count["gelu_mul"] + count["gemm_gelu"] + count["gemv_rmsnorm_gate_up_gelu"] == 3);
-    if (p.kind != MET_PROGRAM_PREFILL) CHECK(count["rmsnorm_offset"] == 2 * 3);  // the post norms
+    // The post norms, each with the residual add after it.
+    CHECK(count["rmsnorm_residual"] == 2 * 3);
+    CHECK(count["residual_add"] == 0);
   }
   // build.json carries the global layers' rope (the loader computes the table from it).
   const auto b = nlohmann::json::parse(a->build_json);
@@ -845,7 +847,7 @@ TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset or folde
       ++count[op->name];
       norms += norms_of(op->name);
       if (op->name == "rmsnorm_offset") CHECK(d.imms == std::vector<float>{1e-6f, 1.0f});
-      if (op->name.starts_with("gemv_rmsnorm_")) check_fused_norm(d, 1, 1, 1e-6f);
+      if (op->name.starts_with("gemv_rmsnorm_") || op->name == "rmsnorm_residual") check_fused_norm(d, 1, 1, 1e-6f);
       if (p.kind != MET_PROGRAM_PREFILL) CHECK(op->family != "gemm");
       if (op->family != "gemm" || !op->name.ends_with("_wgmma")) continue;
       ++wgmma;
@@ -859,8 +861,9 @@ TEST_CASE("Gemma-3 on h200-sxm runs its (1 + w) norms as rmsnorm_offset or folde
     }
     CHECK(norms == 6 * 3 + 1);
     CHECK(count["rmsnorm"] == 0);
-    if (p.kind != MET_PROGRAM_PREFILL) {  // decode folds all but the post norms, at 1 row and at 16
-      CHECK(count["rmsnorm_offset"] == 2 * 3);
+    CHECK(count["rmsnorm_residual"] == 2 * 3);  // the post norms and their residual adds, in every program
+    if (p.kind != MET_PROGRAM_PREFILL) {  // decode folds the other norms, at 1 row and at 16
+      CHECK(count["rmsnorm_offset"] == 0);
       CHECK(count["gemv_rmsnorm_qkv_qknorm_rope"] == 3);
       CHECK(count["gemv_rmsnorm_gate_up_gelu"] == 3);
     }
@@ -1091,7 +1094,7 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
   for (const auto& p : a->packet.programs) {
     INFO(p.name);
     std::map<std::string, int> count;
-    int weightless = 0, norms = 0;
+    int weightless = 0, norms = 0, scaled = 0;
     for (const auto& d : p.instrs) {
       const std::string op = emit::find_opcode(d.opcode)->name;
       INFO(op << " in " << d.scope);
@@ -1101,8 +1104,19 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
       if (op == "rmsnorm_offset") {
         CHECK(d.imms == std::vector<float>{1e-6f, 0.0f});
         if (d.tensors[1] == MET_NO_TENSOR) ++weightless;
-      } else if (op.starts_with("gemv_rmsnorm_")) {
+      } else if (op.starts_with("gemv_rmsnorm_") || op == "rmsnorm_residual") {
         check_fused_norm(d, 1, 0, 1e-6f);  // w rounded once, as rmsnorm_offset
+        const auto* info = emit::find_opcode(d.opcode);
+        if (op == "gemv_rmsnorm_qkv_qknorm_rope") {  // the v_norm folded in: a fourth norm, weightless
+          const auto vn = d.ints[static_cast<std::size_t>(emit::int_index(*info, "v_norm"))];
+          CHECK(vn == 1);
+          weightless += static_cast<int>(vn);
+          norms += static_cast<int>(vn);
+        }
+        if (op == "rmsnorm_residual" && d.tensors[static_cast<std::size_t>(emit::tensor_index(*info, "s"))] != MET_NO_TENSOR) {
+          ++scaled;  // the post-MLP norm, its residual add and the layer scalar
+          CHECK(tensors[d.tensors[static_cast<std::size_t>(emit::tensor_index(*info, "s"))]].name.find("layer_scalar") != std::string::npos);
+        }
       } else if (op == "rope") {
         CHECK(d.imms == std::vector<float>{sliding ? 10000.0f : 1000000.0f, /*attn_scale=*/1.0f});
         CHECK(d.ints[4] == (sliding ? 64 : 128));  // head_dim
@@ -1128,8 +1142,11 @@ TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rou
     CHECK(weightless == 6);
     CHECK(count["rmsnorm"] == 0);
     CHECK(count["scale"] == 1);
-    CHECK(count["scale_tensor"] == 6);
-    CHECK(count["rope"] == 6);
+    CHECK(count["scale_tensor"] + scaled == 6);
+    CHECK(scaled == 6);
+    CHECK(count["residual_add"] == 0);  // every residual add follows a post norm
+    CHECK(count["rope"] + count["gemv_rmsnorm_qkv_qknorm_rope"] == 6);
+    if (p.kind != MET_PROGRAM_PREFILL) CHECK(count["gemv_rmsnorm_qkv_qknorm_rope"] == 6);
   }
   // The full layers' qkv reads k_proj twice (V = k_proj's output), and no v_proj.
   bool kkv = false;

@@ -58,7 +58,7 @@ TEST_CASE("opcode numbers are unique, dense from 1, and find_opcode round-trips 
     REQUIRE(!op.ints.empty());
     CHECK(op.ints[0] == "rows");
     CHECK(op.tensors.size() <= 12);
-    CHECK(op.ints.size() <= 12);
+    CHECK(op.ints.size() <= 16);
     CHECK(op.imms.size() <= 4);
   }
   CHECK(find_opcode(0u) == nullptr);

@@ -29,7 +29,7 @@ InstrDesc instr(std::uint32_t opcode, std::uint32_t slices, std::vector<std::uin
   d.tensors = std::move(tensors);
   d.tensors.resize(12, MET_NO_TENSOR);
   d.ints = std::move(ints);
-  d.ints.resize(12, 0);
+  d.ints.resize(16, 0);
   d.imms = std::move(imms);
   d.imms.resize(4, 0.0f);
   return d;
@@ -156,8 +156,8 @@ std::string located(const std::string& what) { return std::string(kDisplay) + ":
 TEST_CASE("the ABI hash and version are pinned: a field-list or opcode-table change without a version bump is caught") {
   // Changing packet_fields.def or the opcode table changes abi_hash(); then bump MET_PACKET_VERSION
   // and update both pins.
-  CHECK(MET_PACKET_VERSION == 24u);
-  CHECK(abi_hash() == 0xdd24e85au);
+  CHECK(MET_PACKET_VERSION == 25u);
+  CHECK(abi_hash() == 0xa002c38du);
 }
 
 TEST_CASE("layout: every field sits at the offset the .def implies (packed, naturally aligned, no padding)") {
@@ -180,7 +180,7 @@ TEST_CASE("layout: every field sits at the offset the .def implies (packed, natu
   CHECK(sizeof(MetPktHeader) == 128);
   CHECK(sizeof(MetPktTensor) == 64);
   CHECK(sizeof(MetPktProgram) == 32);
-  CHECK(sizeof(MetPktInstr) == 176);
+  CHECK(sizeof(MetPktInstr) == 208);
   CHECK(sizeof(MetPktStream) == 8);
   CHECK(sizeof(MetPktStreamEntry) == 16);
   CHECK(sizeof(MetPktWait) == 8);
@@ -258,7 +258,7 @@ TEST_CASE("a short instruction is padded: unused tensor slots read back as MET_N
   REQUIRE(in.tensors.size() == 12);
   CHECK(in.tensors[0] == 2);
   CHECK(in.tensors[11] == MET_NO_TENSOR);
-  CHECK(in.ints == std::vector<std::int64_t>{16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(in.ints == std::vector<std::int64_t>{16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
   CHECK(in.imms == std::vector<float>(4, 0.0f));
 }
 

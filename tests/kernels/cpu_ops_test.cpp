@@ -654,6 +654,7 @@ struct QkvCase {
   std::int64_t rows = 2, hidden = 256;
   MetRopeShape s{4, 2, 64, 64, 10000.0f};
   bool qknorm = false;
+  bool v_norm = false;  // Gemma-4's weightless v_norm (with qknorm)
   MetWeightFormat fmt = MET_WEIGHT_BF16;
   std::int32_t norm_once = 0;  // the fused norm's kind (ops.def): 1 with offset 1 is Gemma-3's, with 0 Gemma-4's
   float norm_offset = 0;
@@ -691,7 +692,7 @@ void run_qkv_case(const QkvCase& c) {
   // Two head-unit ranges (the second starts inside the k heads) make the whole row.
   for (auto [u0, u1] : {std::pair<std::int64_t, std::int64_t>{0, c.s.heads + 1}, {c.s.heads + 1, units}}) {
     if (c.qknorm)
-      met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, c.norm_once, c.norm_offset, &t.w, qn.data(), kn.data(), pos, slots, c.rows, &c.s,
+      met_gemv_rmsnorm_qkv_qknorm_rope(x.data(), nw.data(), kEps, c.norm_once, c.norm_offset, &t.w, qn.data(), kn.data(), c.v_norm ? 1 : 0, pos, slots, c.rows, &c.s,
                                        /*inv_freq=*/nullptr, q.data(), kc.data(), vc.data(), u0, u1);
     else
       met_gemv_rmsnorm_qkv_rope(x.data(), nw.data(), kEps, c.norm_once, c.norm_offset, &t.w, pos, slots, c.rows, &c.s, /*inv_freq=*/nullptr, q.data(),
@@ -707,6 +708,7 @@ void run_qkv_case(const QkvCase& c) {
       std::uint16_t* row = qkv.data() + r * width;
       unfused_norm(row, qn.data(), row, 1, c.s.heads, c.s.head_dim, c.norm_once, c.norm_offset);
       unfused_norm(row + qw, kn.data(), row + qw, 1, c.s.kv_heads, c.s.head_dim, c.norm_once, c.norm_offset);
+      if (c.v_norm) met_rmsnorm_offset(row + qw + kw, /*w=*/nullptr, row + qw + kw, 1, c.s.kv_heads, c.s.head_dim, kEps, 0.0f);
     }
   met_rope(qkv.data(), width, qkv.data() + qw, width, pos, c.rows, &c.s, /*inv_freq=*/nullptr);
   met_kv_append(qkv.data() + qw, width, qkv.data() + qw + kw, width, kc2.data(), vc2.data(), slots, c.rows,
@@ -726,6 +728,10 @@ void run_qkv_case(const QkvCase& c) {
       const Dbl kr = ref_rmsnorm(Dbl(row + qw, row + qw + kw), norm_weights(kn, c.norm_offset), c.s.kv_heads, c.s.head_dim);
       std::copy(qr.begin(), qr.end(), row);
       std::copy(kr.begin(), kr.end(), row + qw);
+      if (c.v_norm) {
+        const Dbl vr = ref_rmsnorm(Dbl(row + qw + kw, row + width), Dbl(sz(c.s.head_dim), 1.0), c.s.kv_heads, c.s.head_dim);
+        std::copy(vr.begin(), vr.end(), row + qw + kw);
+      }
     }
     ref_rope(row, c.s.heads, c.s.head_dim, c.s.rotary_dim, c.s.theta, pos[r]);
     ref_rope(row + qw, c.s.kv_heads, c.s.head_dim, c.s.rotary_dim, c.s.theta, pos[r]);
@@ -764,6 +770,39 @@ TEST_CASE("gemv_rmsnorm_qkv_qknorm_rope hidden=256 heads=4 kv_heads=2 head_dim=6
   SUBCASE("Gemma-4's norms: w, one rounding (rmsnorm_offset)") {
     c.norm_once = 1;
     run_qkv_case(c);
+  }
+  SUBCASE("Gemma-4's norms with its weightless v_norm (rmsnorm_offset without a weight)") {
+    c.norm_once = 1;
+    c.v_norm = true;
+    run_qkv_case(c);
+  }
+}
+
+TEST_CASE("rmsnorm_residual rows=3 dim=96 equals the post norm, residual_add and scale_tensor in order, bit for bit, and fp64") {
+  std::mt19937 g(113);
+  const auto y = random_bf16(g, 3 * 96, -2, 2);
+  const auto x0 = random_bf16(g, 3 * 96, -2, 2);
+  const auto w = random_bf16(g, 96, 0.5f, 1.5f);
+  const Bf16 s{met::cpu::f32_to_bf16(0.75f)};
+  struct Kind {
+    const char* name;
+    std::int32_t once;
+    float offset;
+    bool scaled;
+  };
+  for (const Kind k : {Kind{"Gemma-3 (1 + w, once)", 1, 1.0f, false}, Kind{"Gemma-4 (w, once) with its layer scalar", 1, 0.0f, true},
+                       Kind{"Llama's kind (rounded, then w)", 0, 0.0f, false}}) {
+    CAPTURE(k.name);
+    Bf16 x1 = x0, x2 = x0, n(y.size());
+    met_rmsnorm_residual(x1.data(), y.data(), w.data(), k.scaled ? s.data() : nullptr, 3, 96, k.once, k.offset, kEps);
+    unfused_norm(y.data(), w.data(), n.data(), 3, 1, 96, k.once, k.offset);
+    met_residual_add(x2.data(), n.data(), 3 * 96);
+    if (k.scaled) met_scale_tensor(x2.data(), 3 * 96, s.data());
+    CHECK(x1 == x2);
+    auto ref = ref_rmsnorm(to_dbl(y), norm_weights(w, k.offset), 3, 96);
+    const auto xd = to_dbl(x0);
+    for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = (ref[i] + xd[i]) * (k.scaled ? 0.75 : 1.0);
+    check_close(x1, ref);
   }
 }
 

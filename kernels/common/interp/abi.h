@@ -16,7 +16,7 @@
 #define MET_INTERP_THREADS 256 /* threads per block: 8 warps, up to 255 registers each */
 #define MET_INTERP_WARPS (MET_INTERP_THREADS / 32)
 #define MET_DEV_OPERANDS 12
-#define MET_DEV_INTS 12
+#define MET_DEV_INTS 16
 #define MET_DEV_IMMS 4
 #define MET_DEV_MAX_ROWS 16 /* rows a gemv-family slice carries (decode rungs) */
 /* Formats of the matrix weight operand (MetDevInstr.w_format; the values of kernels/cpu/quant.hpp
