@@ -796,12 +796,17 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
             }
           }
         }
-        // The warp's keys: the run's 32-key chunks dealt evenly over its warps.
-        const int64_t per = ((k1 - k0 + warps - 1) / warps + 31) / 32 * 32;
+        // The warp's keys: the run's 32-key chunks (the staged and tensor-core folds' steps) dealt
+        // evenly over its warps. The unstaged CUDA-core fold (head dims past MET_ATTN_MAX_HD, or V
+        // heads folded in parts: Gemma-4's 512-dim global layers) steps one key at a time, so its
+        // warps take equal shares of any size: in 32-key chunks a split of 63 keys kept 2 of the 8
+        // warps busy, each walking its keys once per part and pass of heads.
+        const int hd = static_cast<int>(a.head_dim);
+        const int64_t gran = !kMma256 && (hd > MET_ATTN_MAX_HD || a.v_head_dim > kMaxVDims * 32) ? 1 : 32;
+        const int64_t per = ((k1 - k0 + warps - 1) / warps + gran - 1) / gran * gran;
         const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
         const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
         const int h0 = static_cast<int>(u / splits) * uh, kv = h0 / group;  // the block's first query head, its KV head
-        const int hd = static_cast<int>(a.head_dim);
         fold_to_state<kMma256>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
                       static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem);
       }
