@@ -78,6 +78,9 @@ struct FusedNormKind {
   float eps = 0;
   std::int64_t once = 0, offset = 0;
 };
+// A norm node's kind (its eps, else config.json's; its offset, a whole number; one rounding), and
+// the one kind of a fused op's weighted norms.
+Expected<FusedNormKind> norm_kind_of(const KernelSite& site, const model::Node& n);
 Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vector<const model::Node*>& norms);
 
 // Gemma-4's expert branch runs beside the dense MLP (the layer has a moe_norm node): its experts

@@ -43,10 +43,9 @@ Expected<void> bind_qkv_rope(const KernelSite& site) {
   // Gemma-4's weightless v_norm: V heads as bf16(x / rms(x)) with the input norm's eps.
   std::int64_t v_norm = 0;
   if (const auto* vn = site.node("rmsnorm", "v_norm")) {
-    if (site.k != "gemv_rmsnorm_qkv_qknorm_rope") return site.where("v_norm on '" + site.kname + "', which has no q/k norms");
     if (param(*vn, "weighted") != 0) return site.where("a weighted v_norm on '" + site.kname + "', whose V norm takes no weight");
-    const double node_eps = vn->params.count("eps") ? vn->params.at("eps") : 0.0;
-    if ((node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps) != nk.eps)
+    MET_TRY(const auto vk, norm_kind_of(site, *vn));
+    if (vk.eps != nk.eps)
       return site.where("v_norm on '" + site.kname + "' has another eps than " + norms[0]->role + " (one eps per instruction)");
     v_norm = 1;
   }

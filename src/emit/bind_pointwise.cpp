@@ -121,15 +121,20 @@ Expected<void> bind_rmsnorm_residual(const KernelSite& site) {
     if (param(*s, "weighted") == 0) return site.where("scale:" + s->role + " on '" + site.kname + "' without a weight");
     MET_TRY(sc, site.weight(s));
   }
-  const double offset = n->params.count("offset") ? n->params.at("offset") : 0.0;
-  if (offset != std::floor(offset) || std::fabs(offset) > static_cast<double>(1 << std::numeric_limits<float>::digits))
-    return site.where(n->role + " offset " + std::to_string(offset) + " on '" + site.kname +
-                      "', whose body takes a whole number a float holds exactly");
-  const double node_eps = n->params.count("eps") ? n->params.at("eps") : 0.0;
-  const float eps = node_eps > 0 ? static_cast<float>(node_eps) : b.cfg.eps;
-  const std::int64_t once = offset != 0 || param(*n, "round_once") != 0 ? 1 : 0;
-  MET_CHECK(site.add({site.x, b.act("y", site.R, dim), w, sc}, {site.R, dim, once, static_cast<std::int64_t>(offset)}, {eps}));
+  MET_TRY(const auto nk, norm_kind_of(site, *n));
+  MET_CHECK(site.add({site.x, b.act("y", site.R, dim), w, sc}, {site.R, dim, nk.once, nk.offset}, {nk.eps}));
   return {};
+}
+
+Expected<FusedNormKind> norm_kind_of(const KernelSite& site, const model::Node& n) {
+  const double offset = n.params.count("offset") ? n.params.at("offset") : 0.0;
+  // The bodies take the offset as a float from a whole-number int: exact up to 2^24.
+  if (offset != std::floor(offset) || std::fabs(offset) > static_cast<double>(1 << std::numeric_limits<float>::digits))
+    return site.where(n.role + " offset " + std::to_string(offset) + " on '" + site.kname +
+                      "', whose body takes a whole number a float holds exactly");
+  const double node_eps = n.params.count("eps") ? n.params.at("eps") : 0.0;
+  return FusedNormKind{node_eps > 0 ? static_cast<float>(node_eps) : site.b.cfg.eps,
+                       offset != 0 || param(n, "round_once") != 0 ? 1 : 0, static_cast<std::int64_t>(offset)};
 }
 
 Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vector<const model::Node*>& norms) {
@@ -137,14 +142,7 @@ Expected<FusedNormKind> fused_norm_kind(const KernelSite& site, const std::vecto
   for (std::size_t i = 0; i < norms.size(); ++i) {
     const model::Node& n = *norms[i];
     if (param(n, "weighted") == 0) return site.where("a weightless " + n.role + " on '" + site.kname + "', whose body reads a weight");
-    const double offset = n.params.count("offset") ? n.params.at("offset") : 0.0;
-    // The bodies take the offset as a float from a whole-number int: exact up to 2^24.
-    if (offset != std::floor(offset) || std::fabs(offset) > static_cast<double>(1 << std::numeric_limits<float>::digits))
-      return site.where(n.role + " offset " + std::to_string(offset) + " on '" + site.kname +
-                        "', whose body takes a whole number a float holds exactly");
-    const double node_eps = n.params.count("eps") ? n.params.at("eps") : 0.0;
-    FusedNormKind nk{node_eps > 0 ? static_cast<float>(node_eps) : site.b.cfg.eps,
-                     offset != 0 || param(n, "round_once") != 0 ? 1 : 0, static_cast<std::int64_t>(offset)};
+    MET_TRY(const auto nk, norm_kind_of(site, n));
     if (i == 0) {
       k = nk;
     } else if (nk.once != k.once || nk.offset != k.offset || nk.eps != k.eps) {

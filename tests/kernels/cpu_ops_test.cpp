@@ -801,7 +801,8 @@ TEST_CASE("rmsnorm_residual rows=3 dim=96 equals the post norm, residual_add and
     CHECK(x1 == x2);
     auto ref = ref_rmsnorm(to_dbl(y), norm_weights(w, k.offset), 3, 96);
     const auto xd = to_dbl(x0);
-    for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = (ref[i] + xd[i]) * (k.scaled ? 0.75 : 1.0);
+    const double scalar = k.scaled ? static_cast<double>(met::cpu::bf16_to_f32(s[0])) : 1.0;
+    for (std::size_t i = 0; i < ref.size(); ++i) ref[i] = (ref[i] + xd[i]) * scalar;
     check_close(x1, ref);
   }
 }
