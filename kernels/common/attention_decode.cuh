@@ -276,9 +276,11 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
 template <int HD>
 constexpr int kMmaStride = HD <= MET_ATTN_MAX_HD ? MET_ATTN_KSTRIDE : HD + 8;
 
-// The fold of keys [lo, hi) on the tensor cores, for k and v heads of HD (64, 128 or 256) dims, in
-// chunks of KEYS keys (32; 16 for 256 dims, whose K and V rows of 32 keys would not fit the warp's
-// stage), writing the warp's split state itself. The query heads are the rows of one 16-row mma
+// The fold of keys [lo, hi) on the tensor cores, for k heads of HD (64, 128, 256 or 512) dims and
+// VD of the V heads' vfull dims (vc and po start at the fold's first V dim; VD = HD = vfull but for
+// 512-dim heads, whose 512 output dims per head would not fit a lane's registers: two warps each
+// take 256 over the same keys), in chunks of KEYS keys (32; 16 for 256 and 512 dims, whose K and V
+// rows of 32 keys would not fit the warp's stage), writing the warp's split state itself. The query heads are the rows of one 16-row mma
 // tile (rows past the group are zero), so S = Q K^T of a chunk is KEYS / 8 tiles of 8 keys, and
 // each lane holds the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the
 // chunk's softmax is a reduction over the lane's scores and its quad. Those accumulators are
@@ -288,51 +290,70 @@ constexpr int kMmaStride = HD <= MET_ATTN_MAX_HD ? MET_ATTN_KSTRIDE : HD + 8;
 // rows come from global memory into registers, which frees the query stage for the padding). Keys
 // past hi are zero-filled, so their zero weights meet finite values. The copy pipeline is
 // attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K once the scores are
-// taken, its V once P V is done.
-template <int HD, int KEYS = 32>
+// taken, its V once P V is done. Where a chunk's K and V rows do not fit the stage together (512
+// dims: kSerial), they take turns in it: V is copied once the scores are taken, the next K once P V
+// is done.
+// The shape of a stage's rows for attend_mma_t's copies: 16-byte pieces a row, the row stride (bf16).
+template <int P, int RS>
+struct StageRows {
+  static constexpr int kPieces = P, kStride = RS;
+};
+
+template <int HD, int KEYS = 32, int VD = HD>
 __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                              int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
-                             int64_t head_step) {
-  constexpr int kPieces = HD / 8;  // 16-byte pieces per key row, and 8-dim output tiles
-  constexpr int KS = kMmaStride<HD>;  // the stage's row stride (bf16)
+                             int64_t head_step, int vfull = VD) {
+  constexpr int kPieces = HD / 8;  // 16-byte pieces per key row
+  constexpr int kVPieces = VD / 8;  // per V row of the fold, and 8-dim output tiles
+  constexpr int KS = kMmaStride<HD>, VS = kMmaStride<VD>;  // the stage's row strides (bf16)
   constexpr int kTiles = KEYS / 8;    // 8-key score tiles of a chunk
+  constexpr bool kSerial = (KEYS * KS + KEYS * VS) * 2 > MET_ATTN_WARP_SMEM;
   static_assert(KEYS == 16 || KEYS == 32, "a chunk is one or two 16-key P V steps");
-  static_assert(2 * KEYS * KS * 2 <= MET_ATTN_WARP_SMEM, "a chunk's K and V rows fit the warp's stage");
+  static_assert(VD <= HD && VD <= 256, "a lane holds the O of at most 256 dims");
+  static_assert(KEYS * KS * 2 <= MET_ATTN_WARP_SMEM, "a chunk's K rows fit the warp's stage");
   const int lane = threadIdx.x % 32;
   const int h = lane / 4, qd = lane % 4;  // the head row this lane holds, its place in the quad
   const bool real = h < group;
-  const int64_t w = static_cast<int64_t>(kv_heads) * HD;
+  const int64_t w = static_cast<int64_t>(kv_heads) * HD, wv = static_cast<int64_t>(kv_heads) * vfull;
   const u16* kh = kc + static_cast<int64_t>(kv_head) * HD;
-  const u16* vh = vc + static_cast<int64_t>(kv_head) * HD;
-  // The rows of keys [c0, c0 + KEYS) to a stage; keys at or past hi are zero-filled. Lane l copies
-  // piece l % kPieces of keys l / kPieces, l / kPieces + kStep, ... (a 256-dim row is 32 pieces:
-  // lane l copies piece l of every key).
-  constexpr int kStep = kPieces >= 32 ? 1 : 32 / kPieces;
-  static_assert(kPieces <= 32, "a key row is at most one piece per lane");
-  const int key0 = lane / kPieces, piece = lane % kPieces;
-  auto copy_rows = [&](u16* dst, const u16* src, int64_t c0) {
+  const u16* vh = vc + static_cast<int64_t>(kv_head) * vfull;
+  // The rows of keys [c0, c0 + KEYS) of P pieces each (row stride RS in the stage, W in the cache)
+  // to a stage; keys at or past hi are zero-filled. Lane l copies piece l % P of keys l / P,
+  // l / P + kStep, ... (a 256-dim row is 32 pieces: lane l copies piece l of every key; a 512-dim
+  // one 64: pieces l and l + 32).
+  auto copy_rows = [&](auto rows, u16* dst, const u16* src, int64_t row_w, int64_t c0) {
+    constexpr int P = decltype(rows)::kPieces, RS = decltype(rows)::kStride;
+    constexpr int kLane = P > 32 ? P / 32 : 1, kStep = P >= 32 ? 1 : 32 / P;
+    const int key0 = P >= 32 ? 0 : lane / P, piece = P >= 32 ? lane : lane % P;
     const int n = static_cast<int>(min(static_cast<int64_t>(KEYS), hi - c0));
-    const u16* first = src + (base + c0) * w + piece * 8;
+    const u16* first = src + (base + c0) * row_w + piece * 8;
 #pragma unroll 4
     for (int key = key0; key < KEYS; key += kStep) {
       const bool live = key < n;
-      met_copy16(dst + key * KS + piece * 8, live ? first + key * w : first, live);
+#pragma unroll
+      for (int j = 0; j < kLane; ++j)
+        met_copy16(dst + key * RS + (piece + 32 * j) * 8, (live ? first + key * row_w : first) + 32 * j * 8, live);
     }
     met_copy_commit();
   };
+  using KP = StageRows<kPieces, KS>;
+  using VP = StageRows<kVPieces, VS>;
   const u16* qh = q + h * HD + 2 * qd;  // the lane's query row (rows past the group are zero)
-  float o[kPieces][2];  // O of row h: dims 8 t + 2 qd + {0, 1}
+  float o[kVPieces][2];  // O of row h: dims 8 t + 2 qd + {0, 1}
 #pragma unroll
-  for (int t = 0; t < kPieces; ++t) o[t][0] = o[t][1] = 0.f;
+  for (int t = 0; t < kVPieces; ++t) o[t][0] = o[t][1] = 0.f;
   float m = -INFINITY, l = 0.f;
   if (lo < hi) {
-    copy_rows(ks, kh, lo);
-    copy_rows(vs, vh, lo);
+    copy_rows(KP{}, ks, kh, w, lo);
+    if constexpr (!kSerial) copy_rows(VP{}, vs, vh, wv, lo);
   }
   for (int64_t c0 = lo; c0 < hi; c0 += KEYS) {
     const int n = static_cast<int>(min(static_cast<int64_t>(KEYS), hi - c0));
     const bool next = c0 + KEYS < hi;
-    met_copy_wait<1>();  // this chunk's K
+    if constexpr (kSerial)
+      met_copy_wait<0>();  // this chunk's K, the only copy in flight
+    else
+      met_copy_wait<1>();  // this chunk's K
     __syncwarp();
     float s[kTiles][2];  // scores of head h, keys 8 t + 2 qd + {0, 1}
 #pragma unroll
@@ -356,7 +377,10 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
       }
     }
     __syncwarp();  // every lane has read the K stage
-    if (next) copy_rows(ks, kh, c0 + KEYS);
+    if constexpr (kSerial)
+      copy_rows(VP{}, vs, vh, wv, c0);  // this chunk's V, where its K was
+    else if (next)
+      copy_rows(KP{}, ks, kh, w, c0 + KEYS);
     float cmax = -INFINITY;
 #pragma unroll
     for (int t = 0; t < kTiles; ++t)
@@ -385,11 +409,11 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     l = l * carry + psum;
     m = m_new;
 #pragma unroll
-    for (int t = 0; t < kPieces; ++t) {
+    for (int t = 0; t < kVPieces; ++t) {
       o[t][0] *= carry;
       o[t][1] *= carry;
     }
-    if (next) {
+    if (next && !kSerial) {
       met_copy_wait<1>();  // this chunk's V (the next K may still be in flight)
     } else {
       met_copy_wait<0>();
@@ -399,22 +423,27 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
     for (int kk = 0; kk < KEYS / 16; ++kk) {  // 16 keys a step
       const uint32_t p0 = kk ? pa[kTiles / 2 - 1][0] : pa[0][0], p1 = kk ? pa[kTiles / 2 - 1][1] : pa[0][1];
 #pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
+      for (int dp = 0; dp < VD / 16; ++dp) {
         const int mat = lane / 8;
         uint32_t r[4];
-        met_ldmatrix_x4_trans(r, vs + (kk * 16 + (mat % 2) * 8 + lane % 8) * KS + dp * 16 + (mat / 2) * 8);
+        met_ldmatrix_x4_trans(r, vs + (kk * 16 + (mat % 2) * 8 + lane % 8) * VS + dp * 16 + (mat / 2) * 8);
         const uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
         mma_top8(o[2 * dp], p0, p1, b0);
         mma_top8(o[2 * dp + 1], p0, p1, b1);
       }
     }
     __syncwarp();  // every lane has read the V stage
-    if (next) copy_rows(vs, vh, c0 + KEYS);
+    if (next) {
+      if constexpr (kSerial)
+        copy_rows(KP{}, ks, kh, w, c0 + KEYS);
+      else
+        copy_rows(VP{}, vs, vh, wv, c0 + KEYS);
+    }
   }
   if (real) {
-    float* out = po + h * head_step * HD;
+    float* out = po + h * head_step * vfull;
 #pragma unroll
-    for (int t = 0; t < kPieces; ++t) *reinterpret_cast<float2*>(out + t * 8 + 2 * qd) = make_float2(o[t][0], o[t][1]);
+    for (int t = 0; t < kVPieces; ++t) *reinterpret_cast<float2*>(out + t * 8 + 2 * qd) = make_float2(o[t][0], o[t][1]);
     if (qd == 0) {
       pml[2 * h * head_step] = m;
       pml[2 * h * head_step + 1] = l;
@@ -680,15 +709,15 @@ __device__ void merge_group(const float* po, const float* pml, int64_t splits, i
   __syncthreads();
 }
 
-// A/B switch: 0 leaves 256-dim heads to the CUDA-core fold in parts of 128.
+// A/B switch: 0 leaves 256- and 512-dim heads to the CUDA-core fold in parts of 128.
 #ifndef MET_ATTN_MMA_256
 #define MET_ATTN_MMA_256 1
 #endif
 
 // One warp's fold of keys [lo, hi) for the query heads of KV head `kv` on the CUDA cores
 // (attend_warp), its state left in the warp's stage (warp_state). A V head wider than a warp's
-// state (Gemma-4's 512 dims; 256 where the tensor-core fold is switched off) is folded in parts of
-// kMaxVDims * 32 dims, and a group of 8 query heads (Gemma-4's global layers) in two passes of
+// state (256 and 512 dims where the wide tensor-core folds are switched off, or where K and V heads
+// differ) is folded in parts of kMaxVDims * 32 dims, and a group of 8 query heads in two passes of
 // kMaxGroup heads, each part and pass scoring the keys again: the same sums in the same order, so
 // every part's (m, l) is the same and every head's state is the one a single fold would leave.
 // Parts and passes are loops around the 4-head, 128-dim fold, so they add no registers. A fold of
@@ -716,25 +745,34 @@ __device__ __noinline__ void fold_to_state_cuda(const u16* q, const u16* kc, con
   }
 }
 
-// Whether a split-merge instruction's heads take the 256-dim tensor-core fold (attend_mma_t<256,
-// 16>: Gemma-3's heads, Gemma-4's sliding layers): k and v heads of 256 dims, up to 8 query heads a
-// block.
-__device__ __forceinline__ bool mma256_heads(int hd, int vhd, int group) {
-  return MET_ATTN_MMA && MET_ATTN_MMA_256 && hd == 256 && vhd == 256 && group <= kMaxMmaGroup;
+// Whether a split-merge instruction's heads take the wide tensor-core folds: k and v heads of 256
+// dims (attend_mma_t<256, 16>: Gemma-3's heads, Gemma-4's sliding layers) or of 512 (Gemma-4's
+// global layers: attend_mma_t<512, 16, 256>, two V parts), up to 8 query heads a block.
+__device__ __forceinline__ bool mma_wide_heads(int hd, int vhd, int group) {
+  return MET_ATTN_MMA && MET_ATTN_MMA_256 && (hd == 256 || hd == 512) && vhd == hd && group <= kMaxMmaGroup;
 }
 
+// The V parts of a wide fold: warps [p * n, (p + 1) * n) of the block, n = MET_INTERP_WARPS / parts,
+// fold the same keys for V dims [p * 256, (p + 1) * 256) (a lane's registers hold the O of 256).
+__device__ __forceinline__ int wide_v_parts(int vhd) { return vhd > 256 ? vhd / 256 : 1; }
+
 // The same on the tensor cores (attend_mma_t), inline, for k and v head dims of 64 or 128, or, in
-// the 256-dim instance of split_merge_slice (kMma256), 256.
-template <bool kMma256>
+// the wide instance of split_merge_slice (kMmaWide), 256 and 512 (V part `part`).
+template <bool kMmaWide>
 __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv,
-                                              int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem) {
+                                              int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem,
+                                              int part) {
   const int warp = threadIdx.x / 32;
   float* st = warp_state(smem, warp);
   u16* ks = reinterpret_cast<u16*>(smem + warp * MET_ATTN_WARP_SMEM);
   // The state goes to the stage the fold used: it writes it after its last read of the stage.
-  if constexpr (kMma256) {
-    attend_mma_t<256, 16>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks + 16 * kMmaStride<256>, st,
-                          st + group * 256, 1);
+  if constexpr (kMmaWide) {
+    if (hd == 512)  // K and V take turns in the stage; the state: this part's dims of [group][512]
+      attend_mma_t<512, 16, 256>(q, kc, vc + part * 256, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks, st + part * 256,
+                                 st + group * 512, 1, 512);
+    else
+      attend_mma_t<256, 16>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks + 16 * kMmaStride<256>, st,
+                            st + group * 256, 1);
   } else {
     u16* vs = ks + 32 * MET_ATTN_KSTRIDE;
     if (!(MET_ATTN_MMA && hd == vhd && (hd == 64 || hd == 128) && group <= kMaxMmaGroup))
@@ -752,10 +790,10 @@ __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const
 // memory, and 21 scalars took more registers than the call may save).
 __shared__ MetArgs_attn_decode_split_merge met_split_merge_args;
 
-// kMma256: the instance for 256-dim heads (mma256_heads), which folds them on the tensor cores
-// inline and calls nothing. A second out-of-line call for that fold, beside fold_to_state_cuda's,
+// kMmaWide: the instance for 256- and 512-dim heads (mma_wide_heads), which folds them on the tensor
+// cores inline and calls nothing. A second out-of-line call for that fold, beside fold_to_state_cuda's,
 // spilled here (68 to 80 bytes) and grew the kernel's frame from 32 to 112 bytes or more.
-template <bool kMma256>
+template <bool kMmaWide>
 __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* smem) {
   // Every field is read where it is used: the call of the CUDA-core fold leaves nothing of them to
   // keep in registers.
@@ -777,21 +815,24 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         // within one run, the warps dealt to the two in proportion to their keys, and the fold
         // reads run keys t at row base + t like a linear cache's.
         int64_t base = a.seq_base[row];
-        int warps = MET_INTERP_WARPS, wi = threadIdx.x / 32;
+        // A wide fold's V parts each take the split's keys over their own warps (wide_v_parts).
+        const int parts = kMmaWide ? wide_v_parts(static_cast<int>(a.v_head_dim)) : 1, per_part = MET_INTERP_WARPS / parts;
+        const int part = static_cast<int>(threadIdx.x / 32) / per_part;
+        int warps = per_part, wi = static_cast<int>(threadIdx.x / 32) % per_part;
         if (const int64_t ring = a.ring; ring > 0) {
           const int64_t wrap = (k0 / ring + 1) * ring;
           base -= wrap - ring;
           if (wrap < k1) {
             const int first = static_cast<int>(
-                min(static_cast<int64_t>(MET_INTERP_WARPS - 1),
-                    max(static_cast<int64_t>(1), ((wrap - k0) * MET_INTERP_WARPS + (k1 - k0) / 2) / (k1 - k0))));
+                min(static_cast<int64_t>(per_part - 1),
+                    max(static_cast<int64_t>(1), ((wrap - k0) * per_part + (k1 - k0) / 2) / (k1 - k0))));
             if (wi < first) {
               k1 = wrap;
               warps = first;
             } else {
               k0 = wrap;
               base -= ring;
-              warps = MET_INTERP_WARPS - first;
+              warps = per_part - first;
               wi -= first;
             }
           }
@@ -802,25 +843,28 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         // warps take equal shares of any size: in 32-key chunks a split of 63 keys kept 2 of the 8
         // warps busy, each walking its keys once per part and pass of heads.
         const int hd = static_cast<int>(a.head_dim);
-        const int64_t gran = !kMma256 && (hd > MET_ATTN_MAX_HD || a.v_head_dim > kMaxVDims * 32) ? 1 : 32;
+        const int64_t gran = !kMmaWide && (hd > MET_ATTN_MAX_HD || a.v_head_dim > kMaxVDims * 32) ? 1 : 32;
         const int64_t per = ((k1 - k0 + warps - 1) / warps + gran - 1) / gran * gran;
         const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
         const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
         const int h0 = static_cast<int>(u / splits) * uh, kv = h0 / group;  // the block's first query head, its KV head
-        fold_to_state<kMma256>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh, hd,
-                      static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem);
+        fold_to_state<kMmaWide>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh,
+                                hd, static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem, part);
       }
       __syncthreads();
       const int heads = static_cast<int>(a.heads), group = MET_ATTN_UNIT_HEADS(heads / static_cast<int>(a.kv_heads));
       const int vhd = static_cast<int>(a.v_head_dim);
       const int64_t splits = a.splits, i = u % splits, h0 = (u / splits) * group;  // group: the unit's query heads
-      // The block's state of each (query head, output dim): the warps' states merged.
+      // The block's state of each (query head, output dim): the states of the warps that folded the
+      // dim merged (all of them, or its V part's).
+      const int parts = kMmaWide ? wide_v_parts(vhd) : 1, per_part = MET_INTERP_WARPS / parts;
       for (int x = threadIdx.x; x < group * vhd; x += MET_INTERP_THREADS) {
         const int g = x / vhd, d = x % vhd;
+        const int w0 = d / (vhd / parts) * per_part, w1 = w0 + per_part;
         float m = -INFINITY;
-        for (int w = 0; w < MET_INTERP_WARPS; ++w) m = fmaxf(m, warp_state(smem, w)[group * vhd + 2 * g]);
+        for (int w = w0; w < w1; ++w) m = fmaxf(m, warp_state(smem, w)[group * vhd + 2 * g]);
         float l = 0.f, o = 0.f;
-        for (int w = 0; w < MET_INTERP_WARPS; ++w) {
+        for (int w = w0; w < w1; ++w) {
           const float* ws = warp_state(smem, w);
           const float lw = ws[group * vhd + 2 * g + 1];
           const float wt = lw == 0.f ? 0.f : expf(ws[group * vhd + 2 * g] - m);
@@ -860,7 +904,7 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
 
 MET_ENTRY(attn_decode_split_merge) {
   if (threadIdx.x == 0) met_split_merge_args = a;
-  if (mma256_heads(static_cast<int>(a.head_dim), static_cast<int>(a.v_head_dim), MET_ATTN_UNIT_HEADS(static_cast<int>(a.heads / a.kv_heads))))
+  if (mma_wide_heads(static_cast<int>(a.head_dim), static_cast<int>(a.v_head_dim), MET_ATTN_UNIT_HEADS(static_cast<int>(a.heads / a.kv_heads))))
     split_merge_slice<true>(slice, smem);
   else
     split_merge_slice<false>(slice, smem);

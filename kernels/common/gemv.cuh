@@ -582,6 +582,19 @@ MET_ENTRY(gemv_rmsnorm_lm_head_softcap_argmax) {
 // share them are ordered by their data (each layer's qkv waits on the previous layer's).
 __device__ unsigned long long met_qkv_arrivals[MET_QKV_MAX_COUNTERS];
 
+// The rope table of a fused qkv slice's R rows: {cos, sin} of each row's position and each of the
+// rot / 2 pairs in sm.res, the pairs' inverse frequencies in sm.part on the way (qkv_slice says why
+// both have room). Every thread takes a share: one pow a pair, then one sincospi a row and pair. Out
+// of line: inlined, the double-precision calls pushed the interpreter's dispatcher into local memory.
+__device__ __noinline__ void qkv_rope_table(const float* table, float theta, int rot, const int* pos, int R, GemvSmem sm) {
+  const int half = rot / 2;
+  double* inv_freq = reinterpret_cast<double*>(sm.part);
+  for (int i = threadIdx.x; i < half; i += MET_INTERP_THREADS) inv_freq[i] = rope_inv_freq(i, rot, theta, table);
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * half; i += MET_INTERP_THREADS) rope_cs_at(inv_freq[i % half], pos[i / half], sm.res[2 * i], sm.res[2 * i + 1]);
+  __syncthreads();
+}
+
 // rmsnorm -> qkv over output rows [u0, u1) * unit_rows -> [q/k norm] -> rope -> q out, K/V to the
 // cache slot. qn / kn (the q and k norm weights) are null for the plain rope op; vn: V heads take a
 // weightless norm (Gemma-4's v_norm).
@@ -632,6 +645,13 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   const int64_t h_first = n0 / hd, h_end = min(finished, (n1 - 1) / hd + 1);
   const int64_t counter0 = static_cast<int64_t>(s / a.geom.col_parts) * finished;  // the host bounds it
   int* done = reinterpret_cast<int*>(sm.red);
+  // The rope table lives where the chunk results were (R <= MET_DEV_MAX_ROWS rows of rot / 2 <= 128
+  // pairs: R * rot floats <= MET_DEV_MAX_ROWS * kChunk), the pairs' inverse frequencies in the k-split
+  // partials (128 doubles of MET_INTERP_WARPS * 256 floats); nothing reads either after the chunks.
+  static_assert(MET_DEV_MAX_ROWS * 256 <= MET_DEV_MAX_ROWS * kChunk && 128 * 2 <= MET_INTERP_WARPS * 256, "rope table room");
+  const int half = rot / 2;  // rot <= hd <= 256: a head fits its warp's 256-element buffer
+  const float* cs = sm.res;
+  bool have_cs = false;
   for (int64_t hb = h_first; hb < h_end; hb += 64) {
     const int nb = static_cast<int>(min(static_cast<int64_t>(64), h_end - hb));
     if (threadIdx.x < nb) {
@@ -645,6 +665,17 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
       done[threadIdx.x] = complete ? 1 : 0;
     }
     __syncthreads();
+    // The rows' cos and sin, the first time a q or k head completes here: every thread takes a share
+    // of the pairs (one pow each, then one sincospi per row and pair), in place of each warp computing
+    // them again for every head it rotates.
+    if (!have_cs) {
+      bool rotates = false;
+      for (int j = 0; j < nb; ++j) rotates |= done[j] && hb + j < heads + kvh;
+      if (rotates) {
+        qkv_rope_table(a.inv_freq, a.theta, rot, pos + rr.begin, R, sm);
+        have_cs = true;
+      }
+    }
     u16* hbuf = sm.head + warp * 256;
     for (int item = warp; item < nb * R; item += MET_INTERP_WARPS) {
       const int j = item / R, r = item % R;
@@ -665,7 +696,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
         for (int i = lane; i < hd; i += 32) hbuf[i] = to_bf(rms_scale_kind(bf(hbuf[i]), inv, bf(nw[i]), nk));
         __syncwarp();
       }
-      rope_head_warp(hbuf, hd, rot, a.theta, a.inv_freq, pos[row]);
+      rope_head_warp_cs(hbuf, rot, cs + 2 * r * half);
       __syncwarp();
       for (int i = lane; i < hd; i += 32) d[i] = hbuf[i];
       __syncwarp();

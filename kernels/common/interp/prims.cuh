@@ -186,12 +186,16 @@ __device__ __forceinline__ float inv_rms_warp(const u16* x, int n, float eps) {
 }
 
 // ---------------------------------------------------------------- elementwise and data movement
-// cos/sin of pos * inv_freq_i in double, as the cpu computes them.
+// Pair i's inverse frequency in double, as the cpu computes it: the rope type's table where it has
+// one, else theta^(-2i / rotary_dim).
+__device__ __forceinline__ double rope_inv_freq(int i, int rotary_dim, float theta, const float* table) {
+  return table ? static_cast<double>(table[i]) : pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+}
+
+// cos/sin of pos * inv_freq in double, as the cpu computes them.
 // attn_scale: YaRN's attention factor, multiplied into cos and sin in fp32 before their rounding as
 // the cpu's rope_heads does (1: exact, the plain rope).
-__device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, const float* table, int pos, float& c,
-                                        float& sn, float attn_scale = 1.f) {
-  const double inv_freq = table ? static_cast<double>(table[i]) : pow(static_cast<double>(theta), -2.0 * i / rotary_dim);
+__device__ __forceinline__ void rope_cs_at(double inv_freq, int pos, float& c, float& sn, float attn_scale = 1.f) {
   // sincospi reduces its argument exactly (no Payne-Hanek slow path, so no local memory); the
   // division by pi moves the angle by far less than the float rounding that follows.
   const double turns = static_cast<double>(pos) * inv_freq * 0.31830988618379067154;
@@ -199,6 +203,11 @@ __device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, cons
   sincospi(turns, &sd, &cd);
   c = bf_round(__fmul_rn(static_cast<float>(cd), attn_scale));  // bf16 cos and sin, as a bf16 rotary table holds them
   sn = bf_round(__fmul_rn(static_cast<float>(sd), attn_scale));
+}
+
+__device__ __forceinline__ void rope_cs(int i, int rotary_dim, float theta, const float* table, int pos, float& c,
+                                        float& sn, float attn_scale = 1.f) {
+  rope_cs_at(rope_inv_freq(i, rotary_dim, theta, table), pos, c, sn, attn_scale);
 }
 
 // One rotated pair, rounded as the cpu's rope_heads rounds (kernels/cpu/elementwise.hpp): each
@@ -218,6 +227,14 @@ __device__ __forceinline__ void rope_head_warp(u16* h, int head_dim, int rotary_
     rope_cs(i, rotary_dim, theta, table, pos, c, sn);
     rope_rotate(bf(h[i]), bf(h[i + half]), c, sn, h[i], h[i + half]);
   }
+}
+
+// The same rotation with cos and sin read from a table ({cos, sin} per pair) that the block computed
+// once for the head's row (rope_cs_at): a slice finishing several heads of a row pays for the double
+// precision angles once, not once per head.
+__device__ __forceinline__ void rope_head_warp_cs(u16* h, int rotary_dim, const float* cs) {
+  const int half = rotary_dim / 2;
+  for (int i = threadIdx.x % 32; i < half; i += 32) rope_rotate(bf(h[i]), bf(h[i + half]), cs[2 * i], cs[2 * i + 1], h[i], h[i + half]);
 }
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
