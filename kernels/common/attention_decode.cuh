@@ -697,14 +697,25 @@ __device__ void merge_group(const float* po, const float* pml, int64_t splits, i
     if (lane == 0) inv[g] = l > 0.f ? 1.f / l : 0.f;
   }
   __syncthreads();
-  for (int x = tid; x < group * vhd; x += MET_INTERP_THREADS) {
-    const int g = x / vhd, d = x % vhd;
+  // A thread per 4 output values (vhd is a multiple of 32): one 16-byte load a split for the 4.
+  const int q4 = vhd / 4;
+  for (int x = tid; x < group * q4; x += MET_INTERP_THREADS) {
+    const int g = x / q4, d = (x % q4) * 4;
     const float* o = po + (h0 + g) * splits * vhd + d;
     const float* w = wm + g * splits;
-    float acc = 0.f;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 8
-    for (int64_t s = 0; s < splits; ++s) acc += __ldcg(o + s * vhd) * w[s];
-    out[(h0 + g) * vhd + d] = to_bf(acc * inv[g]);
+    for (int64_t s = 0; s < splits; ++s) {
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(o + s * vhd));
+      const float ws = w[s];
+      acc[0] += v.x * ws;
+      acc[1] += v.y * ws;
+      acc[2] += v.z * ws;
+      acc[3] += v.w * ws;
+    }
+    u16* dst = out + (h0 + g) * vhd + d;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dst[e] = to_bf(acc[e] * inv[g]);
   }
   __syncthreads();
 }
@@ -837,13 +848,12 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
             }
           }
         }
-        // The warp's keys: the run's 32-key chunks (the staged and tensor-core folds' steps) dealt
-        // evenly over its warps. The unstaged CUDA-core fold (head dims past MET_ATTN_MAX_HD, or V
-        // heads folded in parts: Gemma-4's 512-dim global layers) steps one key at a time, so its
-        // warps take equal shares of any size: in 32-key chunks a split of 63 keys kept 2 of the 8
-        // warps busy, each walking its keys once per part and pass of heads.
+        // The warp's keys: the run's chunks (the staged and tensor-core folds' steps: 32 keys, 16 in
+        // the wide folds) dealt evenly over its warps. The unstaged CUDA-core fold (head dims past
+        // MET_ATTN_MAX_HD, or V heads folded in parts) steps one key at a time, so its warps take
+        // equal shares of any size: in 32-key chunks a split of 63 keys kept 2 of the 8 warps busy.
         const int hd = static_cast<int>(a.head_dim);
-        const int64_t gran = !kMmaWide && (hd > MET_ATTN_MAX_HD || a.v_head_dim > kMaxVDims * 32) ? 1 : 32;
+        const int64_t gran = kMmaWide ? 16 : hd > MET_ATTN_MAX_HD || a.v_head_dim > kMaxVDims * 32 ? 1 : 32;
         const int64_t per = ((k1 - k0 + warps - 1) / warps + gran - 1) / gran * gran;
         const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
         const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
