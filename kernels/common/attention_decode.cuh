@@ -276,29 +276,29 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
 template <int HD>
 constexpr int kMmaStride = HD <= MET_ATTN_MAX_HD ? MET_ATTN_KSTRIDE : HD + 8;
 
-// The fold of keys [lo, hi) on the tensor cores, for k heads of HD (64, 128, 256 or 512) dims and
-// VD of the V heads' vfull dims (vc and po start at the fold's first V dim; VD = HD = vfull but for
-// 512-dim heads, whose 512 output dims per head would not fit a lane's registers: two warps each
-// take 256 over the same keys), in chunks of KEYS keys (32; 16 for 256 and 512 dims, whose K and V
-// rows of 32 keys would not fit the warp's stage), writing the warp's split state itself. The query heads are the rows of one 16-row mma
-// tile (rows past the group are zero), so S = Q K^T of a chunk is KEYS / 8 tiles of 8 keys, and
-// each lane holds the scores of head lane / 4 for keys 2 * (lane % 4) + {0, 1} of every tile: the
-// chunk's softmax is a reduction over the lane's scores and its quad. Those accumulators are
-// already P's A fragments for O += P V: P goes in rounded to bf16 and l sums the unrounded weights
-// in fp32, as the cpu's attend_range rounds (kernels/cpu/attention.hpp). K and V rows sit in the
-// warp's stage padded to kMmaStride, so the 8 rows of an ldmatrix hit different banks (the query
-// rows come from global memory into registers, which frees the query stage for the padding). Keys
-// past hi are zero-filled, so their zero weights meet finite values. The copy pipeline is
-// attend_staged_t's: a chunk's K and V as two copy groups, the next chunk's K once the scores are
-// taken, its V once P V is done. Where a chunk's K and V rows do not fit the stage together (512
-// dims: kSerial), they take turns in it: V is copied once the scores are taken, the next K once P V
-// is done.
 // The shape of a stage's rows for attend_mma_t's copies: 16-byte pieces a row, the row stride (bf16).
 template <int P, int RS>
 struct StageRows {
   static constexpr int kPieces = P, kStride = RS;
 };
 
+// The fold of keys [lo, hi) on the tensor cores, for k heads of HD (64, 128, 256 or 512) dims and
+// VD of the V heads' vfull dims (vc and po start at the fold's first V dim; VD = HD = vfull but for
+// 512-dim heads, whose 512 output dims per head would not fit a lane's registers: two warps each
+// take 256 over the same keys), in chunks of KEYS keys (32; 16 for 256 and 512 dims, whose K and V
+// rows of 32 keys would not fit the warp's stage), writing the warp's split state itself. The query
+// heads are the rows of one 16-row mma tile (rows past the group are zero), so S = Q K^T of a chunk
+// is KEYS / 8 tiles of 8 keys, and each lane holds the scores of head lane / 4 for keys
+// 2 * (lane % 4) + {0, 1} of every tile: the chunk's softmax is a reduction over the lane's scores
+// and its quad. Those accumulators are already P's A fragments for O += P V: P goes in rounded to bf16 and
+// l sums the unrounded weights in fp32, as the cpu's attend_range rounds
+// (kernels/cpu/attention.hpp). K and V rows sit in the warp's stage padded to kMmaStride, so the 8
+// rows of an ldmatrix hit different banks (the query rows come from global memory into registers,
+// which frees the query stage for the padding). Keys past hi are zero-filled, so their zero weights
+// meet finite values. The copy pipeline is attend_staged_t's: a chunk's K and V as two copy groups,
+// the next chunk's K once the scores are taken, its V once P V is done. Where a chunk's K and V
+// rows do not fit the stage together (512 dims: kSerial), they take turns in it: V is copied once
+// the scores are taken, the next K once P V is done.
 template <int HD, int KEYS = 32, int VD = HD>
 __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv_head,
                              int kv_heads, int group, float scale, float softcap, u16* ks, u16* vs, float* po, float* pml,
@@ -771,8 +771,8 @@ __device__ __forceinline__ int wide_v_parts(int vhd) { return vhd > 256 ? vhd / 
 // the wide instance of split_merge_slice (kMmaWide), 256 and 512 (V part `part`).
 template <bool kMmaWide>
 __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const u16* vc, int64_t base, int64_t lo, int64_t hi, int kv,
-                                              int kvh, int hd, int vhd, int group, float scale, float softcap, unsigned char* smem,
-                                              int part) {
+                                              int kvh, int hd, int vhd, int group, float scale, float softcap,
+                                              unsigned char* smem, int part) {
   const int warp = threadIdx.x / 32;
   float* st = warp_state(smem, warp);
   u16* ks = reinterpret_cast<u16*>(smem + warp * MET_ATTN_WARP_SMEM);
@@ -858,8 +858,8 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         const int64_t w0 = min(k1, k0 + wi * per), w1 = min(k1, w0 + per);
         const int kvh = static_cast<int>(a.kv_heads), group = static_cast<int>(a.heads) / kvh, uh = MET_ATTN_UNIT_HEADS(group);
         const int h0 = static_cast<int>(u / splits) * uh, kv = h0 / group;  // the block's first query head, its KV head
-        fold_to_state<kMmaWide>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv, kvh,
-                                hd, static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem, part);
+        fold_to_state<kMmaWide>(a.q + row * a.q_stride + static_cast<int64_t>(h0) * hd, a.k_cache, a.v_cache, base, w0, w1, kv,
+                                kvh, hd, static_cast<int>(a.v_head_dim), uh, a.scale, a.softcap, smem, part);
       }
       __syncthreads();
       const int heads = static_cast<int>(a.heads), group = MET_ATTN_UNIT_HEADS(heads / static_cast<int>(a.kv_heads));
@@ -914,7 +914,8 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
 
 MET_ENTRY(attn_decode_split_merge) {
   if (threadIdx.x == 0) met_split_merge_args = a;
-  if (mma_wide_heads(static_cast<int>(a.head_dim), static_cast<int>(a.v_head_dim), MET_ATTN_UNIT_HEADS(static_cast<int>(a.heads / a.kv_heads))))
+  const int unit_heads = MET_ATTN_UNIT_HEADS(static_cast<int>(a.heads / a.kv_heads));
+  if (mma_wide_heads(static_cast<int>(a.head_dim), static_cast<int>(a.v_head_dim), unit_heads))
     split_merge_slice<true>(slice, smem);
   else
     split_merge_slice<false>(slice, smem);

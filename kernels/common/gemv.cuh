@@ -591,7 +591,8 @@ __device__ __noinline__ void qkv_rope_table(const float* table, float theta, int
   double* inv_freq = reinterpret_cast<double*>(sm.part);
   for (int i = threadIdx.x; i < half; i += MET_INTERP_THREADS) inv_freq[i] = rope_inv_freq(i, rot, theta, table);
   __syncthreads();
-  for (int i = threadIdx.x; i < R * half; i += MET_INTERP_THREADS) rope_cs_at(inv_freq[i % half], pos[i / half], sm.res[2 * i], sm.res[2 * i + 1]);
+  for (int i = threadIdx.x; i < R * half; i += MET_INTERP_THREADS)
+    rope_cs_at(inv_freq[i % half], pos[i / half], sm.res[2 * i], sm.res[2 * i + 1]);
   __syncthreads();
 }
 

@@ -234,7 +234,8 @@ __device__ __forceinline__ void rope_head_warp(u16* h, int head_dim, int rotary_
 // precision angles once, not once per head.
 __device__ __forceinline__ void rope_head_warp_cs(u16* h, int rotary_dim, const float* cs) {
   const int half = rotary_dim / 2;
-  for (int i = threadIdx.x % 32; i < half; i += 32) rope_rotate(bf(h[i]), bf(h[i + half]), cs[2 * i], cs[2 * i + 1], h[i], h[i + half]);
+  for (int i = threadIdx.x % 32; i < half; i += 32)
+    rope_rotate(bf(h[i]), bf(h[i + half]), cs[2 * i], cs[2 * i + 1], h[i], h[i + half]);
 }
 
 __device__ __forceinline__ float silu_f(float g) { return g / (1.0f + expf(-g)); }
