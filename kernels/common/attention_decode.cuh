@@ -276,6 +276,10 @@ __device__ __forceinline__ void mma_top8(float (&d)[2], uint32_t a0, uint32_t a2
 template <int HD>
 constexpr int kMmaStride = HD <= MET_ATTN_MAX_HD ? MET_ATTN_KSTRIDE : HD + 8;
 
+// The widest V a tensor-core fold's lanes hold the O of (64 fp32 accumulators a lane); wider V
+// heads fold in parts of it, each on its own warps (fold_parts).
+constexpr int kMaxMmaVDims = 256;
+
 // The shape of a stage's rows for attend_mma_t's copies: 16-byte pieces a row, the row stride (bf16).
 template <int P, int RS>
 struct StageRows {
@@ -309,7 +313,7 @@ __device__ void attend_mma_t(const u16* q, const u16* kc, const u16* vc, int64_t
   constexpr int kTiles = KEYS / 8;    // 8-key score tiles of a chunk
   constexpr bool kSerial = (KEYS * KS + KEYS * VS) * 2 > MET_ATTN_WARP_SMEM;
   static_assert(KEYS == 16 || KEYS == 32, "a chunk is one or two 16-key P V steps");
-  static_assert(VD <= HD && VD <= 256, "a lane holds the O of at most 256 dims");
+  static_assert(VD <= HD && VD <= kMaxMmaVDims, "a lane holds the O of at most kMaxMmaVDims dims");
   static_assert(KEYS * KS * 2 <= MET_ATTN_WARP_SMEM, "a chunk's K rows fit the warp's stage");
   const int lane = threadIdx.x % 32;
   const int h = lane / 4, qd = lane % 4;  // the head row this lane holds, its place in the quad
@@ -763,9 +767,13 @@ __device__ __forceinline__ bool mma_wide_heads(int hd, int vhd, int group) {
   return MET_ATTN_MMA && MET_ATTN_MMA_256 && (hd == 256 || hd == 512) && vhd == hd && group <= kMaxMmaGroup;
 }
 
-// The V parts of a wide fold: warps [p * n, (p + 1) * n) of the block, n = MET_INTERP_WARPS / parts,
-// fold the same keys for V dims [p * 256, (p + 1) * 256) (a lane's registers hold the O of 256).
-__device__ __forceinline__ int wide_v_parts(int vhd) { return vhd > 256 ? vhd / 256 : 1; }
+// The V parts of a split-merge fold: 1, or in the wide instance one per kMaxMmaVDims of the V head.
+// Warps [p * n, (p + 1) * n) of the block, n = MET_INTERP_WARPS / parts, fold the same keys for V dims
+// [p * kMaxMmaVDims, (p + 1) * kMaxMmaVDims).
+template <bool kMmaWide>
+__device__ __forceinline__ int fold_parts(int vhd) {
+  return kMmaWide && vhd > kMaxMmaVDims ? vhd / kMaxMmaVDims : 1;
+}
 
 // The same on the tensor cores (attend_mma_t), inline, for k and v head dims of 64 or 128, or, in
 // the wide instance of split_merge_slice (kMmaWide), 256 and 512 (V part `part`).
@@ -779,8 +787,8 @@ __device__ __forceinline__ void fold_to_state(const u16* q, const u16* kc, const
   // The state goes to the stage the fold used: it writes it after its last read of the stage.
   if constexpr (kMmaWide) {
     if (hd == 512)  // K and V take turns in the stage; the state: this part's dims of [group][512]
-      attend_mma_t<512, 16, 256>(q, kc, vc + part * 256, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks, st + part * 256,
-                                 st + group * 512, 1, 512);
+      attend_mma_t<512, 16, kMaxMmaVDims>(q, kc, vc + part * kMaxMmaVDims, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks,
+                                          st + part * kMaxMmaVDims, st + group * 512, 1, 512);
     else
       attend_mma_t<256, 16>(q, kc, vc, base, lo, hi, kv, kvh, group, scale, softcap, ks, ks + 16 * kMmaStride<256>, st,
                             st + group * 256, 1);
@@ -826,8 +834,8 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
         // within one run, the warps dealt to the two in proportion to their keys, and the fold
         // reads run keys t at row base + t like a linear cache's.
         int64_t base = a.seq_base[row];
-        // A wide fold's V parts each take the split's keys over their own warps (wide_v_parts).
-        const int parts = kMmaWide ? wide_v_parts(static_cast<int>(a.v_head_dim)) : 1, per_part = MET_INTERP_WARPS / parts;
+        // A wide fold's V parts each take the split's keys over their own warps (fold_parts).
+        const int per_part = MET_INTERP_WARPS / fold_parts<kMmaWide>(static_cast<int>(a.v_head_dim));
         const int part = static_cast<int>(threadIdx.x / 32) / per_part;
         int warps = per_part, wi = static_cast<int>(threadIdx.x / 32) % per_part;
         if (const int64_t ring = a.ring; ring > 0) {
@@ -867,7 +875,7 @@ __device__ __noinline__ void split_merge_slice(uint32_t slice, unsigned char* sm
       const int64_t splits = a.splits, i = u % splits, h0 = (u / splits) * group;  // group: the unit's query heads
       // The block's state of each (query head, output dim): the states of the warps that folded the
       // dim merged (all of them, or its V part's).
-      const int parts = kMmaWide ? wide_v_parts(vhd) : 1, per_part = MET_INTERP_WARPS / parts;
+      const int parts = fold_parts<kMmaWide>(vhd), per_part = MET_INTERP_WARPS / parts;
       for (int x = threadIdx.x; x < group * vhd; x += MET_INTERP_THREADS) {
         const int g = x / vhd, d = x % vhd;
         const int w0 = d / (vhd / parts) * per_part, w1 = w0 + per_part;

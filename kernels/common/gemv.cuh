@@ -19,7 +19,7 @@ struct GemvSmem {
   float* red;   // 64
   float* res;   // [MET_DEV_MAX_ROWS][kChunk]
   float* part;  // [MET_INTERP_WARPS][16 * 16] k-split partial tiles
-  u16* head;    // [MET_INTERP_WARPS][256] one bf16 head per warp
+  u16* head;    // [MET_INTERP_WARPS][MET_GEMV_HEAD_DIMS] one bf16 head per warp
   u16* xn;      // [rows][K] normalised activations
 };
 __device__ __forceinline__ GemvSmem gemv_smem(unsigned char* base) {
@@ -28,7 +28,7 @@ __device__ __forceinline__ GemvSmem gemv_smem(unsigned char* base) {
   s.res = s.red + 64;
   s.part = s.res + MET_DEV_MAX_ROWS * kChunk;
   s.head = reinterpret_cast<u16*>(s.part + MET_INTERP_WARPS * 256);
-  s.xn = s.head + MET_INTERP_WARPS * 256;
+  s.xn = s.head + MET_INTERP_WARPS * MET_GEMV_HEAD_DIMS;
   return s;
 }
 
@@ -646,11 +646,12 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
   const int64_t h_first = n0 / hd, h_end = min(finished, (n1 - 1) / hd + 1);
   const int64_t counter0 = static_cast<int64_t>(s / a.geom.col_parts) * finished;  // the host bounds it
   int* done = reinterpret_cast<int*>(sm.red);
-  // The rope table lives where the chunk results were (R <= MET_DEV_MAX_ROWS rows of rot / 2 <= 128
-  // pairs: R * rot floats <= MET_DEV_MAX_ROWS * kChunk), the pairs' inverse frequencies in the k-split
-  // partials (128 doubles of MET_INTERP_WARPS * 256 floats); nothing reads either after the chunks.
-  static_assert(MET_DEV_MAX_ROWS * 256 <= MET_DEV_MAX_ROWS * kChunk && 128 * 2 <= MET_INTERP_WARPS * 256, "rope table room");
-  const int half = rot / 2;  // rot <= hd <= 256: a head fits its warp's 256-element buffer
+  // The rope table lives where the chunk results were (R <= MET_DEV_MAX_ROWS rows of rot / 2 pairs,
+  // rot <= hd <= MET_GEMV_HEAD_DIMS: R * rot floats), the pairs' inverse frequencies in the k-split
+  // partials (rot / 2 doubles); nothing reads either after the chunks.
+  static_assert(MET_GEMV_HEAD_DIMS <= kChunk && MET_GEMV_HEAD_DIMS / 2 * sizeof(double) <= MET_INTERP_WARPS * 256 * sizeof(float),
+                "rope table room");
+  const int half = rot / 2;
   const float* cs = sm.res;
   bool have_cs = false;
   for (int64_t hb = h_first; hb < h_end; hb += 64) {
@@ -677,7 +678,7 @@ __device__ __forceinline__ void qkv_slice(const A& a, const u16* qn, const u16* 
         have_cs = true;
       }
     }
-    u16* hbuf = sm.head + warp * 256;
+    u16* hbuf = sm.head + warp * MET_GEMV_HEAD_DIMS;
     for (int item = warp; item < nb * R; item += MET_INTERP_WARPS) {
       const int j = item / R, r = item % R;
       if (!done[j]) continue;

@@ -5,8 +5,11 @@
 #include "abi.h"
 
 /* gemv family: 64 reduction floats, results [rows][256] floats, k-split partials [warps][256]
- * floats, one bf16 head per warp; then rows x K bf16 normalised activations. */
-#define MET_GEMV_FIXED_SMEM (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * 256 * 2)
+ * floats, one bf16 head of up to MET_GEMV_HEAD_DIMS per warp (the fused qkv ops' heads: their rules
+ * require head_dim <= 256); then rows x K bf16 normalised activations. */
+#define MET_GEMV_HEAD_DIMS 256
+#define MET_GEMV_FIXED_SMEM \
+  (64 * 4 + MET_DEV_MAX_ROWS * 256 * 4 + MET_INTERP_WARPS * 256 * 4 + MET_INTERP_WARPS * MET_GEMV_HEAD_DIMS * 2)
 /* fp8 weights (W8A16): the gemv bodies stage a slice's activations as scaled fp16 for the fp16
  * tensor cores, in place of the normalised ones (normed ops) or, for the others, in the same place
  * when the instruction's rows per slice x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX
