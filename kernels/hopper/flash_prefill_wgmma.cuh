@@ -19,8 +19,14 @@
 // layer's cache may be a ring (`ring` rows a sequence, position p at row seq_base + p % ring):
 // each 64-key step then starts at row seq_base + its first position % ring (flash_issue).
 //
-// Head dims 64 and 128 (v_head_dim equal); others run the mma.sync body (common/flash_prefill_mma.cuh)
-// through met_entry_route_flash_prefill_wgmma below.
+// Head dims 64, 128 and 256 (v_head_dim equal); others run the mma.sync body
+// (common/flash_prefill_mma.cuh) through met_entry_route_flash_prefill_wgmma below. A 256-dim head
+// computes its output in two parts of 128 dims, each a whole walk over the keys that scores them
+// over all 256 dims again: the whole row's 128 accumulators a thread, inlined into the loop kernel
+// beside the other bodies, spilled it (96 bytes of frame; out of line, ptxas serializes wgmma
+// across the call). Its Q tiles take twice the room, so its stages are two and its steps run one
+// after another. Only an even number of query heads a KV head comes here (the route below): a
+// slice's two heads then read one KV head, one set of stages.
 // The host makes the three tensor maps (Q, K cache, V cache) at load time (MetDevInstr.tmaps).
 #pragma once
 #include "common/flash_prefill_mma.cuh"
@@ -33,9 +39,10 @@ namespace met_interp {
 #if MET_HAS_WGMMA && MET_HAS_TMA
 static_assert(MET_FLASH_SLICE_ROWS == 64 && MET_FLASH_SLICE_HEADS == 2, "one warpgroup per head, one wgmma M per slice");
 
-// Shared memory (from the first 1024-byte boundary): Q [warpgroup][half], then 16 tiles for the K
-// and V stages, each a 64 x 64 bf16 tile of 8 KB; then the barriers (Q, full[4], empty[4]) and the
-// pass's shared scalars. MET_FLASH_WGMMA_SMEM (smem.h) is the total. A stage holds K [set][half]
+// Shared memory (from the first 1024-byte boundary): Q [warpgroup][half] (two half slots a
+// warpgroup at head dims up to 128, four at 256), then 16 tiles for the K and V stages, each a
+// 64 x 64 bf16 tile of 8 KB; then the barriers (Q, full[4], empty[4]) and the pass's shared
+// scalars. MET_FLASH_WGMMA_SMEM(head_dim) (smem.h) is the total. A stage holds K [set][half]
 // and V [set][half], one set per distinct KV head of the slice: when both heads read the same KV
 // head (grouped-query attention), one set serves both warpgroups, which halves the stage and the
 // L2 traffic per query row and doubles the stages in flight. (With a set per warpgroup the 8B's
@@ -56,16 +63,34 @@ constexpr uint32_t kFwTile = 64 * 128;
 #ifndef MET_FW_RESCALE_SKIP
 #define MET_FW_RESCALE_SKIP 1
 #endif
-constexpr int kFwKvTiles = 16;
+constexpr int kFwKvTiles = MET_FLASH_WGMMA_KV_TILES;
 constexpr int kFwMaxStages = 4;
-// The stages of K and V that fit: one K and V set per distinct KV head of the slice, kHalves tiles
-// each, at most kFwMaxStages.
-template <int kHalves, int kSets>
+// Q tiles a warpgroup's slot holds: its head's halves, at least two.
+template <int kHalves>
+__host__ __device__ constexpr int fw_q_slot() {
+  return kHalves < 2 ? 2 : kHalves;
+}
+// The stages of K and V that fit: one K and V set per distinct KV head of the slice, kHalves K
+// tiles and kDv V tiles (the output part's) each, at most kFwMaxStages.
+template <int kHalves, int kSets, int kDv>
 __host__ __device__ constexpr int fw_stages() {
-  return kFwKvTiles / (kSets * 2 * kHalves) < kFwMaxStages ? kFwKvTiles / (kSets * 2 * kHalves) : kFwMaxStages;
+  return kFwKvTiles / (kSets * (kHalves + kDv)) < kFwMaxStages ? kFwKvTiles / (kSets * (kHalves + kDv)) : kFwMaxStages;
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// f(Int<k>) for k in [K, N), each k a compile-time constant (for asm immediates).
+template <int K>
+struct FwInt {
+  static constexpr int value = K;
+};
+template <int K, int N, class F>
+__device__ __forceinline__ void fw_static_for(F&& f) {
+  if constexpr (K < N) {
+    f(FwInt<K>{});
+    fw_static_for<K + 1, N>(f);
+  }
+}
 
 // 2^x by the SFU (ex2.approx: about 2 ulp, 2^-inf = 0), for the softmax's exponentials.
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -90,6 +115,7 @@ struct FlashPass {
   int min_pos, max_pos, more;
   int key0, kv0, kv1;  // the sequence's first cache row; the KV heads of the sets
   int kpos, ring;      // the first step's key position; the cache's ring (0: linear)
+  int dv0;             // the output part's first head dim (V's columns the stages hold)
   // The softmax's constants, read at each step (volatile) rather than held in registers through
   // the loop: the scale and the soft cap in base 2, the scale over the cap, the window (0: none).
   float scale2, cap2, cap_in;
@@ -100,30 +126,34 @@ struct FlashPass {
 
 // Thread 0: the copies of step j (K and V of every KV head of the slice) into its stage; the
 // barriers are at `bars` (Q, full[4], empty[4]).
-template <int kHalves, int kSets>
+template <int kHalves, int kSets, int kDv>
 __device__ __forceinline__ void flash_issue(const FlashPass* P, uint32_t kv_tiles, uint32_t bars, int j) {
   using namespace met_sm90;
-  constexpr int kStages = fw_stages<kHalves, kSets>();
+  constexpr int kStages = fw_stages<kHalves, kSets, kDv>();
   // A step's 64 keys start at a multiple of 64 in position, and a ring's rows are a multiple of
   // 64 (model/kv_ring.hpp), so they lie in consecutive rows of a ring too.
   int kp = P->kpos + 64 * j;
   if (P->ring > 0) kp %= P->ring;
   const int s = j % kStages, key = P->key0 + kp;
   const uint32_t full = bars + 8u + 8u * s;
-  mbar_arrive_expect(full, static_cast<uint32_t>(kSets * kHalves * 2) * kFwTile);
+  mbar_arrive_expect(full, static_cast<uint32_t>(kSets * (kHalves + kDv)) * kFwTile);
 #pragma unroll
   for (int set = 0; set < kSets; ++set) {
     const int kh = set == 0 ? P->kv0 : P->kv1;
-    const uint32_t kt = kv_tiles + static_cast<uint32_t>((s * kSets + set) * 2 * kHalves) * kFwTile;
+    const uint32_t kt = kv_tiles + static_cast<uint32_t>((s * kSets + set) * (kHalves + kDv)) * kFwTile;
 #pragma unroll
-    for (int half = 0; half < kHalves; ++half) {
+    for (int half = 0; half < kHalves; ++half)
       tma_load_2d(kt + half * kFwTile, P->tm_k, kh * 64 * kHalves + half * 64, key, full);
-      tma_load_2d(kt + (kHalves + half) * kFwTile, P->tm_v, kh * 64 * kHalves + half * 64, key, full);
-    }
+#pragma unroll
+    for (int half = 0; half < kDv; ++half)
+      tma_load_2d(kt + (kHalves + half) * kFwTile, P->tm_v, kh * 64 * kHalves + (kDv < kHalves ? P->dv0 : 0) + half * 64, key,
+                  full);
   }
 }
 
-template <int kHalves, int kSets>  // head dim / 64; distinct KV heads of the slice's heads
+// kHalves: head dim / 64; kSets: distinct KV heads of the slice's heads; kDv: the 64-dim output
+// tiles a part computes (kHalves / kDv parts, each a walk over the keys).
+template <int kHalves, int kSets, int kDv = kHalves>
 __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wgmma& a, uint32_t slice, unsigned char* smem) {
   using namespace met_sm90;
   const SliceRange rr = slice_rows(a, slice);
@@ -144,9 +174,11 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
 
   const uint32_t sbase = smem_addr(smem);
   const uint32_t tiles = (sbase + kSwizzleRepeat - 1) & ~(kSwizzleRepeat - 1);
-  auto q_at = [&](int w, int half) { return tiles + (2u * w + half) * kFwTile; };
-  const uint32_t kv_tiles = tiles + 4u * kFwTile;
-  const uint32_t bars = tiles + static_cast<uint32_t>(4 + kFwKvTiles) * kFwTile;
+  constexpr uint32_t q_slot = fw_q_slot<kHalves>();
+  static_assert(2 * q_slot + kFwKvTiles == MET_FLASH_WGMMA_TILES(64 * kHalves), "smem.h sizes the same tiles");
+  auto q_at = [&](int w, int half) { return tiles + (q_slot * w + half) * kFwTile; };
+  const uint32_t kv_tiles = tiles + 2u * q_slot * kFwTile;
+  const uint32_t bars = tiles + static_cast<uint32_t>(2 * q_slot + kFwKvTiles) * kFwTile;
   const uint32_t qbar = bars;
   auto full = [&](int s) { return bars + 8u + 8u * s; };
   auto empty = [&](int s) { return bars + 8u + 8u * (kFwMaxStages + s); };
@@ -164,10 +196,22 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
   // Warp 0 walks the rows' sequences; lane l owns rows l and l + 32 of the slice.
   bool done0 = rr.begin + lane >= rr.end, done1 = rr.begin + lane + 32 >= rr.end;
   const float sink = a.sinks && active ? bf(a.sinks[h]) : -INFINITY;
+  // A pass is one sequence's rows and one output part (kParts of them, 64 x kDv dims each): the
+  // parts of a sequence follow one another, the part's first dim in pass->dv0 (shared memory, not
+  // a register held through the loop).
+  constexpr int kParts = kHalves / kDv;
+  static_assert(kParts * kDv == kHalves, "whole output parts");
+  if (kParts > 1 && threadIdx.x == 0) pass->dv0 = 64 * kHalves;  // no sequence yet
 
 #pragma unroll 1
   for (;;) {
-    if (warp == 0) {
+    // Warp 0: the next part of this sequence, else the next sequence (lane 0 alone reads dv0; it
+    // wrote it).
+    const bool next_part = kParts > 1 && warp == 0 && __shfl_sync(0xffffffffu, pass->dv0 + 64 * kDv < 64 * kHalves, 0);
+    if (next_part) {
+      if (lane == 0) pass->dv0 += 64 * kDv;
+    } else if (warp == 0) {
+      if (kParts > 1 && lane == 0) pass->dv0 = 0;
       const int64_t r0 = rr.begin + lane, r1 = r0 + 32;
       const int64_t b0 = done0 ? 0 : base_of[r0], b1 = done1 ? 0 : base_of[r1];
       const unsigned p0 = __ballot_sync(0xffffffffu, !done0), p1 = __ballot_sync(0xffffffffu, !done1);
@@ -200,10 +244,10 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     const int64_t first_key = a.window > 0 ? max(static_cast<int64_t>(0), static_cast<int64_t>(pass->min_pos) - a.window + 1) : 0;
     const int k_begin = static_cast<int>(first_key / 64 * 64);
     const int steps = (max_pos - k_begin) / 64 + 1;
-    constexpr int stages = fw_stages<kHalves, kSets>();
+    constexpr int stages = fw_stages<kHalves, kSets, kDv>();
     // This warpgroup's K tile of stage 0, and the distance between stages.
-    const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * 2 * halves) * kFwTile;
-    constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * 2 * kHalves) * kFwTile;
+    const uint32_t my_kv = kv_tiles + static_cast<uint32_t>((kSets == 1 ? 0 : wg) * (halves + kDv)) * kFwTile;
+    constexpr uint32_t stage_bytes = static_cast<uint32_t>(kSets * (kHalves + kDv)) * kFwTile;
     // Steps overlap (below) where a third stage keeps a copy in flight while two are in use.
     constexpr bool kOverlap = MET_FW_OVERLAP && stages >= 3;
     if (threadIdx.x == 0) {
@@ -226,16 +270,16 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
       for (int w = 0; w < nwg; ++w)
         for (int half = 0; half < halves; ++half)
           tma_load_2d(q_at(w, half), tm_q, (static_cast<int>(hs.begin) + w) * hd + half * 64, static_cast<int>(rr.begin), qbar);
-      for (int j = 0; j < stages && j < steps; ++j) flash_issue<kHalves, kSets>(pass, kv_tiles, bars, j);
+      for (int j = 0; j < stages && j < steps; ++j) flash_issue<kHalves, kSets, kDv>(pass, kv_tiles, bars, j);
     }
     __syncthreads();
 
     const int64_t row_a = rr.begin + row_off, row_b = row_a + 8;
     const int pa = row_a < rr.end && base_of[row_a] == seg ? pos[row_a] : -1;
     const int pb = row_b < rr.end && base_of[row_b] == seg ? pos[row_b] : -1;
-    float o[kHalves][32];
+    float o[kDv][32];
 #pragma unroll
-    for (int hf = 0; hf < kHalves; ++hf)
+    for (int hf = 0; hf < kDv; ++hf)
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[hf][i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // m in base 2 (times log2 e)
@@ -297,20 +341,31 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     // addresses the compiler cannot hoist out of the loop: held across it, they cost the
     // registers that made this body spill.
     constexpr u64 kHalfDesc = kFwTile >> 4;  // the next 64 head dims: the next tile
+    // Past two halves (256-dim heads), each product adds its constant offsets to the two base
+    // descriptors inside its own asm, so the 16 products hold no descriptor pair each.
     auto issue_s = [&](float (&sc)[32], int s) {
-      const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
+      if constexpr (kHalves > 2) {
+        const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
+        fw_static_for<0, 4 * kHalves>([&](auto kc) {
+          constexpr int k = decltype(kc)::value;
+          constexpr u64 off = (k / 4) * kHalfDesc + (k % 4) * kDescKStep;
+          if (!(MET_FW_DIAG & 4) || k == 0) wgmma_m64n64k16_off<off, off>(sc, dq, dk, k > 0);
+        });
+      } else {
+        const u64 dq = tile_desc(opaque(q_at(wg, 0))), dk = tile_desc(opaque(my_kv + s * stage_bytes));
 #pragma unroll
-      for (int k = 0; k < 4 * kHalves; ++k)
-        if (!(MET_FW_DIAG & 4) || k == 0)
-          wgmma_m64n64k16(sc, dq + (k / 4) * kHalfDesc + (k % 4) * kDescKStep, dk + (k / 4) * kHalfDesc + (k % 4) * kDescKStep,
-                          k > 0);
+        for (int k = 0; k < 4 * kHalves; ++k)
+          if (!(MET_FW_DIAG & 4) || k == 0)
+            wgmma_m64n64k16(sc, dq + (k / 4) * kHalfDesc + (k % 4) * kDescKStep, dk + (k / 4) * kHalfDesc + (k % 4) * kDescKStep,
+                            k > 0);
+      }
       wgmma_commit();
     };
     // O += P V with P (bf16 A fragments of the four 16-key chunks) and V of stage s (issued).
     auto issue_pv = [&](const uint32_t (&pf)[4][4], int s) {
       const u64 dv = tile_desc(opaque(my_kv + s * stage_bytes + halves * kFwTile));
 #pragma unroll
-      for (int hf = 0; hf < kHalves; ++hf)
+      for (int hf = 0; hf < kDv; ++hf)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           if (!(MET_FW_DIAG & 2) || c == 0)
@@ -331,7 +386,7 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
       // long row once its largest scores are behind it.
       if (MET_FW_RESCALE_SKIP && !__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) return;
 #pragma unroll
-      for (int hf = 0; hf < kHalves; ++hf)
+      for (int hf = 0; hf < kDv; ++hf)
 #pragma unroll
         for (int i = 0; i < 32; ++i) o[hf][i] *= corr[(i / 2) % 2];
     };
@@ -339,7 +394,7 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
     auto refill = [&](int j) {
       if (threadIdx.x == 0 && j + stages < steps) {
         if (!(MET_FW_DIAG & 8)) mbar_wait(empty(j % stages), static_cast<uint32_t>((j / stages) & 1));
-        flash_issue<kHalves, kSets>(pass, kv_tiles, bars, j + stages);
+        flash_issue<kHalves, kSets, kDv>(pass, kv_tiles, bars, j + stages);
       }
     };
     if (active && kOverlap) {
@@ -410,18 +465,19 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
 #pragma unroll
       for (int hr = 0; hr < 2; ++hr) {
         // the sink's logit in base 2, like m
-        const float inv = flash_row_scale(l[hr], m[hr], a.sinks != nullptr, sink * kLog2e, [](float x) { return exp2_approx(x); });
+        const float inv =
+            flash_row_scale(l[hr], m[hr], a.sinks != nullptr, sink * kLog2e, [](float x) { return exp2_approx(x); });
         if ((hr ? pb : pa) < 0) continue;
         const int64_t row = rr.begin + row_off + 8 * hr;
-        u16* dst = a.out + (row * heads + h) * hd;
+        u16* dst = a.out + (row * heads + h) * hd + (kParts > 1 ? static_cast<const volatile FlashPass*>(pass)->dv0 : 0);
 #pragma unroll
-        for (int hf = 0; hf < kHalves; ++hf)
+        for (int hf = 0; hf < kDv; ++hf)
 #pragma unroll
           for (int i = 0; i < 32; i += 4) {
-              const int col = hf * 64 + 8 * (i / 4) + 2 * t;
-              const int e = i + 2 * hr;
-              *reinterpret_cast<uint32_t*>(dst + col) = met_pack_bf16x2(o[hf][e] * inv, o[hf][e + 1] * inv);
-            }
+            const int col = hf * 64 + 8 * (i / 4) + 2 * t;
+            const int e = i + 2 * hr;
+            *reinterpret_cast<uint32_t*>(dst + col) = met_pack_bf16x2(o[hf][e] * inv, o[hf][e + 1] * inv);
+          }
       }
     }
     __syncthreads();  // every warp is past its waits: the barriers may go before the next pass
@@ -435,11 +491,11 @@ __device__ __forceinline__ void flash_wgmma_slice(const MetArgs_flash_prefill_wg
   }
 }
 
-// Head dims other than 64 and 128 run the mma.sync body (same operands), through run_body
+// Head dims other than 64, 128 and 256 run the mma.sync body (same operands), through run_body
 // (common/interp/loop.cuh), so its registers stay out of the kernel's function.
 __device__ __forceinline__ uint32_t met_entry_route_flash_prefill_wgmma(const MetDevInstr& in) {
-  const int64_t hd = met_load_flash_prefill_wgmma(in).head_dim;
-  return hd == 64 || hd == 128 ? 0u : static_cast<uint32_t>(MET_OP_flash_prefill_mma);
+  const auto a = met_load_flash_prefill_wgmma(in);
+  return MET_FLASH_WGMMA_ROUTE(a.head_dim, a.heads, a.kv_heads) ? 0u : static_cast<uint32_t>(MET_OP_flash_prefill_mma);
 }
 
 // Whether the slice's (up to two) heads read one KV head.
@@ -456,6 +512,8 @@ MET_ENTRY(flash_prefill_wgmma) {
       flash_wgmma_slice<2, 1>(a, slice, smem);
     else
       flash_wgmma_slice<2, 2>(a, slice, smem);
+  } else if (a.head_dim == 256) {  // an even group (the route): both heads read one KV head
+    flash_wgmma_slice<4, 1, 2>(a, slice, smem);
   } else if (a.head_dim == 64) {  // other head dims never come here (the route above)
     if (one)
       flash_wgmma_slice<1, 1>(a, slice, smem);

@@ -121,6 +121,25 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], u64 desc_a, u64 
       : MET_SM90_ACC8(0), MET_SM90_ACC8(8), MET_SM90_ACC8(16), MET_SM90_ACC8(24)
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
+// The same with constant offsets OA and OB added to the two descriptors inside the asm: a run of
+// products from two base descriptors keeps two register pairs live, not a pair for each product.
+template <u64 OA, u64 OB>
+__device__ __forceinline__ void wgmma_m64n64k16_off(float (&d)[32], u64 desc_a, u64 desc_b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      ".reg .b64 da, db;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "add.s64 da, %32, %35;\n"
+      "add.s64 db, %33, %36;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "da, db, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : MET_SM90_ACC8(0), MET_SM90_ACC8(8), MET_SM90_ACC8(16), MET_SM90_ACC8(24)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(OA), "n"(OB));
+}
 
 // d += A * B, A 64 x 16 from registers (the m16n8k16 A fragment of each warp's 16 rows: a0 row g
 // keys 2t, 2t+1; a1 row g + 8; a2, a3 the same rows at keys 8 + 2t, 8 + 2t + 1), B 16 x 64 from

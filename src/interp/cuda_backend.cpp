@@ -488,13 +488,13 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         tmaps.push_back(*wmap);
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
       } else if (op->family == "attention_prefill" && op->name.ends_with("_wgmma") &&
-                 (named(*op, d, "head_dim") == 64 || named(*op, d, "head_dim") == 128)) {
+                 MET_FLASH_WGMMA_ROUTE(named(*op, d, "head_dim"), named(*op, d, "heads"), named(*op, d, "kv_heads"))) {
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         const auto kc = shape_of("k_cache"), vc = shape_of("v_cache");
         MET_CHECK(view("q", rows, named(*op, d, "q_stride"), 64));
         MET_CHECK(view("k_cache", kc.first, kc.second, 64));
         MET_CHECK(view("v_cache", vc.first, vc.second, 64));
-        need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM);
+        need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM(named(*op, d, "head_dim")));
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, fp8_w ? MET_GEMM_FP8_SMEM : MET_GEMM_SMEM);
       }

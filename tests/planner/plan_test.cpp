@@ -395,8 +395,8 @@ TEST_CASE(
     "(catches flash_prefill_wgmma or attn_decode_split_merge without 512 or 8 heads per KV head, and either without its "
     "head-dim requirement)") {
   // gemma-4-26b-a4b: sliding layers of 256-dim heads (16 over 8 KV heads), full layers of 512 (16
-  // over 2). The wgmma body takes 64 and 128 and routes 32, 256 and 512 to the mma.sync body, which
-  // takes nothing else; the split-merge decode folds 256 and 512 in parts of 128 and groups of 8 in
+  // over 2). The wgmma body takes 64, 128 and 256 (an even group) and routes the rest to the
+  // mma.sync body, which takes nothing else; the split-merge decode folds 256 and 512 in parts of 128 and groups of 8 in
   // two passes of 4. The full layers' heads set to 96 leave both prefill bodies without a head dim.
   const Loaded l;
   const auto graph = l.graph("gemma-4-26b-a4b");

@@ -57,10 +57,17 @@
 #define MET_GEMM_MAX_KSPLITS 8
 #define MET_GEMM_PART_FLOATS (MET_WGMMA_MAX_COLS / 2 * 256)
 #define MET_GEMM_SPLIT_TILES 1024
-/* wgmma flash prefill (kernels/hopper/flash_prefill_wgmma.cuh): Q [2 warpgroups][2 halves], then
- * 2 stages of K and V [2][2], each a 64 x 64 bf16 tile of 8 KB, one KiB to align, the barriers and
- * the pass's scalars. Its three TMA descriptors (Q, K cache, V cache) sit at MetDevInstr.tmaps. */
-#define MET_FLASH_WGMMA_SMEM (20 * 8192 + 1024 + 256)
+/* wgmma flash prefill (kernels/hopper/flash_prefill_wgmma.cuh), head dims 64, 128 and 256: Q
+ * [2 warpgroups][max(2, head_dim / 64) halves], then MET_FLASH_WGMMA_KV_TILES tiles for the stages
+ * of K and V, each a 64 x 64 bf16 tile of 8 KB, one KiB to align, the barriers and the pass's
+ * scalars. Its three TMA descriptors (Q, K cache, V cache) sit at MetDevInstr.tmaps. */
+/* Which instructions the wgmma body takes: head dims 64 and 128, and 256 where a slice's two heads
+ * always read one KV head (an even number of query heads a KV head: its stage holds one set). */
+#define MET_FLASH_WGMMA_ROUTE(hd, heads, kv_heads) \
+  ((hd) == 64 || (hd) == 128 || ((hd) == 256 && (kv_heads) > 0 && ((heads) / (kv_heads)) % 2 == 0))
+#define MET_FLASH_WGMMA_KV_TILES 16
+#define MET_FLASH_WGMMA_TILES(hd) (2 * ((hd) / 64 < 2 ? 2 : (hd) / 64) + MET_FLASH_WGMMA_KV_TILES)
+#define MET_FLASH_WGMMA_SMEM(hd) (MET_FLASH_WGMMA_TILES(hd) * 8192 + 1024 + 256)
 /* flash prefill: one [MET_FLASH_KEYS][MET_FLASH_MAX_DV + MET_FLASH_PAD] bf16 V tile per warp. A
  * slice (emit) is MET_FLASH_SLICE_ROWS rows x MET_FLASH_SLICE_HEADS heads: one 16-row block x one
  * head per warp, and enough slices that causal rows of every length spread over all streams. */
