@@ -47,8 +47,6 @@ def call(url, path, body=None, stream=False):
 
 def chat(url, model, prompt, **kw):
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 32, "temperature": 0}
-    if kw.pop("logprobs", False):
-        body.update(logprobs=True, top_logprobs=2)
     body.update(kw)
     return call(url, "/v1/chat/completions", body)
 
@@ -86,8 +84,8 @@ def main():
         check(model in ids, f"{url}/v1/models lists {model} ({ids})")
 
     with concurrent.futures.ThreadPoolExecutor(len(PROMPTS) * 2) as pool:
-        fa = [pool.submit(chat, a, model, p, logprobs=True) for p in PROMPTS]
-        fb = [pool.submit(chat, b, model, p, logprobs=True) for p in PROMPTS]
+        fa = [pool.submit(chat, a, model, p, logprobs=True, top_logprobs=2) for p in PROMPTS]
+        fb = [pool.submit(chat, b, model, p, logprobs=True, top_logprobs=2) for p in PROMPTS]
         ra = [f.result() for f in fa]
         rb = [f.result() for f in fb]
     for p, x, y in zip(PROMPTS, ra, rb):
@@ -95,12 +93,14 @@ def main():
         same = (cx["message"]["content"] == cy["message"]["content"] and cx["finish_reason"] == cy["finish_reason"]
                 and x["usage"] == y["usage"])
         if same:
-            check(True, f"greedy {p!r}: {x['usage']['completion_tokens']} tokens, finish {cx['finish_reason']}, same text on both")
-            continue
-        tie, what = parted_at_tie(cx, cy)
-        check(tie and x["usage"]["prompt_tokens"] == y["usage"]["prompt_tokens"],
-              f"greedy {p!r}: the answers part at a near tie ({what}; at most {TIE_NATS})" if tie else
-              f"greedy {p!r}: A {cx['message']['content']!r} B {cy['message']['content']!r} ({what})")
+            ok = True
+            what = f"greedy {p!r}: {x['usage']['completion_tokens']} tokens, finish {cx['finish_reason']}, same text on both"
+        else:
+            tie, why = parted_at_tie(cx, cy)
+            ok = tie and x["usage"]["prompt_tokens"] == y["usage"]["prompt_tokens"]
+            what = (f"greedy {p!r}: the answers part at a near tie ({why}; at most {TIE_NATS})" if ok else
+                    f"greedy {p!r}: A {cx['message']['content']!r} B {cy['message']['content']!r} ({why})")
+        check(ok, what)
 
     text = ra[1]["choices"][0]["message"]["content"]
     raw = call(a, "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": PROMPTS[1]}],
