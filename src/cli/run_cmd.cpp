@@ -41,6 +41,7 @@ struct EmitArgs {
   std::uint32_t threads = 0;
   int tp = 1;
   std::string kv_dtype = "bf16";
+  std::int64_t split_keys = 32;
 };
 
 struct RunArgs {
@@ -80,6 +81,8 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   const planner::Library* lib = library();
   if (!lib) return 1;
   if (a.hardware.empty() || a.checkpoint.empty() || a.out.empty()) return error("circuit emit needs --hardware, --checkpoint and --out");
+  if (a.split_keys < 1 || a.split_keys > a.max_ctx)
+    return error(fmt::format("--split-keys {}: expected 1 to --max-ctx ({})", a.split_keys, a.max_ctx));
   auto target = planner::resolve_target(*lib, a.hardware);
   if (!target) return error(target.error().message);
   DiskCheckpoint source(a.checkpoint);
@@ -108,6 +111,7 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   }
   o.sm_count = a.threads;
   o.tp = a.tp;
+  o.split_keys = a.split_keys;
   o.config_json = *config;
   std::error_code ec;
   o.checkpoint = fs::absolute(a.checkpoint, ec).lexically_normal().string();
@@ -116,7 +120,7 @@ int run_emit(const LibraryFn& library, const EmitArgs& a) {
   o.gpu_interpreters = gpu_interpreters();
   o.flags = {{"hardware", a.hardware}, {"checkpoint", a.checkpoint}, {"out", a.out}, {"max_ctx", std::to_string(a.max_ctx)},
              {"decode_rungs", a.decode_rungs}, {"prefill_buckets", a.prefill_buckets}, {"threads", std::to_string(a.threads)}, {"tp", std::to_string(a.tp)},
-             {"kv_dtype", a.kv_dtype}};
+             {"kv_dtype", a.kv_dtype}, {"split_keys", std::to_string(a.split_keys)}};
   std::fprintf(stderr, "emit: planning %s on %s\n", graph->id.c_str(), a.hardware.c_str());
   const auto t0 = std::chrono::steady_clock::now();
   auto assets = emit::emit(*lib, *target, *graph, *layout, o);
@@ -409,6 +413,10 @@ void add_run_commands(CLI::App& circuit, const LibraryFn& library, std::vector<C
       ->capture_default_str();
   emit->add_option("--kv-dtype", ea->kv_dtype,
                    "KV cache: bf16 | fp8 (e4m3, one scale per cache: the checkpoint's calibrated k_scale/v_scale, else 1)")
+      ->capture_default_str();
+  emit->add_option("--split-keys", ea->split_keys,
+                   "GPU decode attention: the fewest keys of a row's context one split of it takes (more: fewer splits, "
+                   "each reading more of the cache, and less to merge)")
       ->capture_default_str();
   out.push_back({emit, [library, ea] { return run_emit(library, *ea); }});
 

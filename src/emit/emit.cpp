@@ -252,8 +252,9 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     // A GPU decode splits each row's keys across the streams, at most one split per
     // kMinKeysPerGpuSplit keys (bind_attention divides the streams); the cpu keeps one split per
     // kKeysPerSplit keys of context.
-    b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / kMinKeysPerGpuSplit) : splits;
-    b.split_keys = gpu ? kMinKeysPerGpuSplit : 0;
+    const std::int64_t split_keys = options.split_keys > 0 ? options.split_keys : kMinKeysPerGpuSplit;
+    b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / split_keys) : splits;
+    b.split_keys = gpu ? split_keys : 0;
     b.streams = gpu ? static_cast<std::int64_t>(sm) : 0;
     std::vector<std::uint32_t> scope_base;  // flat index of each scope's first group
     std::uint32_t flat = 0;

@@ -74,6 +74,15 @@ Expected<std::vector<CampaignCase>> parse_campaign(const std::string& spec) {
   return out;
 }
 
+namespace {
+// The kind of an instruction's plan scope: "layers:sliding L3" -> "layers:sliding"; "" -> "-".
+std::string scope_kind(const std::string& scope) {
+  const auto sp = scope.find(' ');
+  const std::string k = sp == std::string::npos ? scope : scope.substr(0, sp);
+  return k.empty() ? "-" : k;
+}
+}  // namespace
+
 Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, const std::vector<CampaignCase>& cases,
                                       const CeilingFn& ceiling, const CampaignOptions& o) {
   const auto& f = a.packet;
@@ -176,6 +185,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     const Stats st = stats(ms);
     // One more run with in-kernel timestamps: wall time of each instruction, summed per family.
     std::map<std::string, double> family, kernel, kernel_slice, kernel_spread;
+    std::map<std::string, std::map<std::string, double>> kernel_scope;  // kernel -> scope kind -> walls
     double wall_sum = 0, stamped_ms = 0;
     std::size_t instructions = 0;
     std::vector<double> collective_ms(rank_ms.size(), 0.0);  // per rank: walls of its collectives
@@ -198,6 +208,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
         const std::string name = op ? op->name : "?";
         family[op ? op->family : "?"] += walls[i] / 1e6;
         kernel[name] += walls[i] / 1e6;
+        kernel_scope[name][scope_kind(f.programs[l.program].instrs[i].scope)] += walls[i] / 1e6;
         if (i < slices.size()) {
           kernel_slice[name] += slices[i].mean_ns / 1e6;
           kernel_spread[name] += slices[i].start_spread_ns / 1e6;
@@ -240,6 +251,7 @@ Expected<nlohmann::json> run_campaign(CudaBackend& backend, const Assets& a, con
     j["kernel_ms"] = kernel;
     j["kernel_slice_mean_ms"] = kernel_slice;
     j["kernel_start_spread_ms"] = kernel_spread;
+    j["kernel_scope_ms"] = kernel_scope;
     if (!rank_ms.empty()) {
       // Under --tp: each rank's step (its own events; `ms` is the slowest rank's per launch) and the
       // walls of its collective instructions in the timestamped run (waits at the barriers included).
@@ -289,6 +301,21 @@ std::string campaign_markdown(const nlohmann::json& j) {
       s += fmt::format("| `{}` | {} | {:.3f} | {:.3f} | {:.3f} |\n", c["program"].get<std::string>(), k, v.get<double>(),
                        c["kernel_slice_mean_ms"].value(k, 0.0), c["kernel_start_spread_ms"].value(k, 0.0));
   }
+  // Kernels whose instructions sit in more than one kind of scope (Gemma's sliding and full layers):
+  // their walls per kind.
+  std::string scoped;
+  for (const auto& c : j["cases"]) {
+    if (!c.contains("kernel_scope_ms")) continue;
+    for (const auto& [k, v] : c["kernel_scope_ms"].items()) {
+      if (v.size() < 2) continue;
+      std::string parts;
+      for (const auto& [sk, ms] : v.items()) parts += fmt::format("{}{} {:.3f}", parts.empty() ? "" : ", ", sk, ms.get<double>());
+      scoped += fmt::format("| `{}` | {} | {} |\n", c["program"].get<std::string>(), k, parts);
+    }
+  }
+  if (!scoped.empty())
+    s += "\nWalls by the kind of scope their instructions belong to (ms), for kernels found in more than one:\n\n"
+         "| program | kernel | by scope |\n|---|---|---|\n" + scoped;
   bool ranked = false;
   for (const auto& c : j["cases"]) ranked = ranked || c.contains("rank_ms");
   if (ranked) {

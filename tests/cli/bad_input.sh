@@ -343,6 +343,8 @@ tiny=$work/tiny-run
 "$met" model synth --config "$root/tests/oracle/configs/tiny-llama3.json" --seed 1 --dtype bf16 --out "$tiny" >/dev/null 2>&1
 "$met" circuit emit --hardware host-cpu --checkpoint "$tiny" --out "$tiny-a" --max-ctx 256 --threads 2 2>/dev/null
 fixture=$root/tests/oracle/fixtures/tiny-llama3-bf16.json
+expect_error split_keys_zero "--split-keys" "\b0\b" -- \
+  "$met" circuit emit --hardware h200-sxm --checkpoint "$tiny" --out "$work/split-keys-0" --split-keys 0
 expect_error follow_missing_file "no-such\.json" -- \
   "$met" circuit run --assets "$tiny-a" --prompt-ids 1,2 --threads 2 --follow "$work/no-such.json"
 expect_error follow_other_prompts "tiny-llama3-bf16\.json: 4 cases for 2 prompts" -- \

@@ -1083,6 +1083,33 @@ TEST_CASE("a GPU decode splits a sliding layer's keys by its window, not by max_
   CHECK(full > 0);
 }
 
+TEST_CASE("--split-keys sets the fewest keys a GPU decode split takes: 128 gives a window of 512 four splits and a full layer of max_ctx 1024 eight, where 32 gave 16 and more (a knob the emit ignores, or one that also cuts the window's splits below the keys, fails)") {
+  const auto dir = testing::tiny_checkpoint("gemma4-split-keys", tiny_gemma4([](nlohmann::json& j) { j["sliding_window"] = 512; }));
+  auto s = split_merge_spec();
+  s.rungs = {1};
+  s.max_ctx = 1024;
+  const auto splits_of = [&](std::int64_t keys) {
+    s.split_keys = keys;
+    auto a = testing::emit_checkpoint(dir, s);
+    REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+    CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+    std::set<std::pair<bool, std::int64_t>> seen;  // (sliding, splits)
+    for (const auto& p : a->packet.programs)
+      for (const auto& d : p.instrs) {
+        const auto* op = emit::find_opcode(d.opcode);
+        if (op->name != "attn_decode_split_merge") continue;
+        const auto at = [&](const char* n) { return d.ints[static_cast<std::size_t>(emit::int_index(*op, n))]; };
+        seen.insert({at("window") > 0, at("splits")});
+      }
+    return seen;
+  };
+  const auto fine = splits_of(32);
+  CHECK(fine.count({true, 16}) == 1);
+  for (const auto& [sliding, n] : fine)
+    if (!sliding) CHECK(n > 8);
+  CHECK(splits_of(128) == std::set<std::pair<bool, std::int64_t>>{{true, 4}, {false, 8}});
+}
+
 TEST_CASE("Gemma-4 on host-cpu binds every step from config.json: norms of w rounded once, a weightless v_norm, V from k_proj on full layers, global head size and KV heads, the sliding rope plain and the full one proportional, unscaled scores, the layer scalar from its tensor (a step bound from a default fails)") {
   const auto dir = testing::tiny_checkpoint("gemma4-cpu", tiny_gemma4());
   testing::EmitSpec s;

@@ -94,6 +94,7 @@ struct EmitSpec {
   std::int64_t max_ctx = 128;
   int tp = 1;  // tensor-parallel ranks (emit --tp)
   std::optional<Format> kv;  // the KV cache format (`met circuit emit --kv-dtype`); unset: bf16, as the CLI's default
+  std::int64_t split_keys = 0;  // `met circuit emit --split-keys`; 0: the emit's default
 };
 
 inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt, const EmitSpec& spec,
@@ -110,6 +111,7 @@ inline Expected<emit::Assets> emit_checkpoint(const std::filesystem::path& ckpt,
   o.prefill_buckets = spec.buckets;
   o.sm_count = spec.threads;
   o.tp = spec.tp;
+  o.split_keys = spec.split_keys;
   o.config_json = config;
   o.checkpoint = ckpt.string();
   o.network = emit::network_slug(src.name());
