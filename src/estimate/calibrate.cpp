@@ -46,8 +46,13 @@ std::vector<std::string> sorted_unique(std::vector<std::string> v) {
 }
 
 // measured = a x ceiling + b x instructions over the models of one point, minimising the squared
-// relative error; a >= 1 (efficiency 1 / a <= 1), b >= 0. Returns {a, b}.
-std::pair<double, double> solve(const std::vector<std::tuple<double, double, double>>& rows) {
+// relative error; a >= 1 (efficiency 1 / a <= 1), b >= 0. Returns {a, b}. `one_model`: the rows are
+// one model's (its contexts), whose bytes and instructions move together, so they cannot tell the
+// two terms apart: a = 1 and the fixed time alone (a bandwidth term fitted there, with no fixed
+// time, carried one model's ratio of time to bytes to every other model; Gemma's decode
+// elementwise ops, instructions of a few microseconds over a few kilobytes, put efficiency 0.0015
+// on the elementwise family at C = 2..8 from Gemma-3 27B alone).
+std::pair<double, double> solve(const std::vector<std::tuple<double, double, double>>& rows, bool one_model) {
   double uu = 0, uv = 0, vv = 0, u1 = 0, v1 = 0;
   for (const auto& r : rows) {
     const double y = std::get<2>(r);
@@ -60,11 +65,13 @@ std::pair<double, double> solve(const std::vector<std::tuple<double, double, dou
   }
   const double det = uu * vv - uv * uv;
   double a = 0, b = -1;
-  if (rows.size() >= 2 && det > 1e-12 * uu * vv) {
+  if (!one_model && rows.size() >= 2 && det > 1e-12 * uu * vv) {
     a = (u1 * vv - v1 * uv) / det;
     b = (uu * v1 - uv * u1) / det;
   }
-  if (b < 0) {  // no fixed time the data supports: the efficiency alone
+  if (one_model) {
+    a = 0;  // the ceiling itself, below, and the rest as fixed time
+  } else if (b < 0) {  // no fixed time the data supports: the efficiency alone
     b = 0;
     a = u1 / uu;
   }
@@ -138,6 +145,7 @@ Expected<Calibration> fit(const std::string& klass, const std::string& hardware,
   cal.hardware = hardware;
   // (family, prefill, rows) -> (ceiling, instructions, measured) per model, and the files.
   std::map<std::tuple<std::string, bool, std::int64_t>, std::pair<std::vector<std::tuple<double, double, double>>, std::vector<std::string>>> data;
+  std::map<std::tuple<std::string, bool, std::int64_t>, std::set<std::string>> models;  // of each point
   double og = 0, gg = 0;
   std::vector<std::string> all_sources;
   for (const auto& s : samples) {
@@ -149,6 +157,7 @@ Expected<Calibration> fit(const std::string& klass, const std::string& hardware,
       auto& d = data[{kv.first, s.prefill, s.measured.rows}];
       d.first.emplace_back(t->second.ceiling_ms, t->second.instructions, kv.second);
       d.second.push_back(s.measured.source);
+      models[{kv.first, s.prefill, s.measured.rows}].insert(s.measured.model);
     }
     // The step's time outside every instruction, per group instance (relative least squares).
     const double y = s.measured.median_ms, x = y - in_families;
@@ -158,7 +167,7 @@ Expected<Calibration> fit(const std::string& klass, const std::string& hardware,
   }
   for (const auto& kv : data) {
     const auto& [family, prefill, rows] = kv.first;
-    const auto ab = solve(kv.second.first);
+    const auto ab = solve(kv.second.first, models[kv.first].size() < 2);
     if (cal.families.empty() || cal.families.back().id != family) cal.families.push_back(FamilyFit{family, {}});
     FittedPoint p;
     p.prefill = prefill;

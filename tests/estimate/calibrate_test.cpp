@@ -74,6 +74,26 @@ TEST_CASE("a fit whose fixed time would be negative keeps the efficiency alone, 
   CHECK_FALSE(estimate::fit("hopper", "h200-sxm", {}).ok());
 }
 
+TEST_CASE("a point measured on one model only fits its fixed time per instruction at efficiency 1, the model's time to the "
+          "instruction (catches a fit that carries one model's time per byte to every other model)") {
+  // One model at three contexts: bytes and instructions do not move apart, so the two terms cannot be told apart.
+  std::vector<estimate::Sample> samples;
+  for (const std::int64_t ctx : {512, 4096, 16384}) {
+    samples.push_back(gemv_sample("gemma", 4, 0.002, 100, 0.002, 0.0));  // 1 ms: bytes-proportional, as a latency fit reads
+    samples.back().measured.context = ctx;
+  }
+  auto cal = estimate::fit("hopper", "h200-sxm", samples);
+  REQUIRE(cal.ok());
+  const auto& p = only_point(*cal);
+  CHECK(p.efficiency == 1.0);
+  CHECK(p.fixed_us == doctest::Approx((1.0 - 0.002) / 100 * 1e3).epsilon(1e-9));
+  // A second model turns the two-term fit back on.
+  samples.push_back(gemv_sample("other", 4, 1.0, 100, 0.5, 3.0));
+  auto two = estimate::fit("hopper", "h200-sxm", samples);
+  REQUIRE(two.ok());
+  CHECK(only_point(*two).efficiency < 1.0);
+}
+
 TEST_CASE("the evidence file a fit writes is read back by the planner with the fitted figures, and a second render is byte-identical "
           "(catches a writer the loader disagrees with)") {
   std::vector<estimate::Sample> samples = {gemv_sample("big", 1, 5.0, 200, 0.8, 9.0), gemv_sample("small", 1, 0.4, 120, 0.8, 9.0),
