@@ -250,8 +250,8 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     b.cfg = cfg;
     b.max_ctx = options.max_ctx;
     // A GPU decode splits each row's keys across the streams, at most one split per
-    // kMinKeysPerGpuSplit keys (bind_attention divides the streams); the cpu keeps one split per
-    // kKeysPerSplit keys of context.
+    // `--split-keys` keys (options.split_keys; 0 takes kMinKeysPerGpuSplit; bind_attention divides
+    // the streams); the cpu keeps one split per kKeysPerSplit keys of context.
     const std::int64_t split_keys = options.split_keys > 0 ? options.split_keys : kMinKeysPerGpuSplit;
     b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / split_keys) : splits;
     b.split_keys = gpu ? split_keys : 0;
