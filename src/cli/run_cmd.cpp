@@ -41,7 +41,7 @@ struct EmitArgs {
   std::uint32_t threads = 0;
   int tp = 1;
   std::string kv_dtype = "bf16";
-  std::int64_t split_keys = 32;
+  std::int64_t split_keys = emit::kDefaultSplitKeys;
 };
 
 struct RunArgs {

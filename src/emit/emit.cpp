@@ -29,7 +29,6 @@ namespace {
 
 constexpr std::int64_t kKeysPerSplit = 512;  // decode attention: one split per this many keys of context
 constexpr std::int64_t kMaxSplits = 16;
-constexpr std::int64_t kMinKeysPerGpuSplit = 32;  // GPU decode: at most one split per this many keys of context
 constexpr std::uint32_t kDefaultCpuThreads = 4;
 
 
@@ -250,9 +249,9 @@ Expected<Assets> emit_rank(const planner::Library& lib, const planner::Target& t
     b.cfg = cfg;
     b.max_ctx = options.max_ctx;
     // A GPU decode splits each row's keys across the streams, at most one split per
-    // `--split-keys` keys (options.split_keys; 0 takes kMinKeysPerGpuSplit; bind_attention divides
+    // `--split-keys` keys (options.split_keys; 0 takes kDefaultSplitKeys; bind_attention divides
     // the streams); the cpu keeps one split per kKeysPerSplit keys of context.
-    const std::int64_t split_keys = options.split_keys > 0 ? options.split_keys : kMinKeysPerGpuSplit;
+    const std::int64_t split_keys = options.split_keys > 0 ? options.split_keys : kDefaultSplitKeys;
     b.splits_max = gpu ? std::max<std::int64_t>(1, options.max_ctx / split_keys) : splits;
     b.split_keys = gpu ? split_keys : 0;
     b.streams = gpu ? static_cast<std::int64_t>(sm) : 0;

@@ -115,6 +115,10 @@ enum class GeneratedTable : std::uint64_t {
   rope_inv_freq = 0,  // f32 [rotary_dim / 2]
 };
 
+// GPU decode attention: the fewest keys of a row's context one split takes, unless
+// `--split-keys` says otherwise (EmitOptions::split_keys).
+inline constexpr std::int64_t kDefaultSplitKeys = 32;
+
 struct EmitOptions {
   std::int64_t max_ctx = 4096;
   std::vector<std::int64_t> decode_rungs;     // empty: the class defaults
@@ -122,7 +126,7 @@ struct EmitOptions {
   std::uint32_t sm_count = 0;                 // cpu: worker threads (0: 4); GPU: 0 = the device's SMs/CUs
   int tp = 1;                                 // tensor-parallel ranks (1, 2, 4, 8): one packet per rank
   std::int64_t max_seqs = 0;                  // 0: the largest decode rung
-  std::int64_t split_keys = 0;                // GPU decode attention: fewest keys of context a split takes (0: 32)
+  std::int64_t split_keys = 0;                // GPU decode attention: fewest keys of context a split takes (0: kDefaultSplitKeys)
   std::string config_json;                    // config.json text: rope_theta, rms_norm_eps
   std::string checkpoint;                     // the checkpoint directory as given (build.json, weights.json)
   std::string network;                        // weights.json network slug; empty: from the directory name
