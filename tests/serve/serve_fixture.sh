@@ -34,7 +34,9 @@ start_server() {
   # A GPU class's prefill has no body for 16 rows or fewer (its GEMM rules start at 17, its gemv rules
   # are decode's), so its smallest bucket is 64.
   local buckets=16,64,256
-  if [ "$hardware" != host-cpu ]; then config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=() buckets=64,256; fi
+  if [ "$hardware" != host-cpu ]; then
+    config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=() buckets=64,256
+  fi
   local tok="$qwen"
   if [ "$model" = gemma4 ]; then
     tok="$gemma" config="$serve_dir/client/tiny-gemma4-vocab262144.json"

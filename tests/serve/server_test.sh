@@ -16,8 +16,8 @@
 #             server's (tests/serve/client/tp_chat.mjs)
 # Usage: server_test.sh MET client|promtool|gemma4|moe|tp
 # MET_SERVE_HARDWARE (default host-cpu) is the emit's device and MET_SERVE_BACKEND (default: met
-# serve's, the cpu) the server's backend: scripts/h200_serve_openai.sh runs gemma4 with h200-sxm and
-# cuda on the device machine.
+# serve's, the cpu) the server's backend: scripts/h200_serve_openai.sh runs gemma4 with the GPU's
+# device and cuda on the device machine.
 # The server is stopped on every exit path (trap). A missing oracle is a failure, never a skip.
 # MET_TEST_TIME_SCALE (default 1) multiplies the waits, here and in the client (sanitizer builds).
 set -euo pipefail
@@ -49,8 +49,8 @@ tp=1
 if [ "$mode" = tp ]; then tp=2; fi
 backend=()
 if [ -n "${MET_SERVE_BACKEND:-}" ]; then backend=(--backend "$MET_SERVE_BACKEND"); fi
-start_server --hardware "${MET_SERVE_HARDWARE:-host-cpu}" --model "$model" --tp "$tp" --api-key "$api_key" --max-body 65536 \
-  --queue 4 "${backend[@]}"
+start_server --hardware "${MET_SERVE_HARDWARE:-host-cpu}" --model "$model" --tp "$tp" --api-key "$api_key" \
+  --max-body 65536 --queue 4 "${backend[@]}"
 
 export MET_BASE_URL="http://127.0.0.1:$port" MET_API_KEY="$api_key" MET_MODEL="$served" MET_MAX_CTX=256 MET_SLOTS=8 MET_QUEUE=4
 export MET_SERVER_PID="$server_pid" MET_BIN="$met" MET_ASSETS="$work/assets"
