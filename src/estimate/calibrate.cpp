@@ -52,7 +52,19 @@ std::vector<std::string> sorted_unique(std::vector<std::string> v) {
 // time, carried one model's ratio of time to bytes to every other model; Gemma's decode
 // elementwise ops, instructions of a few microseconds over a few kilobytes, put efficiency 0.0015
 // on the elementwise family at C = 2..8 from Gemma-3 27B alone).
+// a = 1 (the ceiling) and the rest of the measured time as fixed time per instruction, b >= 0.
+std::pair<double, double> ceiling_and_fixed(const std::vector<std::tuple<double, double, double>>& rows) {
+  double vv = 0, rest = 0;
+  for (const auto& r : rows) {
+    const double y = std::get<2>(r), v = std::get<1>(r) / y;
+    vv += v * v;
+    rest += v * (1 - std::get<0>(r) / y);
+  }
+  return {1.0, vv > 0 ? std::max(0.0, rest / vv) : 0};
+}
+
 std::pair<double, double> solve(const std::vector<std::tuple<double, double, double>>& rows, bool one_model) {
+  if (one_model) return ceiling_and_fixed(rows);
   double uu = 0, uv = 0, vv = 0, u1 = 0, v1 = 0;
   for (const auto& r : rows) {
     const double y = std::get<2>(r);
@@ -65,22 +77,15 @@ std::pair<double, double> solve(const std::vector<std::tuple<double, double, dou
   }
   const double det = uu * vv - uv * uv;
   double a = 0, b = -1;
-  if (!one_model && rows.size() >= 2 && det > 1e-12 * uu * vv) {
+  if (rows.size() >= 2 && det > 1e-12 * uu * vv) {
     a = (u1 * vv - v1 * uv) / det;
     b = (uu * v1 - uv * u1) / det;
   }
-  if (one_model) {
-    a = 0;  // the ceiling itself, below, and the rest as fixed time
-  } else if (b < 0) {  // no fixed time the data supports: the efficiency alone
+  if (b < 0) {  // no fixed time the data supports: the efficiency alone
     b = 0;
     a = u1 / uu;
   }
-  if (a < 1) {  // faster than the ceiling allows: the ceiling, and the rest as fixed time
-    a = 1;
-    double rest = 0;
-    for (const auto& r : rows) rest += std::get<1>(r) / std::get<2>(r) * (1 - std::get<0>(r) / std::get<2>(r));
-    b = vv > 0 ? std::max(0.0, rest / vv) : 0;
-  }
+  if (a < 1) return ceiling_and_fixed(rows);  // faster than the ceiling allows
   return {a, b};
 }
 
