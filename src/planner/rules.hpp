@@ -49,6 +49,10 @@ struct Rule {
   std::set<Mode> modes;
   std::int64_t rows_min = 1;
   std::int64_t rows_max = 1;
+  // `prefill_rows`: the row range of its prefill steps where it differs from `rows` (a GEMM that
+  // leaves 16 rows or fewer to the gemv family in decode and batch steps, which no gemv rule
+  // takes in prefill).
+  std::int64_t prefill_min = 0, prefill_max = 0;
   int priority = 0;
   std::vector<FormatEntry> formats;
   // Shapes the kernels' bodies handle (`requires`): expressions over the params of the window's
@@ -58,8 +62,11 @@ struct Rule {
   std::string klass;     // class whose FUSIONS.toml defined it
   std::string location;  // file:line
 
+  // The row range of its steps in `mode`.
+  std::int64_t min_rows(Mode mode) const { return mode == Mode::prefill && prefill_min > 0 ? prefill_min : rows_min; }
+  std::int64_t max_rows(Mode mode) const { return mode == Mode::prefill && prefill_min > 0 ? prefill_max : rows_max; }
   // Whether the rule's modes and row range take a step of `rows` rows in `mode`.
-  bool takes(Mode mode, std::int64_t rows) const { return modes.count(mode) && rows >= rows_min && rows <= rows_max; }
+  bool takes(Mode mode, std::int64_t rows) const { return modes.count(mode) && rows >= min_rows(mode) && rows <= max_rows(mode); }
 };
 
 struct Family {

@@ -172,20 +172,45 @@ TEST_CASE("a plan with gaps is refused, naming the scope, the op and why") {
   CHECK(m.find("layers:full: attention") != std::string::npos);
 }
 
-TEST_CASE("a gap that no rule was blocked on names the rules over its op and the cases they take (a GPU prefill bucket of 16 rows: the gemv rules decode only, the GEMMs from 17 rows)") {
+TEST_CASE("a GPU prefill bucket of 16 rows runs its linears on the GEMMs (their prefill_rows), the gemv rules taking decode and batch only") {
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.buckets = {1, 16};
+  s.rungs = {1, 16};
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(ckpt(), s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  for (const auto& p : a->packet.programs) {
+    std::map<std::string, int> ops;
+    for (const auto& d : p.instrs) ++ops[emit::find_opcode(d.opcode)->name];
+    INFO(p.name);
+    const bool prefill = p.name.rfind("prefill_", 0) == 0;
+    CHECK((ops["gemm_residual_bf16_wgmma"] > 0) == prefill);
+    CHECK((ops["gemv_o_residual"] > 0) == !prefill);
+  }
+}
+
+TEST_CASE("a gap that no rule was blocked on names the rules over its op and the cases they take, prefill rows apart") {
+  auto tree = testing::tree_lib().tree;  // a copy whose GEMMs take prefill steps from 32 rows
+  for (const char* file : {"common/FUSIONS.toml", "hopper/FUSIONS.toml"}) {
+    auto& fusions = tree.files().at(file);
+    for (auto at = fusions.find("prefill_rows = [1,"); at != std::string::npos; at = fusions.find("prefill_rows = [1,", at))
+      fusions.replace(at, 18, "prefill_rows = [32,");
+  }
+  const testing::TreeLib tl(std::move(tree));
   testing::EmitSpec s;
   s.device = "h200-sxm";
   s.buckets = {16};
   s.rungs = {1};
   s.max_ctx = 256;
-  auto a = testing::emit_checkpoint(ckpt(), s);
+  auto a = testing::emit_checkpoint(ckpt(), s, tl);
   REQUIRE_FALSE(a.ok());
   const auto& m = a.error().message;
   INFO(m);
   CHECK(m.find("prefill_16 (prefill, 16 rows)") != std::string::npos);
   CHECK(m.find("layers:full: linear:o (no rule covers it here; rules over linear:o take other cases: ") != std::string::npos);
   CHECK(m.find("gemv_o_residual (decode, batch; 1 to 16 rows)") != std::string::npos);
-  CHECK(m.find("gemm_bf16_wgmma (batch, prefill; 17 to 1048576 rows)") != std::string::npos);
+  CHECK(m.find("gemm_bf16_wgmma (batch, prefill; 17 to 1048576 rows, prefill 32 to 1048576)") != std::string::npos);
 }
 
 TEST_CASE("emission is deterministic: the same inputs give the same model.pkt, weights.json and build.json") {

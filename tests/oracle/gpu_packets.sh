@@ -21,7 +21,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype "$dtype" --out "$work/$name" >/dev/null
 "$met" circuit emit --hardware h200-sxm --checkpoint "$work/$name" --out "$work/assets" --max-ctx 256 \
-  --decode-rungs 1,2,4,8 --prefill-buckets 64,128 >/dev/null 2>&1
+  --decode-rungs 1,2,4,8 --prefill-buckets 16,64,128 >/dev/null 2>&1
 "$met" circuit optest --assets "$work/assets" --backend cpu-oracle | tail -1
 prompts=$(python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$fixture")
 steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$fixture")

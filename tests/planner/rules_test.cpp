@@ -134,6 +134,30 @@ TEST_CASE("an unknown key in a rule is rejected, never ignored") {
   CHECK(rs.error().message.find("prio") != std::string::npos);
 }
 
+TEST_CASE("prefill_rows: the rule's rows in prefill steps (its other modes keep rows); refused without prefill or out of order") {
+  auto rule_with = [](const std::string& modes, const std::string& extra) {
+    return "[[rule]]\nid = \"r_y\"\npattern = [\"linear\"]\nkernel = \"k_gemv_fast\"\nfamily = \"fam\"\n"
+           "modes = " + modes + "\nrows = [17, 1048576]\n" + extra + "priority = 1\n"
+           "formats = [{ weight = \"bf16\", act = \"bf16\", exec = \"native\", math = \"bf16\" }]\n";
+  };
+  auto rs = load(rule_with("[\"prefill\", \"batch\"]", "prefill_rows = [1, 1048576]\n"));
+  REQUIRE_MESSAGE(rs.ok(), (rs.ok() ? "" : rs.error().message));
+  const auto* found = find(*rs, "r_y");
+  REQUIRE(found);
+  const auto& r = *found;
+  CHECK(r.takes(met::planner::Mode::prefill, 1));
+  CHECK(r.takes(met::planner::Mode::prefill, 16));
+  CHECK_FALSE(r.takes(met::planner::Mode::batch, 16));
+  CHECK(r.takes(met::planner::Mode::batch, 17));
+  CHECK_FALSE(r.takes(met::planner::Mode::decode, 17));
+  auto no_prefill = load(rule_with("[\"batch\"]", "prefill_rows = [1, 16]\n"));
+  REQUIRE_FALSE(no_prefill.ok());
+  CHECK(no_prefill.error().message.find("'prefill_rows': the rule's modes do not include prefill") != std::string::npos);
+  auto backwards = load(rule_with("[\"prefill\"]", "prefill_rows = [16, 1]\n"));
+  REQUIRE_FALSE(backwards.ok());
+  CHECK(backwards.error().message.find("'prefill_rows': expected [min, max] with 1 <= min <= max") != std::string::npos);
+}
+
 TEST_CASE(
     "a rule listing mode verify is refused: verify plans with the prefill and decode rules (catches a second set of rules for "
     "it)") {

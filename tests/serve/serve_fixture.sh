@@ -31,11 +31,9 @@ start_server() {
   if [ "${1:-}" = --model ]; then model="$2"; shift 2; fi
   local tp=1
   if [ "${1:-}" = --tp ]; then tp="$2"; shift 2; fi
-  # A GPU class's prefill has no body for 16 rows or fewer (its GEMM rules start at 17, its gemv rules
-  # are decode's), so its smallest bucket is 64.
   local buckets=16,64,256
   if [ "$hardware" != host-cpu ]; then
-    config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=() buckets=64,256
+    config="$serve_dir/../../bench/configs/serve-tiny-qwen3.json" threads=()
   fi
   local tok="$qwen"
   if [ "$model" = gemma4 ]; then
