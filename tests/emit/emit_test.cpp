@@ -172,7 +172,7 @@ TEST_CASE("a plan with gaps is refused, naming the scope, the op and why") {
   CHECK(m.find("layers:full: attention") != std::string::npos);
 }
 
-TEST_CASE("a GPU prefill bucket of 16 rows runs its linears on the GEMMs (their prefill_rows), the gemv rules taking decode and batch only") {
+TEST_CASE("a GPU prefill bucket of 16 rows runs its linears on the GEMMs (prefill_rows); the gemv rules take decode and batch") {
   testing::EmitSpec s;
   s.device = "h200-sxm";
   s.buckets = {1, 16};
