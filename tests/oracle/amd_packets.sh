@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
 "$met" model synth --config "$here/configs/$model.json" --seed 1 --dtype bf16 --out "$work/ckpt" >/dev/null
 prompts=$(python3 -c "import json,sys; print(' '.join('--prompt-ids ' + ','.join(map(str, c['prompt'])) for c in json.load(open(sys.argv[1]))['cases']))" "$fixture")
 steps=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['steps'])" "$fixture")
-emit_flags=(--max-ctx 256 --decode-rungs 1,2,4,8 --prefill-buckets 64,128)
+emit_flags=(--max-ctx 256 --decode-rungs 1,2,4,8 --prefill-buckets 16,64,128)
 "$met" circuit emit --hardware host-cpu --checkpoint "$work/ckpt" --out "$work/host-cpu" "${emit_flags[@]}" >/dev/null 2>&1
 # shellcheck disable=SC2086
 "$met" circuit run --assets "$work/host-cpu" --backend cpu $prompts --max-tokens "$steps" >"$work/host-cpu.txt" 2>/dev/null
