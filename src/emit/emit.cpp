@@ -67,8 +67,8 @@ std::string rules_for_other_cases(const planner::RuleSet& rules, const model::No
     seen.push_back(r.id);
     std::vector<std::string> modes;
     for (auto m : r.modes) modes.emplace_back(planner::mode_name(m));
-    std::string range = fmt::format("{} to {} rows", r.rows_min, r.rows_max);
-    if (r.prefill_min > 0) range += fmt::format(", prefill {} to {}", r.prefill_min, r.prefill_max);
+    std::string range = fmt::format("{} to {} rows", r.rows.min, r.rows.max);
+    if (r.prefill_rows) range += fmt::format(", prefill {} to {}", r.prefill_rows->min, r.prefill_rows->max);
     cases.push_back(fmt::format("{} ({}; {})", r.id, fmt::join(modes, ", "), range));
     if (cases.size() == 4) break;
   }

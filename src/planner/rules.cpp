@@ -93,15 +93,13 @@ Expected<Rule> parse_rule(const std::string& file, const toml::table& t, const s
   }
   MET_TRY(auto rows, f.int_list("rows"));
   if (rows.size() != 2 || rows[0] < 1 || rows[1] < rows[0]) return f.error_at("rows", "expected [min, max] with 1 <= min <= max");
-  r.rows_min = rows[0];
-  r.rows_max = rows[1];
+  r.rows = {rows[0], rows[1]};
   if (f.has("prefill_rows")) {
     if (!r.modes.count(Mode::prefill)) return f.error_at("prefill_rows", "the rule's modes do not include prefill");
     MET_TRY(auto pre, f.int_list("prefill_rows"));
     if (pre.size() != 2 || pre[0] < 1 || pre[1] < pre[0])
       return f.error_at("prefill_rows", "expected [min, max] with 1 <= min <= max");
-    r.prefill_min = pre[0];
-    r.prefill_max = pre[1];
+    r.prefill_rows = Rule::RowRange{pre[0], pre[1]};
   }
   MET_TRY(auto priority, f.integer("priority"));
   r.priority = static_cast<int>(priority);

@@ -47,12 +47,14 @@ struct Rule {
   std::vector<std::string> kernels;
   std::string family;
   std::set<Mode> modes;
-  std::int64_t rows_min = 1;
-  std::int64_t rows_max = 1;
+  struct RowRange {
+    std::int64_t min = 1, max = 1;
+  };
+  RowRange rows;
   // `prefill_rows`: the row range of its prefill steps where it differs from `rows` (a GEMM that
   // leaves 16 rows or fewer to the gemv family in decode and batch steps, which no gemv rule
   // takes in prefill).
-  std::int64_t prefill_min = 0, prefill_max = 0;
+  std::optional<RowRange> prefill_rows;
   int priority = 0;
   std::vector<FormatEntry> formats;
   // Shapes the kernels' bodies handle (`requires`): expressions over the params of the window's
@@ -63,10 +65,12 @@ struct Rule {
   std::string location;  // file:line
 
   // The row range of its steps in `mode`.
-  std::int64_t min_rows(Mode mode) const { return mode == Mode::prefill && prefill_min > 0 ? prefill_min : rows_min; }
-  std::int64_t max_rows(Mode mode) const { return mode == Mode::prefill && prefill_min > 0 ? prefill_max : rows_max; }
-  // Whether the rule's modes and row range take a step of `rows` rows in `mode`.
-  bool takes(Mode mode, std::int64_t rows) const { return modes.count(mode) && rows >= min_rows(mode) && rows <= max_rows(mode); }
+  const RowRange& rows_in(Mode mode) const { return mode == Mode::prefill && prefill_rows ? *prefill_rows : rows; }
+  // Whether the rule's modes and row range take a step of `n` rows in `mode`.
+  bool takes(Mode mode, std::int64_t n) const {
+    const RowRange& r = rows_in(mode);
+    return modes.count(mode) && n >= r.min && n <= r.max;
+  }
 };
 
 struct Family {
