@@ -31,11 +31,15 @@ __device__ __forceinline__ void norm_w8(const u16* w, int64_t i, float (&g)[8]) 
 // loads are in flight before the first reduction; each lane keeps its word for the store. One
 // vector per warp, read twice, took 8.5 of that prefill's 131 ms on the H200. A lane sums its 8
 // squares in order and the group's butterfly adds them as met_warp_reduce does (the lanes past a
-// vector's words hold 0), so every sum equals the one-vector-per-warp path's.
+// vector's words hold 0), so every sum equals the one-vector-per-warp path's. Item indices are 32
+// bits (the caller checks that a slice's fit): their divisions by the vector count take a few
+// instructions where a 64-bit one is a call.
 template <bool kOnce, class Args>
-__device__ __forceinline__ void rmsnorm_short(const Args& a, SliceRange r, float offset, int64_t items) {
+__device__ __forceinline__ void rmsnorm_short(const Args& a, SliceRange r, float offset, uint32_t items) {
+  using Idx = uint32_t;
   constexpr int kU = 4;
-  const int64_t count = a.count, dim = a.dim;
+  const Idx count = static_cast<Idx>(a.count);
+  const int64_t dim = a.dim;
   const int words = static_cast<int>(dim / 8);
   int lanes = 1;
   while (lanes < words) lanes *= 2;
@@ -43,16 +47,16 @@ __device__ __forceinline__ void rmsnorm_short(const Args& a, SliceRange r, float
   const bool has = gl < words;
   float g[8];
   norm_w8(a.w, has ? 8 * gl : 0, g);
-  const int64_t step = static_cast<int64_t>(MET_INTERP_WARPS) * per;  // from one group of a warp's vectors to its next
-  for (int64_t b = static_cast<int64_t>(warp) * per; b < items; b += kU * step) {  // warp-uniform
+  const Idx step = static_cast<Idx>(MET_INTERP_WARPS * per);  // from one group of a warp's vectors to its next
+  for (Idx b = static_cast<Idx>(warp * per); b < items; b += kU * step) {  // warp-uniform
     uint4 v[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int64_t it = b + u * step + lane / lanes;
+      const Idx it = b + u * step + static_cast<Idx>(lane / lanes), q = it / count;
       v[u] = make_uint4(0, 0, 0, 0);
       if (has && it < items)
-        v[u] = *reinterpret_cast<const uint4*>(a.x + (a.in_row0 + r.begin + it / count) * a.x_stride + a.x_col0 +
-                                               it % count * dim + 8 * gl);
+        v[u] = *reinterpret_cast<const uint4*>(a.x + (a.in_row0 + r.begin + static_cast<int64_t>(q)) * a.x_stride + a.x_col0 +
+                                               static_cast<int64_t>(it - q * count) * dim + 8 * gl);
     }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -62,12 +66,13 @@ __device__ __forceinline__ void rmsnorm_short(const Args& a, SliceRange r, float
 #pragma unroll
       for (int k = 0; k < 8; ++k) ss += f[k] * f[k];
       for (int o = lanes / 2; o > 0; o >>= 1) ss += met_shfl_xor(ss, o);
-      const int64_t it = b + u * step + lane / lanes;
+      const Idx it = b + u * step + static_cast<Idx>(lane / lanes), q = it / count;
       if (!has || it >= items) continue;
       const float inv = 1.0f / sqrtf(ss / static_cast<float>(dim) + a.eps);
 #pragma unroll
       for (int k = 0; k < 8; ++k) f[k] = norm_elem<kOnce>(f[k], inv, g[k], offset);
-      *reinterpret_cast<uint4*>(a.y + (r.begin + it / count) * a.y_stride + a.y_col0 + it % count * dim + 8 * gl) = pack8(f);
+      *reinterpret_cast<uint4*>(a.y + (r.begin + static_cast<int64_t>(q)) * a.y_stride + a.y_col0 +
+                                static_cast<int64_t>(it - q * count) * dim + 8 * gl) = pack8(f);
     }
   }
 }
@@ -179,8 +184,9 @@ __device__ __forceinline__ void rmsnorm_rows(const Args& a, uint32_t slice, floa
   }
   const bool words16 = dim % 8 == 0 && aligned16(a.x) && aligned16(a.y) && aligned16(a.w) && a.x_stride % 8 == 0 &&
                        a.y_stride % 8 == 0 && a.x_col0 % 8 == 0 && a.y_col0 % 8 == 0;
-  if (words16 && dim <= 256) {
-    rmsnorm_short<kOnce>(a, r, offset, items);
+  // (a slice of more than 2^32 - 1024 items, which no real model has, takes the one-vector-per-warp loop below)
+  if (words16 && dim <= 256 && items + MET_INTERP_THREADS * 4 <= static_cast<int64_t>(0xffffffffu)) {
+    rmsnorm_short<kOnce>(a, r, offset, static_cast<uint32_t>(items));
     return;
   }
   if (words16 && dim >= kNormRowMinDim && dim <= kNormRowMaxDim) {
@@ -221,7 +227,11 @@ MET_ENTRY(rmsnorm) { rmsnorm_rows<false>(a, slice, 0.f); }
 MET_ENTRY(rmsnorm_offset) { rmsnorm_rows<true>(a, slice, a.offset); }
 
 // Items are (row, group of heads): a warp computes each pair's cos/sin (double precision, the
-// cpu's) once per item and rotates every head of its group with them. Slices of at least 8 rows
+// cpu's) once per item, its lanes sharing the pairs through the warp's table, and rotates every
+// head of its group with them; each pair's inverse frequency (a double pow) is computed once per
+// call into shared memory. Every lane computing its own 8 pairs' pow and sincospi for every row
+// (4 times over for 128-dim heads) took about 44 us per instruction of a Qwen3-0.6B prefill of
+// 4096 rows on the H200 (1.24 ms of its 20.8). Slices of at least 8 rows
 // give each warp whole rows; shorter ones split a row's heads over the idle warps. Where the
 // halves are multiples of 8 values and 16-byte aligned, a lane rotates 8 pairs with 16-byte loads
 // (half / 8 lanes per head, the warp on 32 / (half / 8) heads at once); 2-byte loads left the op
@@ -236,6 +246,15 @@ MET_ENTRY(rope) {
   const int groups = static_cast<int>(min(static_cast<int64_t>(units), max(static_cast<int64_t>(1), MET_INTERP_WARPS / max(nrows, static_cast<int64_t>(1)))));
   const bool vec = half % 8 == 0 && 32 % (half / 8) == 0 && hd % 8 == 0 && a.stride % 8 == 0 && a.k_col0 % 8 == 0 &&
                    aligned16(a.qkv);
+  // shared memory: each warp's table of [256] cos then [256] sin (half <= 256 on the 16-byte
+  // path: 32 % (half / 8) == 0), then the pairs' inverse frequencies
+  static_assert(MET_INTERP_WARPS * 512 * 4 + 256 * 8 <= MET_GEMV_FIXED_SMEM,
+                "rope's tables must fit the shared memory every program launches with (src/interp/cuda_backend.cpp)");
+  double* invf = reinterpret_cast<double*>(smem + MET_INTERP_WARPS * 512 * 4);
+  if (vec) {
+    for (int q = threadIdx.x; q < half; q += MET_INTERP_THREADS) invf[q] = rope_inv_freq(q, rot, a.theta, a.inv_freq);
+    __syncthreads();
+  }
   for (int64_t it = warp; it < nrows * groups; it += MET_INTERP_WARPS) {
     const int64_t row = r.begin + it / groups;
     const int grp = static_cast<int>(it % groups);
@@ -244,17 +263,16 @@ MET_ENTRY(rope) {
     auto head = [&](int h) { return base + (h < heads ? static_cast<int64_t>(h) * hd : a.k_col0 + static_cast<int64_t>(h - heads) * hd); };
     if (vec) {
       const int lanes = half / 8, per = 32 / lanes, i0 = 8 * (lane % lanes), slot = lane / lanes;
-      // cos/sin of the lane's 8 pairs through shared memory (16 KB for the block, below any
-      // program's smallest launch): computed in a loop that is not unrolled, since rope_cs may
-      // call pow, and read back into registers by constant index.
-      static_assert(MET_INTERP_THREADS * 16 * 4 <= MET_GEMV_FIXED_SMEM,
-                    "rope's cos/sin scratch must fit the shared memory every program launches with (src/interp/cuda_backend.cpp)");
-      float* cs = reinterpret_cast<float*>(smem) + (warp * 32 + lane) * 16;
+      // the row's cos/sin through the warp's table, each pair computed by one lane, read back into
+      // registers by constant index
+      float* cs = reinterpret_cast<float*>(smem) + warp * 512;
+      __syncwarp();  // every lane has read the previous item's pairs
 #pragma unroll 1
-      for (int e = 0; e < 8; ++e) rope_cs(i0 + e, rot, a.theta, a.inv_freq, pos, cs[e], cs[8 + e], a.attn_scale);
+      for (int q = lane; q < half; q += 32) rope_cs_at(invf[q], pos, cs[q], cs[256 + q], a.attn_scale);
+      __syncwarp();
       float c[8], sn[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) c[e] = cs[e], sn[e] = cs[8 + e];
+      for (int e = 0; e < 8; ++e) c[e] = cs[i0 + e], sn[e] = cs[256 + i0 + e];
       for (int h = grp + groups * slot; h < units; h += groups * per) {
         u16* hp = head(h);
         float x1[8], x2[8];
