@@ -12,20 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+#include "gpu_bench.cuh"
 #include "hopper/sm90.cuh"
-#define CK(x)                                                           \
-  do {                                                                  \
-    cudaError_t e_ = (x);                                               \
-    if (e_ != cudaSuccess) {                                            \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      exit(1);                                                          \
-    }                                                                   \
-  } while (0)
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src),
-               "r"(bytes), "r"(bar)
-               : "memory");
-}
 // mode 0: bulk copies of `cb` bytes, 16 per stage (stage = 16*cb) ; mode 1: tensor 2d box 256x16 (8KB) x2 per stage
 __global__ void __launch_bounds__(256, 1)
     k(const char* src, long long total, int cb, int S, int mode, const __grid_constant__ CUtensorMap tm, int K) {
@@ -35,13 +23,7 @@ __global__ void __launch_bounds__(256, 1)
   long long per = total / gridDim.x / stage_bytes;  // stages per block
   const long long first = (long long)blockIdx.x * per;
   uint32_t full = met_sm90::smem_addr(&bars[0]), empty = met_sm90::smem_addr(&bars[16]), base = met_sm90::smem_addr(smem);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      met_sm90::mbar_init(full + 8 * s, 1);
-      met_sm90::mbar_init(empty + 8 * s, 8);
-    }
-    met_sm90::mbar_init_fence();
-  }
+  met_bench::ring_init(full, empty, S, 8);
   __syncthreads();
   const int lane = threadIdx.x % 32;
   long long issued = 0;
@@ -52,7 +34,7 @@ __global__ void __launch_bounds__(256, 1)
     const long long st = first + q;
     if (mode == 0) {
       for (int r = 0; r < 16; ++r)
-        bulk_copy(base + slot * stage_bytes + r * cb, src + st * stage_bytes + r * cb, cb, full + 8 * slot);
+        met_bench::bulk_copy(base + slot * stage_bytes + r * cb, src + st * stage_bytes + r * cb, cb, full + 8 * slot);
     } else {
       // stage st covers rows [16*(st / (K/512)) ...) cols [(st % (K/512))*512 ...)
       const long long kcs = K / 512;
@@ -93,28 +75,14 @@ int main() {
     return 1;
   }
   CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   struct C {
     int mode, cb, S;
   };
   for (C c : {C{0, 1024, 4}, C{0, 1024, 8}, C{0, 2048, 4}, C{0, 2048, 6}, C{0, 4096, 2}, C{0, 4096, 3}, C{1, 1024, 2},
               C{1, 1024, 4}, C{1, 1024, 8}, C{1, 1024, 12}}) {
-    std::vector<float> t;
-    for (int i = 0; i < 8; ++i) {
-      cudaEventRecord(a);
-      k<<<sms, 256, c.S * 16 * c.cb>>>(src, total, c.cb, c.S, c.mode, tm, K);
-      cudaEventRecord(b);
-      CK(cudaEventSynchronize(b));
-      CK(cudaGetLastError());
-      float ms;
-      cudaEventElapsedTime(&ms, a, b);
-      if (i >= 2) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
+    const float ms = met_bench::median_ms(2, 6, [&] { k<<<sms, 256, c.S * 16 * c.cb>>>(src, total, c.cb, c.S, c.mode, tm, K); });
     const double bytes = (double)(total / sms / (16 * c.cb)) * 16 * c.cb * sms;
-    printf("mode %d copy %5d B stage %6d B ring %2d: %.3f ms %.1f GB/s\n", c.mode, c.mode ? 8192 : c.cb, 16 * c.cb, c.S,
-           t[t.size() / 2], bytes / t[t.size() / 2] / 1e6);
+    printf("mode %d copy %5d B stage %6d B ring %2d: %.3f ms %.1f GB/s\n", c.mode, c.mode ? 8192 : c.cb, 16 * c.cb, c.S, ms,
+           bytes / ms / 1e6);
   }
 }

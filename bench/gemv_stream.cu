@@ -40,18 +40,10 @@
 #include <vector>
 
 #include "common/gemv.cuh"
+#include "gpu_bench.cuh"
 #include "hopper/sm90.cuh"
 
 using met_interp::u16;
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                            \
-    }                                                                                          \
-  } while (0)
 
 struct Mat {
   const u16* w;  // [n, k] bf16
@@ -375,47 +367,23 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(dwords, words.data(), words.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
   CK(cudaDeviceSynchronize());
 
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto median = [](std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const size_t reg_smem = MET_GEMV_FIXED_SMEM + 16 * 64;
   CK(cudaFuncSetAttribute(chain_reg, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(reg_smem)));
   CK(cudaFuncSetAttribute(chain_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(reg_smem)));
   CK(cudaFuncSetAttribute(chain_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   {
-    std::vector<float> t;
-    for (int r = 0; r < repeats + 3; ++r) {
-      CK(cudaEventRecord(e0));
+    const float ms = met_bench::median_ms(3, repeats, [&] {
       stream_read<<<sms * 4, 512>>>(dptrs, dwords, static_cast<int>(ptrs.size()), sink);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 3) t.push_back(ms);
-    }
-    const float ms = median(t);
+    });
     std::printf("stream   rows  - : %8.3f ms  %.3f GB  %7.1f GB/s\n", ms, bytes / 1e9, bytes / ms / 1e6);
   }
   unsigned epoch = 0;
   // The median of `repeats` chains after 3 warm-ups; launch(p) issues one with p's epoch.
   auto time_chain = [&](Params p, auto&& launch) {
-    std::vector<float> t;
-    for (int r = 0; r < repeats + 3; ++r) {
+    return met_bench::median_ms(3, repeats, [&] {
       p.epoch = epoch++;
-      CK(cudaEventRecord(e0));
       launch(p);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      CK(cudaGetLastError());
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 3) t.push_back(ms);
-    }
-    return median(t);
+    });
   };
   if (arg_int(argc, argv, "--l1-sweep", 0)) {
     // The first line of each row count keeps the function's maximum at what it uses (the other

@@ -17,12 +17,13 @@
 // swizzle, src/interp/cuda_backend.cpp) and passes their address in the instruction
 // (MetDevInstr.tmaps). Rows past the tensor arrive as zeros.
 //
-// Pipeline: a ring of stages (6 of an A and a B tile for 128 columns, 4 of an A and two B tiles for
-// 256; kernels/common/interp/smem.h), each with a full barrier (TMA's bytes land) and an empty
-// one (all 8 warps are done reading). The interpreter's block is 256 threads, two warpgroups, and
-// both compute (64 rows x all the tile's columns each, wgmma m64n128k16 or m64n256k16); the
-// producer is one elected thread (thread 0), which refills the stage read two K steps earlier, so
-// it waits on a barrier that is already complete unless a warpgroup fell more than a step behind.
+// Pipeline: a ring of stages (3 of two K steps' A and B tiles for 128 columns, 4 of an A and two B
+// tiles for 256; kernels/common/interp/smem.h), each with a full barrier (TMA's bytes land) and an
+// empty one (all 8 warps are done reading). The interpreter's block is 256 threads, two warpgroups,
+// and both compute (64 rows x all the tile's columns each, wgmma m64n128k16 or m64n256k16); the
+// producer is one elected thread (thread 0), which refills the stage read two stages earlier (one
+// where the ring has 3), so it waits on a barrier that is already complete unless a warpgroup fell
+// behind.
 //
 // Split K (emit's k_splits, where the tiles alone leave streams idle: a prefill of 128 rows has
 // 32 tiles of a 4096-column o or down projection for 132 SMs): slice s runs K part s / tiles of
@@ -115,15 +116,23 @@ __device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, in
   }
 }
 
+// A stage of a 128-column tile holds two K steps of 64 (two A and two B boxes, 64 KB: 3 stages),
+// one of 256 columns one (an A and two B boxes, 48 KB: 4 stages). TMA streamed a weight through
+// stages of one 16 KB B box at about 0.8 of its rate with two (bench/tma_box_rate.cu: 2.5-2.6 against
+// 3.2 TB/s on one H100, at any ring depth). With 3 stages the producer refills the stage read one
+// K step earlier, with 4 or more two.
 template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
-                                             const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {
+                                             int k_past, const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {
   using namespace met_sm90;
   constexpr int kBK = MET_WGMMA_BK;
   constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one 128-row tile of A or B: 128 rows x 128 bytes
-  constexpr int kBTiles = kBN / 128;                  // B tiles per stage
-  constexpr uint32_t kStageBytes = (1 + kBTiles) * kTile;
+  constexpr int kBTiles = kBN / 128;                  // B tiles per K step
+  constexpr int kKB = kBN == 128 ? MET_WGMMA_K_STEPS_128 : 1;  // K steps per stage
+  constexpr uint32_t kStageBytes = kKB * (1 + kBTiles) * kTile;
   constexpr int kStages = MET_WGMMA_RING / kStageBytes;
+  constexpr int kLag = kStages >= 4 ? 2 : 1;
+  static_assert(kStages >= 3, "the refill needs a stage in use, one landing and one free");
   const int64_t M = rr.end - rr.begin, Nt = cc.end - cc.begin;
   const char* tmap_a = static_cast<const char*>(tmaps);
   const char* tmap_b = tmap_a + MET_TMAP_BYTES;
@@ -135,17 +144,22 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   auto full = [&](int s) { return bars + 8u * static_cast<uint32_t>(s); };
   auto empty = [&](int s) { return bars + 8u * static_cast<uint32_t>(kStages + s); };
   // A last K step past K reads zeros from both views (the tensor maps fill past the matrix), so K
-  // need only be a multiple of 8 (a TMA row stride of 16 bytes). kt counts this part's K steps.
-  const int kt_count = kp.steps;
+  // need only be a multiple of 8 (a TMA row stride of 16 bytes). kt counts this part's stages; a
+  // stage's K step past the part's last reads its boxes at k_past, wholly past the matrix: zeros.
+  const int kt_count = (kp.steps + kKB - 1) / kKB;
   const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
   const int b_step = epi == kEpiSilu || epi == kEpiGelu ? 64 : 128;  // output columns of one B box
-  auto issue = [&](int kt) {  // thread 0: the copies of K step kt into its stage
-    const int s = kt % kStages, k0 = (kp.kt0 + kt) * kBK;
+  auto issue = [&](int kt) {  // thread 0: the copies of stage kt (A boxes, then each K step's B boxes)
+    const int s = kt % kStages;
     mbar_arrive_expect(full(s), kStageBytes);
-    tma_load_2d(tiles + s * kStageBytes, tmap_a, k0, row_a, full(s));
 #pragma unroll
-    for (int b = 0; b < kBTiles; ++b)
-      tma_load_3d(tiles + s * kStageBytes + (1 + b) * kTile, tmap_b, k0, 0, row_b + b_step * b, full(s));
+    for (int h = 0; h < kKB; ++h) {
+      const int step = kKB * kt + h, k0 = step < kp.steps ? (kp.kt0 + step) * kBK : k_past;
+      tma_load_2d(tiles + s * kStageBytes + h * kTile, tmap_a, k0, row_a, full(s));
+#pragma unroll
+      for (int b = 0; b < kBTiles; ++b)
+        tma_load_3d(tiles + s * kStageBytes + (kKB + h * kBTiles + b) * kTile, tmap_b, k0, 0, row_b + b_step * b, full(s));
+    }
   };
 
   if (threadIdx.x == 0) {
@@ -170,22 +184,26 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   for (int kt = 0; kt < kt_count; ++kt) {
     const int s = kt % kStages;
     mbar_wait(full(s), static_cast<uint32_t>((kt / kStages) & 1));
-    const u64 da = tile_desc(tiles + s * kStageBytes + wg * 64 * kRowBytes), db = tile_desc(tiles + s * kStageBytes + kTile);
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < kBK / 16; ++k) {
-      // B's 256 rows are two 128-row tiles back to back: 16 groups of 8 rows 1024 bytes apart, as
-      // the descriptor's stride says, so one descriptor covers both.
-      if constexpr (kBN == 256)
-        wgmma_m64n256k16(d, da + k * kDescKStep, db + k * kDescKStep);
-      else
-        wgmma_m64n128k16(d, da + k * kDescKStep, db + k * kDescKStep);
+    for (int h = 0; h < kKB; ++h) {
+      const u64 da = tile_desc(tiles + s * kStageBytes + h * kTile + wg * 64 * kRowBytes),
+                db = tile_desc(tiles + s * kStageBytes + (kKB + h * kBTiles) * kTile);
+#pragma unroll
+      for (int k = 0; k < kBK / 16; ++k) {
+        // B's 256 rows are two 128-row tiles back to back: 16 groups of 8 rows 1024 bytes apart, as
+        // the descriptor's stride says, so one descriptor covers both.
+        if constexpr (kBN == 256)
+          wgmma_m64n256k16(d, da + k * kDescKStep, db + k * kDescKStep);
+        else
+          wgmma_m64n128k16(d, da + k * kDescKStep, db + k * kDescKStep);
+      }
     }
     wgmma_commit();
-    wgmma_wait<1>();  // step kt - 1's products are done: its stage may be refilled
+    wgmma_wait<1>();  // stage kt - 1's products are done: it may be refilled
     if (kt >= 1 && lane == 0) mbar_arrive(empty((kt - 1) % kStages));
-    if (threadIdx.x == 0 && kt >= 2 && kt - 2 + kStages < kt_count) {
-      const int old = kt - 2;
+    if (threadIdx.x == 0 && kt >= kLag && kt - kLag + kStages < kt_count) {
+      const int old = kt - kLag;
       mbar_wait(empty(old % kStages), static_cast<uint32_t>((old / kStages) & 1));
       issue(old + kStages);
     }
@@ -283,10 +301,11 @@ __device__ __forceinline__ void gemm_wgmma_slice(const A& a, uint32_t slice, uns
   const GemmKPart kp = {kt0, static_cast<int>((p + 1) * steps / S) - kt0, static_cast<int>(S), static_cast<int>(p),
                         S > 1 ? a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS : nullptr,
                         static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
+  const int k_past = static_cast<int>(steps * MET_WGMMA_BK);  // a K coordinate past the matrix (the host bounds K)
   if (gated || cc.end - cc.begin > 128)
-    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, kp, epi, a.y, smem);
+    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, k_past, kp, epi, a.y, smem);
   else
-    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, kp, epi, a.y, smem);
+    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, k_past, kp, epi, a.y, smem);
 }
 
 MET_ENTRY(gemm_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }

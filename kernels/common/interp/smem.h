@@ -39,10 +39,15 @@
 /* wgmma GEMM (kernels/hopper/gemm_wgmma.cuh): output tiles of 128 rows x 128 or 256 columns
  * (emit: 256 when the instruction still has a tile per SM), a ring of MET_WGMMA_RING bytes of
  * stages, each an A tile and one or two B tiles of [128][64] bf16 (128-byte rows, swizzled,
- * 1024-byte aligned: one more KiB to align the first): 6 stages at 128 columns, 4 at 256; then a
+ * 1024-byte aligned: one more KiB to align the first) per K step of the stage: 3 stages of two K
+ * steps at 128 columns (MET_WGMMA_K_STEPS_128), 4 of one at 256; then a
  * full and an empty transaction barrier per stage. The TMA descriptors of A and B (2 x 128 bytes,
  * host-made) sit at MetDevInstr.tmaps. */
 #define MET_WGMMA_BK 64
+/* K steps a stage of a 128-column tile holds (kernels/hopper/gemm_wgmma.cuh); an A/B switch */
+#ifndef MET_WGMMA_K_STEPS_128
+#define MET_WGMMA_K_STEPS_128 2
+#endif
 #define MET_WGMMA_TILE_BYTES (MET_GEMM_TILE * MET_WGMMA_BK * 2)
 #define MET_WGMMA_RING (12 * MET_WGMMA_TILE_BYTES)
 #define MET_WGMMA_MAX_COLS 256
