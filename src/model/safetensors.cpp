@@ -18,7 +18,6 @@ namespace met::model {
 namespace {
 
 using json = nlohmann::json;
-constexpr std::uint64_t kLengthBytes = 8;
 constexpr std::uint64_t kMaxHeader = 100'000'000;
 
 struct DtypeBits {
@@ -149,21 +148,21 @@ Expected<SafetensorsHeader> parse_safetensors_header(std::string_view header, st
 Expected<SafetensorsHeader> read_safetensors_header(const CheckpointSource& src, const std::string& file) {
   const std::string display = src.display(file);
   MET_TRY(std::uint64_t file_size, src.size(file));
-  if (file_size < kLengthBytes) {
+  if (file_size < kHeaderLengthBytes) {
     return fail(fmt::format("{}: {} bytes is too short for the 8-byte header length", display, file_size));
   }
-  MET_TRY(std::string prefix, src.read_prefix(file, kLengthBytes));
-  if (prefix.size() < kLengthBytes) return fail(fmt::format("{}: truncated header length", display));
+  MET_TRY(std::string prefix, src.read_prefix(file, kHeaderLengthBytes));
+  if (prefix.size() < kHeaderLengthBytes) return fail(fmt::format("{}: truncated header length", display));
   std::uint64_t n = 0;
   for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<std::size_t>(k)]);
-  if (n > file_size - kLengthBytes) {
+  if (n > file_size - kHeaderLengthBytes) {
     return fail(fmt::format("{}: header length {} exceeds file size {}", display, n, file_size));
   }
   if (n > kMaxHeader) return fail(fmt::format("{}: header length {} exceeds the {} byte limit", display, n, kMaxHeader));
   if (n < 2) return fail(fmt::format("{}: header length {} is too short for a json object", display, n));
-  MET_TRY(std::string all, src.read_prefix(file, kLengthBytes + n));
-  if (all.size() != kLengthBytes + n) return fail(fmt::format("{}: truncated header", display));
-  return parse_safetensors_header(std::string_view(all).substr(kLengthBytes), file_size - kLengthBytes - n, display,
+  MET_TRY(std::string all, src.read_prefix(file, kHeaderLengthBytes + n));
+  if (all.size() != kHeaderLengthBytes + n) return fail(fmt::format("{}: truncated header", display));
+  return parse_safetensors_header(std::string_view(all).substr(kHeaderLengthBytes), file_size - kHeaderLengthBytes - n, display,
                                   file);
 }
 

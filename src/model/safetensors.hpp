@@ -29,6 +29,8 @@ struct SafetensorsHeader {
   std::map<std::string, TensorInfo> tensors;
 };
 
+// A safetensors file opens with its header's length, a little-endian u64.
+inline constexpr std::uint64_t kHeaderLengthBytes = 8;
 inline constexpr const char* kSingleFile = "model.safetensors";
 inline constexpr const char* kIndexFile = "model.safetensors.index.json";
 

@@ -41,11 +41,10 @@ Expected<HeaderLayout> write_safetensors_header(const std::vector<HeaderTensor>&
   }
   out.data_bytes = off;
   std::string text = h.dump();
-  constexpr std::uint64_t kLengthBytes = 8;
-  while ((kLengthBytes + text.size()) % kHeaderAlign != 0) text.push_back(' ');
+  while ((kHeaderLengthBytes + text.size()) % kHeaderAlign != 0) text.push_back(' ');
   const std::uint64_t len = text.size();
-  out.bytes.resize(kLengthBytes);
-  for (std::size_t k = 0; k < kLengthBytes; ++k) out.bytes[k] = static_cast<char>((len >> (8 * k)) & 0xffu);
+  out.bytes.resize(kHeaderLengthBytes);
+  for (std::size_t k = 0; k < kHeaderLengthBytes; ++k) out.bytes[k] = static_cast<char>((len >> (8 * k)) & 0xffu);
   out.bytes += text;
   return out;
 }
