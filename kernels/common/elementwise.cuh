@@ -246,11 +246,12 @@ MET_ENTRY(rope) {
   const int groups = static_cast<int>(min(static_cast<int64_t>(units), max(static_cast<int64_t>(1), MET_INTERP_WARPS / max(nrows, static_cast<int64_t>(1)))));
   const bool vec = half % 8 == 0 && 32 % (half / 8) == 0 && hd % 8 == 0 && a.stride % 8 == 0 && a.k_col0 % 8 == 0 &&
                    aligned16(a.qkv);
-  // shared memory: each warp's table of [256] cos then [256] sin (half <= 256 on the 16-byte
-  // path: 32 % (half / 8) == 0), then the pairs' inverse frequencies
-  static_assert(MET_INTERP_WARPS * 512 * 4 + 256 * 8 <= MET_GEMV_FIXED_SMEM,
+  // shared memory: each warp's table of [kPairs] cos then [kPairs] sin, then the pairs' inverse
+  // frequencies; the 16-byte path has at most 8 x 32 pairs (32 % (half / 8) == 0)
+  constexpr int kPairs = 8 * 32;
+  static_assert(MET_INTERP_WARPS * 2 * kPairs * sizeof(float) + kPairs * sizeof(double) <= MET_GEMV_FIXED_SMEM,
                 "rope's tables must fit the shared memory every program launches with (src/interp/cuda_backend.cpp)");
-  double* invf = reinterpret_cast<double*>(smem + MET_INTERP_WARPS * 512 * 4);
+  double* invf = reinterpret_cast<double*>(smem + MET_INTERP_WARPS * 2 * kPairs * sizeof(float));
   if (vec) {
     for (int q = threadIdx.x; q < half; q += MET_INTERP_THREADS) invf[q] = rope_inv_freq(q, rot, a.theta, a.inv_freq);
     __syncthreads();
@@ -265,14 +266,14 @@ MET_ENTRY(rope) {
       const int lanes = half / 8, per = 32 / lanes, i0 = 8 * (lane % lanes), slot = lane / lanes;
       // the row's cos/sin through the warp's table, each pair computed by one lane, read back into
       // registers by constant index
-      float* cs = reinterpret_cast<float*>(smem) + warp * 512;
+      float* cs = reinterpret_cast<float*>(smem) + warp * 2 * kPairs;
       __syncwarp();  // every lane has read the previous item's pairs
 #pragma unroll 1
-      for (int q = lane; q < half; q += 32) rope_cs_at(invf[q], pos, cs[q], cs[256 + q], a.attn_scale);
+      for (int q = lane; q < half; q += 32) rope_cs_at(invf[q], pos, cs[q], cs[kPairs + q], a.attn_scale);
       __syncwarp();
       float c[8], sn[8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) c[e] = cs[i0 + e], sn[e] = cs[256 + i0 + e];
+      for (int e = 0; e < 8; ++e) c[e] = cs[i0 + e], sn[e] = cs[kPairs + i0 + e];
       for (int h = grp + groups * slot; h < units; h += groups * per) {
         u16* hp = head(h);
         float x1[8], x2[8];

@@ -118,9 +118,9 @@ __device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, in
 
 // A stage of a 128-column tile holds two K steps of 64 (two A and two B boxes, 64 KB: 3 stages),
 // one of 256 columns one (an A and two B boxes, 48 KB: 4 stages). TMA streamed a weight through
-// stages of one 16 KB B box at about 0.8 of its rate with two (bench/tma_box_rate.cu: 2.5-2.6 against
-// 3.2 TB/s on one H100, at any ring depth). With 3 stages the producer refills the stage read one
-// K step earlier, with 4 or more two.
+// stages of one 16 KB B box at 0.7-0.8 of its rate with two (bench/tma_box_rate.cu: 2.1-2.6 against
+// 3.1-3.2 TB/s on one H100, at any ring depth). With 3 stages the producer refills the stage read
+// one stage earlier, with 4 or more two.
 template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
                                              int k_past, const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {

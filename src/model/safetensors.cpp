@@ -149,12 +149,12 @@ Expected<SafetensorsHeader> read_safetensors_header(const CheckpointSource& src,
   const std::string display = src.display(file);
   MET_TRY(std::uint64_t file_size, src.size(file));
   if (file_size < kHeaderLengthBytes) {
-    return fail(fmt::format("{}: {} bytes is too short for the 8-byte header length", display, file_size));
+    return fail(fmt::format("{}: {} bytes is too short for the {}-byte header length", display, file_size, kHeaderLengthBytes));
   }
   MET_TRY(std::string prefix, src.read_prefix(file, kHeaderLengthBytes));
   if (prefix.size() < kHeaderLengthBytes) return fail(fmt::format("{}: truncated header length", display));
   std::uint64_t n = 0;
-  for (int k = 7; k >= 0; --k) n = (n << 8) | static_cast<unsigned char>(prefix[static_cast<std::size_t>(k)]);
+  for (std::size_t k = kHeaderLengthBytes; k-- > 0;) n = (n << 8) | static_cast<unsigned char>(prefix[k]);
   if (n > file_size - kHeaderLengthBytes) {
     return fail(fmt::format("{}: header length {} exceeds file size {}", display, n, file_size));
   }
