@@ -263,19 +263,83 @@ __device__ __forceinline__ void moe_router_norm_row(const u16* x, const MoeRoute
   __syncthreads();
 }
 
-// x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. One row at a time:
-// every warp takes experts for the logits (each rounded to bf16), then warp 0 takes the softmax over
-// all experts in fp32 (the sum in expert order), the top-k (largest first, ties to the lower
-// expert: the cpu's stable sort) and the weights (divided by the top-k sum, in k order, when
-// renormalize), each rounded to bf16.
-// bias (gpt-oss, moe_router_topk_bias): the logits are bf16(x . w + bias) (one rounding), the top k
-// of them are taken and the weights are a softmax over those k in fp32, each rounded to bf16.
-// expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row (moe_router_norm_row,
-// in smem after the router's buffers), each probability rounded to bf16 before the top k, their
+// The bf16-rounded logits of experts [e0, e1) for one row into dst[e] (shared or global memory), by
+// every warp, two experts a pass with 8 loads of each in flight per lane. act: the row (x, or the
+// scaled router's normalised row in smem); row_idx: its row index in act. bias (gpt-oss):
+// bf16(x . w + bias), one rounding.
+__device__ __forceinline__ void moe_router_logits(const u16* act, int row_idx, const u16* w_router, const MoeRouter& o, int64_t e0,
+                                                  int64_t e1, int64_t hidden, float* dst) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  const int idx[1] = {row_idx};
+  for (int64_t e = e0 + 2 * warp; e < e1; e += 2 * MET_INTERP_WARPS) {
+    float d[1], d2[1];
+    if (e + 1 < e1)
+      moe_warp_dots<true, 1, 8>(w_router + e * hidden, w_router + (e + 1) * hidden, act, idx, 1, hidden, d, d2);
+    else
+      moe_warp_dots<false, 1, 8>(w_router + e * hidden, nullptr, act, idx, 1, hidden, d, d2);
+    if (lane == 0) {
+      dst[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
+      if (e + 1 < e1) dst[e + 1] = bf_round(o.bias ? d2[0] + bf(o.bias[e + 1]) : d2[0]);
+    }
+  }
+}
+
+// One warp's choice for one row from its logits p[0, experts) (shared memory; overwritten): the
+// softmax over all experts in fp32 (the sum in expert order), the top k (largest first, ties to the
+// lower expert: the cpu's stable sort) and the weights (divided by the top-k sum, in k order, when
+// renormalize), each rounded to bf16, into ids and weights (the row's top_k each); sel_e, sel_p:
+// top_k entries of the warp's own.
+// bias (gpt-oss, moe_router_topk_bias): the top k of the logits are taken and the weights are a
+// softmax over those k in fp32, each rounded to bf16.
+// expert_scale (Gemma-4, moe_router_scaled): each probability rounded to bf16 before the top k, their
 // sum rounded to bf16, and weight = bf16(bf16(p / sum) * expert_scale[e]).
+__device__ __forceinline__ void moe_router_select(float* p, int64_t experts, int top_k, const MoeRouter& o, int* sel_e,
+                                                  float* sel_p, int* ids, float* weights) {
+  const int lane = threadIdx.x % MET_WARP;
+  const bool scaled = o.expert_scale != nullptr;
+  if (o.bias) {
+    moe_warp_topk(p, experts, top_k, sel_e, sel_p);
+    float sum = 0.f;
+    if (lane == 0)
+      for (int k = 0; k < top_k; ++k) sum += expf(sel_p[k] - sel_p[0]);
+    sum = __shfl_sync(0xffffffffu, sum, 0);
+    for (int k = lane; k < top_k; k += MET_WARP) {
+      ids[k] = sel_e[k];
+      weights[k] = bf_round(expf(sel_p[k] - sel_p[0]) / sum);
+    }
+    return;
+  }
+  float mx = -INFINITY;
+  for (int64_t e = lane; e < experts; e += MET_WARP) mx = fmaxf(mx, p[e]);
+  mx = met_warp_reduce_max(mx);
+  for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = expf(p[e] - mx);
+  __syncwarp();
+  float sum = 0.f;
+  if (lane == 0)
+    for (int64_t e = 0; e < experts; ++e) sum += p[e];
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = scaled ? bf_round(p[e] / sum) : p[e] / sum;
+  __syncwarp();
+  moe_warp_topk(p, experts, top_k, sel_e, sel_p);
+  float top_sum = 0.f;
+  if (lane == 0)
+    for (int k = 0; k < top_k; ++k) top_sum += sel_p[k];
+  top_sum = __shfl_sync(0xffffffffu, top_sum, 0);
+  if (scaled) top_sum = bf_round(top_sum);
+  for (int k = lane; k < top_k; k += MET_WARP) {
+    ids[k] = sel_e[k];
+    weights[k] = scaled ? bf_round(bf_round(sel_p[k] / top_sum) * bf(o.expert_scale[sel_e[k]]))
+                        : bf_round(o.renormalize ? sel_p[k] / top_sum : sel_p[k]);
+  }
+}
+
+// x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. One row at a time:
+// every warp takes experts for the logits (moe_router_logits), then warp 0 chooses
+// (moe_router_select). expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row
+// (moe_router_norm_row, in smem after the router's buffers).
 MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, int64_t row0,
                                  int64_t row1, int64_t hidden, int64_t experts, int top_k, unsigned char* smem) {
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  const int warp = threadIdx.x / MET_WARP;
   float* p = reinterpret_cast<float*>(smem);                // [experts]
   int* sel_e = reinterpret_cast<int*>(p + MET_MOE_MAX_EXPERTS);  // [top_k]
   float* sel_p = reinterpret_cast<float*>(sel_e + MET_MOE_MAX_EXPERTS);
@@ -283,79 +347,107 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
   const bool scaled = o.expert_scale != nullptr;
   for (int64_t row = row0; row < row1; ++row) {
     if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
-    const int idx[1] = {scaled ? 0 : static_cast<int>(row)};
-    // Two experts a pass, 8 loads of each row in flight: one SM scores the row (a slice is a row),
-    // and one expert at a time, 4 loads deep, took about 34 us of a Qwen3-30B-A3B decode step's
-    // layer at one row on the H100 (perf-data/h100-sxm/20261205T1815Z-moe-decode).
-    for (int64_t e = 2 * warp; e < experts; e += 2 * MET_INTERP_WARPS) {
-      float d[1], d2[1];
-      const u16* act = scaled ? normed : x;
-      if (e + 1 < experts)
-        moe_warp_dots<true, 1, 8>(w_router + e * hidden, w_router + (e + 1) * hidden, act, idx, 1, hidden, d, d2);
-      else
-        moe_warp_dots<false, 1, 8>(w_router + e * hidden, nullptr, act, idx, 1, hidden, d, d2);
-      if (lane == 0) {
-        p[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
-        if (e + 1 < experts) p[e + 1] = bf_round(o.bias ? d2[0] + bf(o.bias[e + 1]) : d2[0]);
-      }
-    }
+    // One SM scores the row (a slice is a row): one expert a warp at a time, 4 loads deep, took
+    // about 34 us of a Qwen3-30B-A3B decode step's layer at one row on the H100 (two a pass, 8 deep,
+    // 33: perf-data/h100-sxm/20261205T1815Z-moe-decode and -1800Z-qwen3-30b-a3b). Decode rows split
+    // the experts over the streams instead (moe_router_parts).
+    moe_router_logits(scaled ? normed : x, scaled ? 0 : static_cast<int>(row), w_router, o, 0, experts, hidden, p);
     __syncthreads();
-    if (warp == 0 && o.bias) {
-      moe_warp_topk(p, experts, top_k, sel_e, sel_p);
-      float sum = 0.f;
-      if (lane == 0)
-        for (int k = 0; k < top_k; ++k) sum += expf(sel_p[k] - sel_p[0]);
-      sum = __shfl_sync(0xffffffffu, sum, 0);
-      for (int k = lane; k < top_k; k += MET_WARP) {
-        ids[row * top_k + k] = sel_e[k];
-        weights[row * top_k + k] = bf_round(expf(sel_p[k] - sel_p[0]) / sum);
-      }
-    } else if (warp == 0) {
-      float mx = -INFINITY;
-      for (int64_t e = lane; e < experts; e += MET_WARP) mx = fmaxf(mx, p[e]);
-      mx = met_warp_reduce_max(mx);
-      for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = expf(p[e] - mx);
-      __syncwarp();
-      float sum = 0.f;
-      if (lane == 0)
-        for (int64_t e = 0; e < experts; ++e) sum += p[e];
-      sum = __shfl_sync(0xffffffffu, sum, 0);
-      for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = scaled ? bf_round(p[e] / sum) : p[e] / sum;
-      __syncwarp();
-      moe_warp_topk(p, experts, top_k, sel_e, sel_p);
-      float top_sum = 0.f;
-      if (lane == 0)
-        for (int k = 0; k < top_k; ++k) top_sum += sel_p[k];
-      top_sum = __shfl_sync(0xffffffffu, top_sum, 0);
-      if (scaled) top_sum = bf_round(top_sum);
-      for (int k = lane; k < top_k; k += MET_WARP) {
-        ids[row * top_k + k] = sel_e[k];
-        weights[row * top_k + k] = scaled ? bf_round(bf_round(sel_p[k] / top_sum) * bf(o.expert_scale[sel_e[k]]))
-                                          : bf_round(o.renormalize ? sel_p[k] / top_sum : sel_p[k]);
-      }
-    }
+    if (warp == 0) moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + row * top_k, weights + row * top_k);
     __syncthreads();
   }
 }
 
+// Arrival counter of a router split by experts (one router runs at a time: each reads the residual
+// that the layer before it wrote): the last part to arrive chooses and puts it back to 0.
+__device__ unsigned long long met_router_arrivals[1];
+
+// A router's column part (col_slices > 1: decode rows, every row in each slice): the logits of the
+// slice's experts [e0, e1) of every row into logits [rows, experts], then its arrival; the last part
+// to arrive reads every logit (the other parts wrote them: from L2) and chooses each row, a warp a
+// row, as moe_router_rows does (the same logits, so the same choice).
+MET_OUTLINE void moe_router_parts(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, float* logits,
+                                  int64_t rows, int64_t e0, int64_t e1, int64_t hidden, int64_t experts, int parts, int top_k,
+                                  unsigned char* smem) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  u16* normed = reinterpret_cast<u16*>(smem + MET_MOE_ROUTER_SMEM);  // [hidden] (the scaled router)
+  const bool scaled = o.expert_scale != nullptr;
+  for (int64_t row = 0; row < rows; ++row) {
+    if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, reinterpret_cast<float*>(smem));
+    const u16* act = scaled ? normed : x;
+    moe_router_logits(act, scaled ? 0 : static_cast<int>(row), w_router, o, e0, e1, hidden, logits + row * experts);
+    if (scaled) __syncthreads();  // normed is read before the next row's norm writes it
+  }
+  __syncthreads();
+  volatile int* flag = reinterpret_cast<volatile int*>(smem);
+  if (threadIdx.x == 0) {
+#if defined(__HIP_PLATFORM_AMD__)
+    const unsigned long long before =
+        __hip_atomic_fetch_add(met_router_arrivals, 1ull, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+    const bool last = before == static_cast<unsigned long long>(parts - 1);
+    if (last) __hip_atomic_store(met_router_arrivals, 0ull, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+    const bool last = atom_add_acq_rel(met_router_arrivals, 1ull) == static_cast<unsigned long long>(parts - 1);
+    if (last) atomicExch(met_router_arrivals, 0ull);
+#endif
+    *flag = last ? 1 : 0;
+  }
+  __syncthreads();
+  const bool last = *flag != 0;
+  __syncthreads();  // the flag is read before the warps' buffers take its word
+  if (!last) return;
+#if defined(__HIP_PLATFORM_AMD__)
+  __threadfence();  // each thread's reads after the other parts' writes
+#endif
+  // A warp a row, each in a part of the shared memory of its own: the row's logits, then its choice.
+  const int64_t per_warp = experts + 2 * top_k;
+  const int64_t fit = MET_MOE_SMEM / 4 / per_warp;
+  const int warps = fit < MET_INTERP_WARPS ? static_cast<int>(fit) : MET_INTERP_WARPS;
+  if (warp >= warps) return;
+  float* p = reinterpret_cast<float*>(smem) + warp * per_warp;
+  int* sel_e = reinterpret_cast<int*>(p + experts);
+  float* sel_p = reinterpret_cast<float*>(sel_e + top_k);
+  for (int64_t row = warp; row < rows; row += warps) {
+#if defined(__HIP_PLATFORM_AMD__)
+    for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = logits[row * experts + e];
+#else
+    for (int64_t e = lane; e < experts; e += MET_WARP) p[e] = __ldcg(logits + row * experts + e);
+#endif
+    __syncwarp();
+    moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + row * top_k, weights + row * top_k);
+    __syncwarp();
+  }
+}
+
+// A router's slice: its rows (one column part), or its experts of every row (several).
+__device__ __forceinline__ void moe_router_slice(const u16* x, const u16* w_router, const MoeRouter& o, int* ids, float* weights,
+                                                 float* logits, SliceRange r, SliceRange e, int64_t parts, int64_t hidden,
+                                                 int64_t experts, int top_k, unsigned char* smem) {
+  if (parts > 1)
+    moe_router_parts(x, w_router, o, ids, weights, logits, r.end, e.begin, e.end, hidden, experts, static_cast<int>(parts), top_k,
+                     smem);
+  else
+    moe_router_rows(x, w_router, o, ids, weights, r.begin, r.end, hidden, experts, top_k, smem);
+}
+
 MET_ENTRY(moe_router_topk) {
-  const SliceRange r = slice_rows(a, slice);
   const MoeRouter o{a.renormalize != 0, nullptr, nullptr, nullptr, 0.f, 0.f};
-  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
+  moe_router_slice(a.x, a.w_router, o, a.ids, a.weights, a.logits, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows),
+                   a.geom.col_parts, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
 }
 
 MET_ENTRY(moe_router_topk_bias) {
-  const SliceRange r = slice_rows(a, slice);
   const MoeRouter o{true, a.bias, nullptr, nullptr, 0.f, 0.f};
-  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
+  moe_router_slice(a.x, a.w_router, o, a.ids, a.weights, a.logits, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows),
+                   a.geom.col_parts, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
 }
 
 // Gemma-4 (moe_router scoring 3): its smem holds the normalised row after the router's buffers
 // (the host sizes it MET_MOE_ROUTER_SMEM + 2 hidden).
 MET_ENTRY(moe_router_scaled) {
-  const SliceRange r = slice_rows(a, slice);
   const MoeRouter o{true, nullptr, a.scale, a.expert_scale, a.eps, a.root};
-  moe_router_rows(a.x, a.w_router, o, a.ids, a.weights, r.begin, r.end, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
+  moe_router_slice(a.x, a.w_router, o, a.ids, a.weights, a.logits, slice_rows(a, slice), slice_cols(a, slice, a.geom.w_rows),
+                   a.geom.col_parts, a.geom.w_cols, a.geom.w_rows, static_cast<int>(a.top_k), smem);
 }
 
 // gpt-oss's experts (layout 1) as the expert bodies read them: MXFP4 rows (the instruction's

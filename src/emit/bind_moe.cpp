@@ -25,6 +25,13 @@ Routing routing(const KernelSite& site, std::int64_t top_k) {
   return {site.b.buffer(kIds, MET_DTYPE_I32, shape), site.b.buffer(kWeights, MET_DTYPE_F32, shape)};
 }
 
+// A router's logits [rows, experts] fp32: the workspace of its column parts (ops.def), where the
+// slicing splits its experts over the streams (a GPU's decode rows, src/emit/slice.cpp).
+std::uint32_t router_logits(const KernelSite& site, std::int64_t experts) {
+  return site.b.buffer("moe.router_logits", MET_DTYPE_F32,
+                       {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(experts)});
+}
+
 Expected<void> check_top_k(const KernelSite& site, std::int64_t top_k, std::int64_t experts) {
   if (top_k < 1 || top_k > experts)
     return site.where("top_k " + std::to_string(top_k) + " is not between 1 and the " + std::to_string(experts) + " experts");
@@ -51,8 +58,9 @@ Expected<void> bind_moe_router(const KernelSite& site) {
   const std::int64_t top_k = param(*n, "top_k");
   MET_CHECK(check_top_k(site, top_k, param(*n, "experts")));
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, r.ids, r.weights},
-                     {site.R, top_k, param(*n, "renormalize") != 0 ? 1 : 0}, {}));
+  const std::uint32_t logits = router_logits(site, param(*n, "experts"));
+  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, r.ids, r.weights, logits},
+                     {site.R, top_k, param(*n, "renormalize") != 0 ? 1 : 0, /*col_slices=*/1}, {}));
   return {};
 }
 
@@ -130,7 +138,8 @@ Expected<void> bind_moe_router_scaled(const KernelSite& site) {
   MET_TRY(auto scale, site.weight(norm));
   MET_TRY(auto per_expert, site.weight(es));
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.x, w, scale, per_expert, r.ids, r.weights}, {site.R, top_k}, {eps, root}));
+  MET_CHECK(site.add({site.x, w, scale, per_expert, r.ids, r.weights, router_logits(site, experts)},
+                     {site.R, top_k, /*col_slices=*/1}, {eps, root}));
   return {};
 }
 
@@ -145,7 +154,9 @@ Expected<void> bind_moe_router_bias(const KernelSite& site) {
   const std::int64_t top_k = param(*n, "top_k");
   MET_CHECK(check_top_k(site, top_k, param(*n, "experts")));
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, bias, r.ids, r.weights}, {site.R, top_k}, {}));
+  const std::uint32_t logits = router_logits(site, param(*n, "experts"));
+  MET_CHECK(site.add({site.b.act("xn", site.R, param(*n, "hidden")), w, bias, r.ids, r.weights, logits},
+                     {site.R, top_k, /*col_slices=*/1}, {}));
   return {};
 }
 

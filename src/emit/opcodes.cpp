@@ -31,6 +31,8 @@ enum class Span {
   kv_out,    // [rows, heads * v_head_dim]: the query heads of the blocks whose last split the slice holds
   slot_cols, // [rows, top_k * inter] routed-expert slots: the slice's column range of `inter` (col_slices
              // over inter) in every slot of its rows
+  route,     // [rows, top_k] a router's choices: the slice's rows where it holds the last column part (a GPU's
+             // last part to arrive writes them, ordered after the other parts by its arrival counter)
   k_part     // [slices, x] a split-K GEMM's fp32 parts: row `slice` (every slice, whatever its rows)
 };
 
@@ -147,6 +149,7 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   }
   const RowRange rr = slice_rows(d, slice);
   if (rr.begin >= rr.end) return {};
+  if (span == Span::route && static_cast<std::int64_t>(slice % col_parts(d)) != col_parts(d) - 1) return {};
   const Wide r0 = rr.begin, r1 = rr.end, nrows = add(r1, -r0);
   const Wide row_bytes = t.bytes / t.shape[0];
   if (span == Span::q_heads || span == Span::k_heads || span == Span::v_heads) {

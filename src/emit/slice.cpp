@@ -209,6 +209,15 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
       } else if (gpu && int_index(*op, "splits") >= 0) {
         row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;
+      } else if (op->name.starts_with("moe_router")) {
+        // A GPU's decode rows split the router's experts over the streams (each part scores its
+        // experts for every row; the last to arrive takes the top k, kernels/common/moe.cuh): a
+        // slice per row read the whole router on one SM for each row. Prefill rows, and the cpu,
+        // keep a slice per row part.
+        if (gpu && rows <= kGpuGemvRows) {
+          row_parts = 1;
+          parts = std::min<std::int64_t>(sm, n);
+        }
       } else if (gpu && op->family == "moe_gemv") {
         // Every row in each slice at any row count: a slice reads its columns of each expert its
         // rows picked once per chunk of routed slots (kernels/common/moe.cuh), so splitting rows

@@ -344,7 +344,16 @@ void body_sample(const MetArgs_sample& a, const InstrDesc& d, std::uint32_t s) {
   met_sample(a.logits + (a.in_row0 + r.begin) * a.vocab, a.params + r.begin * 4, a.tokens + r.begin, r.end - r.begin, a.vocab);
 }
 
+// A router split by experts (a GPU emit's decode rows, src/emit/slice.cpp): the GPU's parts each
+// score their experts and the last to arrive chooses; here the slice that holds the last part
+// scores and chooses its rows whole, and the others leave the logits workspace alone.
+bool router_chooses(const InstrDesc& d, std::uint32_t s) {
+  const std::int64_t parts = emit::col_parts(d);
+  return static_cast<std::int64_t>(s % parts) == parts - 1;
+}
+
 void body_moe_router_topk(const MetArgs_moe_router_topk& a, const InstrDesc& d, std::uint32_t s) {
+  if (!router_chooses(d, s)) return;
   const RowRange r = emit::slice_rows(d, s);
   met_moe_router_topk(a.x + r.begin * a.w_router->cols, a.w_router, r.end - r.begin, i32(a.top_k), i32(a.renormalize),
                       a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
@@ -367,6 +376,7 @@ void body_moe_gate_up_gelu(const MetArgs_moe_gate_up_gelu& a, const InstrDesc& d
 }
 
 void body_moe_router_scaled(const MetArgs_moe_router_scaled& a, const InstrDesc& d, std::uint32_t s) {
+  if (!router_chooses(d, s)) return;
   const RowRange r = emit::slice_rows(d, s);
   met_moe_router_scaled(a.x + r.begin * a.w_router->cols, a.w_router, a.scale, a.expert_scale, r.end - r.begin, i32(a.top_k), a.eps,
                         a.root, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);
@@ -399,6 +409,7 @@ void body_gemm_bias_f32(const MetArgs_gemm_bias_f32& a, const InstrDesc& d, std:
 }
 
 void body_moe_router_topk_bias(const MetArgs_moe_router_topk_bias& a, const InstrDesc& d, std::uint32_t s) {
+  if (!router_chooses(d, s)) return;
   const RowRange r = emit::slice_rows(d, s);
   met_moe_router_topk_bias(a.x + r.begin * a.w_router->cols, a.w_router, a.bias, r.end - r.begin, i32(a.top_k),
                            a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k);

@@ -1340,3 +1340,52 @@ TEST_CASE("a prefill program's head reads prefill_head_rows rows gathered by hea
     }
   }
 }
+
+TEST_CASE("a GPU decode splits the router's experts over the streams: every row in each slice, ids and weights counted against the last part, the logits workspace in expert ranges; prefill and the cpu keep a slice per row part (a router of a slice per row at decode, or parts whose writes overlap, fails)") {
+  std::ifstream in(std::string(MET_SOURCE_DIR) + "/tests/oracle/configs/tiny-qwen3-moe.json");
+  std::stringstream cfg;
+  cfg << in.rdbuf();
+  const auto ck = testing::tiny_checkpoint("router-parts", cfg.str());
+  testing::EmitSpec s;
+  s.device = "h200-sxm";
+  s.rungs = {1, 16};
+  s.buckets = {128};
+  s.max_ctx = 256;
+  auto a = testing::emit_checkpoint(ck, s);
+  REQUIRE_MESSAGE(a.ok(), (a.ok() ? "" : a.error().message));
+  CHECK(emit::verify(a->packet, emit::opcode_table()).empty());
+  int routers = 0;
+  for (const auto& p : a->packet.programs)
+    for (const auto& d : p.instrs) {
+      const auto* op = emit::find_opcode(d.opcode);
+      if (!op->name.starts_with("moe_router")) continue;
+      ++routers;
+      INFO(p.name);
+      const auto experts = static_cast<std::int64_t>(a->packet.tensors[d.tensors[1]].shape[0]);
+      const auto parts = emit::col_parts(d);
+      if (p.kind == MET_PROGRAM_PREFILL) {
+        CHECK(parts == 1);
+        CHECK(d.slices == static_cast<std::uint32_t>(std::min<std::int64_t>(p.rows, 132)));
+        continue;
+      }
+      CHECK(parts == std::min<std::int64_t>(experts, 132));
+      CHECK(d.slices == static_cast<std::uint32_t>(parts));
+      const auto ids = static_cast<std::size_t>(emit::tensor_index(*op, "ids"));
+      const auto logits = static_cast<std::size_t>(emit::tensor_index(*op, "logits"));
+      for (std::uint32_t sl = 0; sl < d.slices; ++sl) {
+        CHECK(emit::slice_rows(d, sl).end - emit::slice_rows(d, sl).begin == p.rows);
+        const auto e = op->extent(d, a->packet, ids, sl);
+        CHECK((e.end > e.begin) == (sl + 1 == d.slices));
+        CHECK(op->extent(d, a->packet, logits, sl).end > op->extent(d, a->packet, logits, sl).begin);
+      }
+    }
+  CHECK(routers > 0);
+  CHECK(routers % 3 == 0);  // each of the three programs routes in the same layers
+  s.device = "host-cpu";
+  s.threads = 4;
+  auto c = testing::emit_checkpoint(ck, s);
+  REQUIRE(c.ok());
+  for (const auto& p : c->packet.programs)
+    for (const auto& d : p.instrs)
+      if (emit::find_opcode(d.opcode)->name.starts_with("moe_router")) CHECK(emit::col_parts(d) == 1);
+}
