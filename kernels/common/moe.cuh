@@ -378,6 +378,9 @@ MET_OUTLINE void moe_router_parts(const u16* x, const u16* w_router, MoeRouter o
     moe_router_logits(act, scaled ? 0 : static_cast<int>(row), w_router, o, e0, e1, hidden, logits + row * experts);
     if (scaled) __syncthreads();  // normed is read before the next row's norm writes it
   }
+#if defined(__HIP_PLATFORM_AMD__)
+  __threadfence();  // each thread's logits at device scope before thread 0's arrival releases them
+#endif
   __syncthreads();
   volatile int* flag = reinterpret_cast<volatile int*>(smem);
   if (threadIdx.x == 0) {
