@@ -362,21 +362,53 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
 // that the layer before it wrote): the last part to arrive chooses and puts it back to 0.
 __device__ unsigned long long met_router_arrivals[1];
 
+// The bf16-rounded logits of experts [e0, e1) for rows [0, rows) of x into logits [rows, experts]
+// (global memory), each warp two experts a pass over up to MET_MOE_PASS rows a read of their weights
+// (moe_gate_up_cols's dot products). bias as moe_router_logits.
+__device__ __forceinline__ void moe_router_logits_rows(const u16* x, int64_t rows, const u16* w_router, const MoeRouter& o,
+                                                       int64_t e0, int64_t e1, int64_t hidden, int64_t experts, float* logits) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  for (int64_t e = e0 + 2 * warp; e < e1; e += 2 * MET_INTERP_WARPS) {
+    const bool two = e + 1 < e1;
+    for (int64_t r0 = 0; r0 < rows; r0 += MET_MOE_PASS) {
+      const int ns = rows - r0 < MET_MOE_PASS ? static_cast<int>(rows - r0) : MET_MOE_PASS;
+      float d[MET_MOE_PASS], d2[MET_MOE_PASS];
+      int idx[MET_MOE_PASS];
+#pragma unroll
+      for (int s = 0; s < MET_MOE_PASS; ++s) idx[s] = static_cast<int>(r0) + (s < ns ? s : 0);
+      if (two)
+        moe_warp_dots<true, MET_MOE_PASS>(w_router + e * hidden, w_router + (e + 1) * hidden, x, idx, ns, hidden, d, d2);
+      else
+        moe_warp_dots<false, MET_MOE_PASS>(w_router + e * hidden, nullptr, x, idx, ns, hidden, d, d2);
+#pragma unroll
+      for (int s = 0; s < MET_MOE_PASS; ++s)
+        if (s < ns && lane == s) {
+          float* row = logits + (r0 + s) * experts;
+          row[e] = bf_round(o.bias ? d[s] + bf(o.bias[e]) : d[s]);
+          if (two) row[e + 1] = bf_round(o.bias ? d2[s] + bf(o.bias[e + 1]) : d2[s]);
+        }
+    }
+  }
+}
+
 // A router's column part (col_slices > 1: decode rows, every row in each slice): the logits of the
 // slice's experts [e0, e1) of every row into logits [rows, experts], then its arrival; the last part
 // to arrive reads every logit (the other parts wrote them: from L2) and chooses each row, a warp a
-// row, as moe_router_rows does (the same logits, so the same choice).
+// row, as moe_router_rows does (the same logits, so the same choice). The scaled router (Gemma-4)
+// scores a row at a time, from its normalised row in smem.
 MET_OUTLINE void moe_router_parts(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, float* logits,
                                   int64_t rows, int64_t e0, int64_t e1, int64_t hidden, int64_t experts, int parts, int top_k,
                                   unsigned char* smem) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   u16* normed = reinterpret_cast<u16*>(smem + MET_MOE_ROUTER_SMEM);  // [hidden] (the scaled router)
-  const bool scaled = o.expert_scale != nullptr;
-  for (int64_t row = 0; row < rows; ++row) {
-    if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, reinterpret_cast<float*>(smem));
-    const u16* act = scaled ? normed : x;
-    moe_router_logits(act, scaled ? 0 : static_cast<int>(row), w_router, o, e0, e1, hidden, logits + row * experts);
-    if (scaled) __syncthreads();  // normed is read before the next row's norm writes it
+  if (o.expert_scale) {
+    for (int64_t row = 0; row < rows; ++row) {
+      moe_router_norm_row(x + row * hidden, o, hidden, normed, reinterpret_cast<float*>(smem));
+      moe_router_logits(normed, 0, w_router, o, e0, e1, hidden, logits + row * experts);
+      __syncthreads();  // normed is read before the next row's norm writes it
+    }
+  } else {
+    moe_router_logits_rows(x, rows, w_router, o, e0, e1, hidden, experts, logits);
   }
 #if defined(__HIP_PLATFORM_AMD__)
   __threadfence();  // each thread's logits at device scope before thread 0's arrival releases them

@@ -210,13 +210,13 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;
       } else if (op->name.starts_with("moe_router")) {
-        // A GPU's decode rows split the router's experts over the streams (each part scores its
-        // experts for every row; the last to arrive takes the top k, kernels/common/moe.cuh): a
-        // slice per row read the whole router on one SM for each row. Prefill rows, and the cpu,
-        // keep a slice per row part.
+        // A GPU's decode rows split the router's experts over the streams, MET_MOE_ROUTER_PART_EXPERTS
+        // a part (each part scores its experts for every row, one pass of its warps; the last to
+        // arrive takes the top k, kernels/common/moe.cuh): a slice per row read the whole router on
+        // one SM for each row. Prefill rows, and the cpu, keep a slice per row part.
         if (gpu && rows <= kGpuGemvRows) {
           row_parts = 1;
-          parts = std::min<std::int64_t>(sm, n);
+          parts = std::min<std::int64_t>(sm, (n + MET_MOE_ROUTER_PART_EXPERTS - 1) / MET_MOE_ROUTER_PART_EXPERTS);
         }
       } else if (gpu && op->family == "moe_gemv") {
         // Every row in each slice at any row count: a slice reads its columns of each expert its

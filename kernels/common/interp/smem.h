@@ -131,5 +131,8 @@
   (MET_MOE_MMA_STAGES * (MET_MOE_MMA_BM + MET_MOE_MMA_BN) * (MET_MOE_MMA_BK + MET_MOE_MMA_PAD) * 2 + \
    MET_MOE_MMA_BM * MET_MOE_MMA_BN * 4 + (MET_MOE_MMA_WINDOW + MET_INTERP_WARPS) * 4)
 #define MET_MOE_ROUTER_SMEM (3 * MET_MOE_MAX_EXPERTS * 4)
+/* The experts one part of a router split by experts scores (a GPU's decode rows, src/emit/slice.cpp):
+ * two for each warp, one pass of moe_router_logits. */
+#define MET_MOE_ROUTER_PART_EXPERTS (2 * MET_INTERP_WARPS)
 #define MET_MOE_SMEM (MET_MOE_EXPERT_SMEM > MET_MOE_ROUTER_SMEM ? MET_MOE_EXPERT_SMEM : MET_MOE_ROUTER_SMEM)
 #endif
