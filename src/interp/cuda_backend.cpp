@@ -513,6 +513,18 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         if (op->name.starts_with("moe_router") && (di.w_rows > MET_MOE_MAX_EXPERTS || top_k > di.w_rows))
           return fail(where + ": " + op->name + " routes " + std::to_string(top_k) + " of " + std::to_string(di.w_rows) +
                       " experts; the body takes at most " + std::to_string(MET_MOE_MAX_EXPERTS));
+        // A router split by experts (kernels/common/moe.cuh): one row part, every part a slice (the
+        // last of them to arrive chooses), the logits workspace [rows, experts].
+        if (op->name.starts_with("moe_router") && di.col_parts > 1) {
+          const int li = emit::tensor_index(*op, "logits");
+          const bool logits_ok = li >= 0 && d.tensors[li] != MET_NO_TENSOR && tensors[d.tensors[li]].shape.size() == 2 &&
+                                 static_cast<std::int64_t>(tensors[d.tensors[li]].shape[0]) >= rows &&
+                                 static_cast<std::int64_t>(tensors[d.tensors[li]].shape[1]) == di.w_rows;
+          if (d.slices != di.col_parts || di.col_parts > di.w_rows || !logits_ok)
+            return fail(where + ": " + op->name + " split into " + std::to_string(di.col_parts) +
+                        " expert parts needs one slice a part (" + std::to_string(d.slices) + " slices), at most one part an expert (" +
+                        std::to_string(di.w_rows) + ") and a logits workspace of [rows, experts]");
+        }
         need = std::max<std::uint64_t>(need, MET_MOE_SMEM);
         // Gemma-4's router keeps its normalised row after the router's buffers.
         if (op->name == "moe_router_scaled")
