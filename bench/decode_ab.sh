@@ -5,7 +5,8 @@
 # for each binary in turn, ROUNDS rounds (default 2), with the per-family split of the timestamped
 # run. The campaigns' JSON and Markdown stay under WORK (p-<model>-<emit>-<binary>-<round>).
 #   bash bench/decode_ab.sh MET_A MET_B [...]   (env MODELS: default llama-3.2-1b,llama-3.1-8b; LONG: the
-#   models also run at ctx 32768, default all)
+#   models also run at ctx 32768, default all; CONFIGS: the directory of MODELS' <name>.json, default
+#   bench/configs; WALLS=1: each campaign's per-kernel walls as well, bench/campaign_walls.py)
 # Run where scripts/h200_bringup.sh runs (.device/libs.tar.xz beside the binaries).
 set -uo pipefail
 (($# >= 2)) || { echo "usage: $0 MET_A MET_B [MET_C ...]" >&2; exit 2; }
@@ -17,7 +18,7 @@ new="${*: -1}"
 HW="${HW:-$("$new" circuit probe --identify | head -n 1)}"  # the registry device of this GPU (the last binary names it)
 [[ -n $HW ]] || { echo "bench/decode_ab.sh: met names no registry device for this GPU"; exit 1; }
 for m in ${models//,/ }; do
-  [[ -d $W/$m ]] || "$new" model synth --config "bench/configs/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
+  [[ -d $W/$m ]] || "$new" model synth --config "${CONFIGS:-bench/configs}/$m.json" --seed 1 --dtype bf16 --out "$W/$m" >/dev/null
   "$new" circuit emit --hardware "$HW" --checkpoint "$W/$m" --out "$W/$m-h" --max-ctx 512 --decode-rungs 1,16 \
     --prefill-buckets 128 >/dev/null
   echo "=== $m optest ($new)"
@@ -48,6 +49,7 @@ for round in $(seq 1 "${ROUNDS:-2}"); do
         "$met" circuit run --assets "$W/$m-$v-$name" --backend cuda --campaign $camp --perf-dir "$dir" >/dev/null
         grep -E "^\| decode" "$(find "$dir" -name '*.md' | head -1)" |
           awk -F'|' -v v="$name" -v r="$round" -v m="$m" '{printf "%s %s r%s %-22s %8s  %s\n", m, v, r, $2, $4, $10}'
+        [[ -n ${WALLS:-} ]] && python3 bench/campaign_walls.py "$dir" "$m $name r$round"
       done
     done
   done

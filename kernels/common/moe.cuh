@@ -263,23 +263,35 @@ __device__ __forceinline__ void moe_router_norm_row(const u16* x, const MoeRoute
   __syncthreads();
 }
 
-// The bf16-rounded logits of experts [e0, e1) for one row into dst[e] (shared or global memory), by
-// every warp, two experts a pass with 8 loads of each in flight per lane. act: the row (x, or the
-// scaled router's normalised row in smem); row_idx: its row index in act. bias (gpt-oss):
-// bf16(x . w + bias), one rounding.
-__device__ __forceinline__ void moe_router_logits(const u16* act, int row_idx, const u16* w_router, const MoeRouter& o, int64_t e0,
-                                                  int64_t e1, int64_t hidden, float* dst) {
+// The bf16-rounded logits of experts [e0, e1) of rows [row0, row0 + rows) of act into dst (shared or
+// global memory: row r's logit of expert e at dst[r * dst_stride + e]), by every warp, two experts a
+// pass over up to kP rows a read of their weights, kBatch loads of each weight row in flight per lane.
+// act: x, or the scaled router's normalised row in smem. bias (gpt-oss): bf16(x . w + bias), one
+// rounding.
+template <int kP, int kBatch>
+__device__ __forceinline__ void moe_router_logits(const u16* act, int64_t row0, int64_t rows, const u16* w_router,
+                                                  const MoeRouter& o, int64_t e0, int64_t e1, int64_t hidden, float* dst,
+                                                  int64_t dst_stride) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  const int idx[1] = {row_idx};
   for (int64_t e = e0 + 2 * warp; e < e1; e += 2 * MET_INTERP_WARPS) {
-    float d[1], d2[1];
-    if (e + 1 < e1)
-      moe_warp_dots<true, 1, 8>(w_router + e * hidden, w_router + (e + 1) * hidden, act, idx, 1, hidden, d, d2);
-    else
-      moe_warp_dots<false, 1, 8>(w_router + e * hidden, nullptr, act, idx, 1, hidden, d, d2);
-    if (lane == 0) {
-      dst[e] = bf_round(o.bias ? d[0] + bf(o.bias[e]) : d[0]);
-      if (e + 1 < e1) dst[e + 1] = bf_round(o.bias ? d2[0] + bf(o.bias[e + 1]) : d2[0]);
+    const bool two = e + 1 < e1;
+    for (int64_t r0 = 0; r0 < rows; r0 += kP) {
+      const int ns = rows - r0 < kP ? static_cast<int>(rows - r0) : kP;
+      float d[kP], d2[kP];
+      int idx[kP];
+#pragma unroll
+      for (int s = 0; s < kP; ++s) idx[s] = static_cast<int>(row0 + r0) + (s < ns ? s : 0);
+      if (two)
+        moe_warp_dots<true, kP, kBatch>(w_router + e * hidden, w_router + (e + 1) * hidden, act, idx, ns, hidden, d, d2);
+      else
+        moe_warp_dots<false, kP, kBatch>(w_router + e * hidden, nullptr, act, idx, ns, hidden, d, d2);
+#pragma unroll
+      for (int s = 0; s < kP; ++s)
+        if (s < ns && lane == s) {
+          float* row = dst + (r0 + s) * dst_stride;
+          row[e] = bf_round(o.bias ? d[s] + bf(o.bias[e]) : d[s]);
+          if (two) row[e + 1] = bf_round(o.bias ? d2[s] + bf(o.bias[e + 1]) : d2[s]);
+        }
     }
   }
 }
@@ -334,8 +346,8 @@ __device__ __forceinline__ void moe_router_select(float* p, int64_t experts, int
 }
 
 // x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. One row at a time:
-// every warp takes experts for the logits (moe_router_logits), then warp 0 chooses
-// (moe_router_select). expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row
+// every warp takes experts for the logits (moe_router_logits, 8 loads of each weight row in flight),
+// then warp 0 chooses (moe_router_select). expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row
 // (moe_router_norm_row, in smem after the router's buffers).
 MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, int64_t row0,
                                  int64_t row1, int64_t hidden, int64_t experts, int top_k, unsigned char* smem) {
@@ -351,7 +363,7 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
     // about 34 us of a Qwen3-30B-A3B decode step's layer at one row on the H100 (two a pass, 8 deep,
     // 33: perf-data/h100-sxm/20261205T1815Z-moe-decode and -1800Z-qwen3-30b-a3b). Decode rows split
     // the experts over the streams instead (moe_router_parts).
-    moe_router_logits(scaled ? normed : x, scaled ? 0 : static_cast<int>(row), w_router, o, 0, experts, hidden, p);
+    moe_router_logits<1, 8>(scaled ? normed : x, scaled ? 0 : row, 1, w_router, o, 0, experts, hidden, p, 0);
     __syncthreads();
     if (warp == 0) moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + row * top_k, weights + row * top_k);
     __syncthreads();
@@ -361,35 +373,6 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
 // Arrival counter of a router split by experts (one router runs at a time: each reads the residual
 // that the layer before it wrote): the last part to arrive chooses and puts it back to 0.
 __device__ unsigned long long met_router_arrivals[1];
-
-// The bf16-rounded logits of experts [e0, e1) for rows [0, rows) of x into logits [rows, experts]
-// (global memory), each warp two experts a pass over up to MET_MOE_PASS rows a read of their weights
-// (moe_gate_up_cols's dot products). bias as moe_router_logits.
-__device__ __forceinline__ void moe_router_logits_rows(const u16* x, int64_t rows, const u16* w_router, const MoeRouter& o,
-                                                       int64_t e0, int64_t e1, int64_t hidden, int64_t experts, float* logits) {
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  for (int64_t e = e0 + 2 * warp; e < e1; e += 2 * MET_INTERP_WARPS) {
-    const bool two = e + 1 < e1;
-    for (int64_t r0 = 0; r0 < rows; r0 += MET_MOE_PASS) {
-      const int ns = rows - r0 < MET_MOE_PASS ? static_cast<int>(rows - r0) : MET_MOE_PASS;
-      float d[MET_MOE_PASS], d2[MET_MOE_PASS];
-      int idx[MET_MOE_PASS];
-#pragma unroll
-      for (int s = 0; s < MET_MOE_PASS; ++s) idx[s] = static_cast<int>(r0) + (s < ns ? s : 0);
-      if (two)
-        moe_warp_dots<true, MET_MOE_PASS>(w_router + e * hidden, w_router + (e + 1) * hidden, x, idx, ns, hidden, d, d2);
-      else
-        moe_warp_dots<false, MET_MOE_PASS>(w_router + e * hidden, nullptr, x, idx, ns, hidden, d, d2);
-#pragma unroll
-      for (int s = 0; s < MET_MOE_PASS; ++s)
-        if (s < ns && lane == s) {
-          float* row = logits + (r0 + s) * experts;
-          row[e] = bf_round(o.bias ? d[s] + bf(o.bias[e]) : d[s]);
-          if (two) row[e + 1] = bf_round(o.bias ? d2[s] + bf(o.bias[e + 1]) : d2[s]);
-        }
-    }
-  }
-}
 
 // A router's column part (col_slices > 1: decode rows, every row in each slice): the logits of the
 // slice's experts [e0, e1) of every row into logits [rows, experts], then its arrival; the last part
@@ -404,11 +387,13 @@ MET_OUTLINE void moe_router_parts(const u16* x, const u16* w_router, MoeRouter o
   if (o.expert_scale) {
     for (int64_t row = 0; row < rows; ++row) {
       moe_router_norm_row(x + row * hidden, o, hidden, normed, reinterpret_cast<float*>(smem));
-      moe_router_logits(normed, 0, w_router, o, e0, e1, hidden, logits + row * experts);
+      moe_router_logits<1, 8>(normed, 0, 1, w_router, o, e0, e1, hidden, logits + row * experts, 0);
       __syncthreads();  // normed is read before the next row's norm writes it
     }
   } else {
-    moe_router_logits_rows(x, rows, w_router, o, e0, e1, hidden, experts, logits);
+    // Up to MET_MOE_PASS rows a read of the weights (moe_gate_up_cols's dot products; a 1-row, 8-deep
+    // form beside this one made the kernel's function spill).
+    moe_router_logits<MET_MOE_PASS, MET_MOE_DOT_BATCH>(x, 0, rows, w_router, o, e0, e1, hidden, logits, experts);
   }
 #if defined(__HIP_PLATFORM_AMD__)
   __threadfence();  // each thread's logits at device scope before thread 0's arrival releases them

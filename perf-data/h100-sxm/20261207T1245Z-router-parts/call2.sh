@@ -1,11 +1,12 @@
 # Call 2 (carry .device: met = 0d34d21's binary, met-new = the router of MET_MOE_ROUTER_PART_EXPERTS
 # experts a part with multi-row passes, both built here, stripped and xz'd, and libs.tar.xz):
-# 1. the A/B of call.sh again on Qwen3-30B-A3B's config cut to 4 layers: optest of the new emit, decode
-#    C=1 and C=16 at ctx 4096, two rounds in alternating order, per-kernel walls;
+# 1. the A/B of call.sh again on Qwen3-30B-A3B's config cut to 4 layers, through bench/decode_ab.sh:
+#    optest of the new binary's emit, decode C=1, 4 and 16 at ctx 4096 and C=1 at ctx 512, two rounds,
+#    per-kernel walls;
 # 2. the whole Qwen3-30B-A3B (bench/configs/qwen3-30b-a3b.json, synth seed 1, bf16) with the new
 #    binary: decode C=1 and C=16 at ctx 4096 and prefill 128 and 4096 campaigns, then transformers
-#    eager peers on the same checkpoint (as ../20261205T1800Z-qwen3-30b-a3b/call.sh); the call's time
-#    limit may cut this part (the A/B's files are written first).
+#    eager peers on the same checkpoint (as ../20261205T1800Z-qwen3-30b-a3b/call.sh); LIMIT (s) bounds
+#    the peers by the call's time limit.
 set -uo pipefail
 W=/tmp/metw; mkdir -p $W $OUT && tar xJf .device/libs.tar.xz -C $W
 export LD_LIBRARY_PATH=$W/lib
@@ -14,26 +15,13 @@ t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 NEW=$PWD/.device/met-new
 HW=$($NEW circuit probe --identify | head -n 1); echo "HW=$HW"
-python3 -c "import json; c=json.load(open('bench/configs/qwen3-30b-a3b.json')); c['num_hidden_layers']=4; json.dump(c, open('$W/q4.json','w'))"
-$NEW model synth --config $W/q4.json --seed 1 --dtype bf16 --out $W/q4 | tail -1
-for b in met met-new; do
-  .device/$b circuit emit --hardware $HW --checkpoint $W/q4 --out $W/q4-$b --max-ctx 4160 --decode-rungs 1,16 --prefill-buckets 128 | tail -1
-done
-timeout 90 $NEW circuit optest --assets $W/q4-met-new --backend cuda > $W/optest-q4.txt 2>&1; echo "optest rc $?"
-grep -E "optest:|FAIL|router" $W/optest-q4.txt | cut -c1-200 | head -8
-for round in 1 2; do
-  order="met met-new"; [[ $round == 2 ]] && order="met-new met"
-  for b in $order; do
-    d=$W/p-$b-$round
-    timeout 90 .device/$b circuit run --assets $W/q4-$b --backend cuda --campaign decode:1,16@ctx=4096 --perf-dir $d > $W/run-$b-$round.txt 2>&1 \
-      || { echo "$b r$round rc $?"; tail -3 $W/run-$b-$round.txt; }
-    python3 bench/campaign_walls.py $d "q30-4l $b r$round" 2>&1 | tee -a $OUT/walls2.txt | grep -v "^ "
-  done
-done
+mkdir -p $W/configs
+python3 -c "import json; c=json.load(open('bench/configs/qwen3-30b-a3b.json')); c['num_hidden_layers']=4; json.dump(c, open('$W/configs/qwen3-30b-a3b-4l.json','w'))"
+CONFIGS=$W/configs MODELS=qwen3-30b-a3b-4l LONG=none WALLS=1 WORK=$W/ab bash bench/decode_ab.sh .device/met $NEW 2>&1 | tee $OUT/ab2.txt | grep -v "^    "
 echo "A/B done at $((SECONDS-t0)) s"
-# AB_ONLY=1: stop here (the device time left did not hold part 2).
-[[ -n ${AB_ONLY:-} ]] && { tar czf $OUT/runs.tgz -C $W optest-q4.txt $(cd $W && ls run-*.txt); exit 0; }
-rm -rf $W/q4 $W/q4-met $W/q4-met-new
+# AB_ONLY=1: stop here.
+[[ -n ${AB_ONLY:-} ]] && exit 0
+rm -rf $W/ab
 $NEW model synth --config bench/configs/qwen3-30b-a3b.json --seed 1 --dtype bf16 --out $W/q30 | tail -1; echo "synth at $((SECONDS-t0)) s"
 $NEW circuit emit --hardware $HW --checkpoint $W/q30 --out $W/q30-a --max-ctx 4160 --decode-rungs 1,16 --prefill-buckets 128,4096 2>&1 | tail -1
 mkdir -p $OUT/perf
@@ -44,4 +32,4 @@ timeout $((${LIMIT:-520} - 15 - SECONDS + t0)) python3 bench/peers/peers.py --ch
   --steps 16 --out $OUT/peers-qwen3-30b-a3b.json > $W/peers-log.txt 2>&1; echo "peers rc $? at $((SECONDS-t0)) s"
 tail -6 $W/peers-log.txt | cut -c1-250
 echo "total $((SECONDS-t0)) s"
-tar czf $OUT/runs.tgz -C $W optest-q4.txt campaign-log.txt peers-log.txt $(cd $W && ls run-*.txt)
+tar czf $OUT/logs.tgz -C $W campaign-log.txt peers-log.txt
