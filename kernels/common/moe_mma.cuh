@@ -1,11 +1,12 @@
 // Grouped (expert-major) tensor-core bodies of the routed experts at prefill row counts. A slice
-// holds a range of rows and of output columns (emit: src/emit/slice.cpp) and walks the experts in
-// ascending order: it lists its slots routed to the expert (ascending), then runs blocks of
-// MET_MOE_MMA_BM of them against the expert's weight rows of its columns on mma.sync m16n8k16, A
-// rows gathered by slot through cp.async. An expert's weights of the slice's columns are read once
-// per block of its slots. Values round as kernels/cpu/moe.hpp rounds them; the dot products sum in
-// another order. moe_down keeps each row's fp32 sum of its weighted copies in `acc` (the slice's
-// rows and columns), adding them in the cpu's (expert, slot) order, and stores y once.
+// holds a range of rows and of output columns (emit: src/emit/slice.cpp). It groups its slots by
+// expert in chunks of whole rows (a counting sort in shared memory that keeps each expert's slots
+// ascending), then walks the experts of a chunk in ascending order, running blocks of
+// MET_MOE_MMA_BM of an expert's slots against the expert's weight rows of its columns on mma.sync
+// m16n8k16, A rows gathered by slot through cp.async. An expert's weights of the slice's columns are
+// read once per block of its slots. Values round as kernels/cpu/moe.hpp rounds them; the dot
+// products sum in another order. moe_down keeps each row's fp32 sum of its weighted copies in `acc`
+// (the slice's rows and columns), adding them in the cpu's (expert, slot) order, and stores y once.
 #pragma once
 #include "common/interp/prims.cuh"
 #include "common/mma_sync.cuh"
@@ -16,23 +17,32 @@ namespace met_interp {
 
 // Tile geometry: kernels/common/interp/smem.h (the host sizes shared memory from the same macros).
 constexpr int kMoeBM = MET_MOE_MMA_BM, kMoeBN = MET_MOE_MMA_BN, kMoeBK = MET_MOE_MMA_BK, kMoeLD = MET_MOE_MMA_BK + MET_MOE_MMA_PAD,
-              kMoeStages = MET_MOE_MMA_STAGES, kMoeWindow = MET_MOE_MMA_WINDOW;
+              kMoeStages = MET_MOE_MMA_STAGES, kMoeChunk = MET_MOE_MMA_CHUNK;
+constexpr u16 kMoeNoExpert = 0xffffu;  // a slot routed to no expert (the host bounds experts below it)
 static_assert(MET_INTERP_WARPS == 8 && kMoeBM == 2 * 32 && kMoeBN == 4 * 16, "the warp grid of moe_mma_block covers the block");
 
 struct MoeMmaSmem {
-  u16* a;      // [stages][BM][LD] gathered activation rows
-  u16* b;      // [stages][BN][LD] weight rows
-  float* c;    // [BM][BN] the block's products
-  int* list;   // [window] slots routed to the expert, ascending
-  int* part;   // [warps] the scan's warp totals
+  u16* a;     // [stages][BM][LD] gathered activation rows
+  u16* b;     // [stages][BN][LD] weight rows
+  float* c;   // [BM][BN] the block's products
+  int* off;   // [max experts] where each expert's slots start in list
+  int* cnt;   // [max experts] how many slots of the chunk each expert has
+  u16* wpos;  // [warps][experts] a warp's slots of each expert, then where the next of them goes in list
+  u16* eid;   // [chunk] the chunk's expert ids (kMoeNoExpert: none)
+  u16* list;  // [chunk] the chunk's slots (from its first) grouped by expert, ascending within each
+  int* part;  // [warps] the scan's warp totals
 };
 __device__ __forceinline__ MoeMmaSmem moe_mma_smem(unsigned char* smem) {
   MoeMmaSmem m;
   m.a = reinterpret_cast<u16*>(smem);
   m.b = m.a + kMoeStages * kMoeBM * kMoeLD;
   m.c = reinterpret_cast<float*>(m.b + kMoeStages * kMoeBN * kMoeLD);
-  m.list = reinterpret_cast<int*>(m.c + kMoeBM * kMoeBN);
-  m.part = m.list + kMoeWindow;
+  m.off = reinterpret_cast<int*>(m.c + kMoeBM * kMoeBN);
+  m.cnt = m.off + MET_MOE_MAX_EXPERTS;
+  m.wpos = reinterpret_cast<u16*>(m.cnt + MET_MOE_MAX_EXPERTS);
+  m.eid = m.wpos + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS;
+  m.list = m.eid + kMoeChunk;
+  m.part = reinterpret_cast<int*>(m.list + kMoeChunk);
   return m;
 }
 
@@ -68,7 +78,8 @@ struct MoeMmaBlock {
   bool gated;
 };
 
-__device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBlock& p, int stage, int p0, int nb, int64_t j0, int64_t k0) {
+__device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBlock& p, int stage, int64_t c0, int p0, int nb, int64_t j0,
+                                             int64_t k0) {
   constexpr int kChunks = kMoeBK / 8;  // 16-byte chunks per row
   u16* as = m.a + stage * kMoeBM * kMoeLD;
   u16* bs = m.b + stage * kMoeBN * kMoeLD;
@@ -77,7 +88,7 @@ __device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBl
     const bool k_ok = k0 + kc < p.K;
     if (r < kMoeBM) {
       const bool valid = r < nb && k_ok;
-      const u16* src = valid ? p.act + (static_cast<int64_t>(m.list[p0 + r]) / p.act_div) * p.K + k0 + kc : p.act;
+      const u16* src = valid ? p.act + ((c0 + m.list[p0 + r]) / p.act_div) * p.K + k0 + kc : p.act;
       met_copy16(as + r * kMoeLD + kc, src, valid);
     } else {
       const int n = r - kMoeBM;
@@ -90,15 +101,15 @@ __device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBl
   }
 }
 
-// m.c[BM][BN] = the block's nb listed slots (from list[p0]) . the weight rows of columns j0...;
+// m.c[BM][BN] = the block's nb listed slots (c0 + list[p0]...) . the weight rows of columns j0...;
 // rows past nb are zero. Starts after a barrier-ordered list and ends with a barrier.
-__device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaBlock& p, int p0, int nb, int64_t j0) {
+__device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaBlock& p, int64_t c0, int p0, int nb, int64_t j0) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   const int wm = warp / 4, wn = warp % 4;  // 2 x 4 warps of 32 rows x 16 columns
   float acc[2][2][4] = {};
   const int64_t kt_count = (p.K + kMoeBK - 1) / kMoeBK;
   for (int st = 0; st < kMoeStages - 1; ++st) {
-    if (st < kt_count) moe_mma_load(m, p, st, p0, nb, j0, st * kMoeBK);
+    if (st < kt_count) moe_mma_load(m, p, st, c0, p0, nb, j0, st * kMoeBK);
     met_copy_commit();
   }
 #pragma unroll 1
@@ -107,7 +118,7 @@ __device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaB
     __syncthreads();
     const int cur = static_cast<int>(kt % kMoeStages);
     const int64_t next = kt + kMoeStages - 1;
-    if (next < kt_count) moe_mma_load(m, p, static_cast<int>(next % kMoeStages), p0, nb, j0, next * kMoeBK);
+    if (next < kt_count) moe_mma_load(m, p, static_cast<int>(next % kMoeStages), c0, p0, nb, j0, next * kMoeBK);
     met_copy_commit();
     const u16* as = m.a + cur * kMoeBM * kMoeLD;
     const u16* bs = m.b + cur * kMoeBN * kMoeLD;
@@ -141,51 +152,83 @@ __device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaB
   __syncthreads();  // the products for every thread; the stages free
 }
 
-// Lists the slots of [t0, t1) routed to expert e in windows of kMoeWindow and calls
-// run(p0 = 0, n) for each window of n listed slots (list holds them). Each thread scans its own
-// contiguous run of slots twice (count, then list), so the list is ascending.
-template <class Run>
-__device__ __forceinline__ void moe_mma_expert_slots(const int* ids, int64_t t0, int64_t t1, int e, const MoeMmaSmem& m, Run&& run) {
-  const int64_t n = t1 - t0, per = (n + MET_INTERP_THREADS - 1) / MET_INTERP_THREADS;
-  const int64_t s0 = t0 + threadIdx.x * per, s1 = s0 + per < t1 ? s0 + per : t1;
-  int cnt = 0;
-  for (int64_t q = s0; q < s1; ++q) cnt += ids[q] == e;
-  int total = 0;
-  const int pre = moe_mma_scan(cnt, m.part, total);
-  for (int w0 = 0; w0 < total; w0 += kMoeWindow) {
-    if (cnt > 0 && pre < w0 + kMoeWindow && pre + cnt > w0) {
-      int pos = pre;
-      for (int64_t q = s0; q < s1 && pos < w0 + kMoeWindow; ++q)
-        if (ids[q] == e) {
-          if (pos >= w0) m.list[pos - w0] = static_cast<int>(q);
-          ++pos;
-        }
-    }
-    __syncthreads();
-    run(total - w0 < kMoeWindow ? total - w0 : kMoeWindow);
-    __syncthreads();  // the list is read before the next window writes it
+// Groups the slots [c0, c1) (at most kMoeChunk) by expert: m.cnt[e] of them from m.list[m.off[e]]
+// for each expert e < experts, each expert's ascending, the experts in order (a counting sort).
+// Warp w takes the w-th eighth of the slots 32 at a time, counts each expert's (lanes of one expert
+// found with __match_any_sync), and after the offsets places them in the same order. Starts after a
+// barrier (list, off and cnt are free) and ends with one.
+__device__ __forceinline__ void moe_mma_group(const int* ids, int64_t c0, int64_t c1, int experts, const MoeMmaSmem& m) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP, n = static_cast<int>(c1 - c0);
+  for (int i = threadIdx.x; i < MET_INTERP_WARPS * experts; i += MET_INTERP_THREADS) m.wpos[i] = 0;
+#pragma unroll 8
+  for (int i = threadIdx.x; i < n; i += MET_INTERP_THREADS) {
+    const int e = ids[c0 + i];
+    m.eid[i] = e >= 0 && e < experts ? static_cast<u16>(e) : kMoeNoExpert;
   }
+  __syncthreads();
+  const int w0 = warp * n / MET_INTERP_WARPS, w1 = (warp + 1) * n / MET_INTERP_WARPS;
+  u16* const mine = m.wpos + warp * experts;
+  const unsigned below = (1u << lane) - 1u;
+  for (int i = w0; i < w1; i += MET_WARP) {
+    const u16 e = i + lane < w1 ? m.eid[i + lane] : kMoeNoExpert;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    if (e != kMoeNoExpert && (same & below) == 0) mine[e] += __popc(same);
+    __syncwarp();
+  }
+  __syncthreads();
+  // Thread t takes experts [e0, e1): their slots of every warp, a prefix over the threads, then each
+  // warp's first position of each expert (the experts before it, then the warps before it).
+  const int per = (experts + MET_INTERP_THREADS - 1) / MET_INTERP_THREADS;
+  const int e0 = min(static_cast<int>(threadIdx.x) * per, experts), e1 = min(e0 + per, experts);
+  int sum = 0;
+  for (int e = e0; e < e1; ++e)
+    for (int w = 0; w < MET_INTERP_WARPS; ++w) sum += m.wpos[w * experts + e];
+  int total = 0;
+  int pos = moe_mma_scan(sum, m.part, total);
+  for (int e = e0; e < e1; ++e) {
+    m.off[e] = pos;
+    for (int w = 0; w < MET_INTERP_WARPS; ++w) {
+      const int c = m.wpos[w * experts + e];
+      m.wpos[w * experts + e] = static_cast<u16>(pos);
+      pos += c;
+    }
+    m.cnt[e] = pos - m.off[e];
+  }
+  __syncthreads();
+  for (int i = w0; i < w1; i += MET_WARP) {
+    const u16 e = i + lane < w1 ? m.eid[i + lane] : kMoeNoExpert;
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    if (e != kMoeNoExpert) m.list[mine[e] + __popc(same & below)] = static_cast<u16>(i + lane);
+    __syncwarp();
+    if (e != kMoeNoExpert && (same & below) == 0) mine[e] += __popc(same);
+    __syncwarp();
+  }
+  __syncthreads();
 }
 
-// Walks the experts in ascending order: for each, the blocks of its slots among [t0, t1) (list
-// from p0, nb of them) against its weight rows (block_of(e)) of columns c, `step` at a time; after
-// each block's products, epi(p0, nb, j0), then a barrier (the products are read, and what epi
-// wrote is visible, before the next block).
+// Walks the slots [t0, t1) in chunks of whole rows (top_k slots a row), and in each the experts in
+// ascending order: the blocks of an expert's slots (c0 + list[p0], nb of them) against its weight
+// rows (block_of(e)) of columns c, `step` at a time; after each block's products, epi(c0, p0, nb, j0),
+// then a barrier (the products are read, and what epi wrote is visible, before the next block).
 template <class BlockOf, class Epi>
-__device__ __forceinline__ void moe_mma_walk(const int* ids, int64_t t0, int64_t t1, int64_t experts, SliceRange c, int step,
-                                             const MoeMmaSmem& m, BlockOf&& block_of, Epi&& epi) {
-  for (int e = 0; e < experts; ++e) {
-    const MoeMmaBlock p = block_of(e);
-    moe_mma_expert_slots(ids, t0, t1, e, m, [&](int nw) {
-      for (int p0 = 0; p0 < nw; p0 += kMoeBM) {
-        const int nb = nw - p0 < kMoeBM ? nw - p0 : kMoeBM;
+__device__ __forceinline__ void moe_mma_walk(const int* ids, int64_t t0, int64_t t1, int64_t top_k, int64_t experts, SliceRange c,
+                                             int step, const MoeMmaSmem& m, BlockOf&& block_of, Epi&& epi) {
+  const int64_t chunk = kMoeChunk / top_k * top_k;  // the host bounds top_k by kMoeChunk
+  for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
+    moe_mma_group(ids, c0, min(c0 + chunk, t1), static_cast<int>(experts), m);
+    for (int e = 0; e < experts; ++e) {
+      const int n = m.cnt[e], first = m.off[e];
+      if (n == 0) continue;
+      const MoeMmaBlock p = block_of(e);
+      for (int p0 = first; p0 < first + n; p0 += kMoeBM) {
+        const int nb = first + n - p0 < kMoeBM ? first + n - p0 : kMoeBM;
         for (int64_t j0 = c.begin; j0 < c.end; j0 += step) {
-          moe_mma_block(m, p, p0, nb, j0);
-          epi(p0, nb, j0);
+          moe_mma_block(m, p, c0, p0, nb, j0);
+          epi(c0, p0, nb, j0);
           __syncthreads();
         }
       }
-    });
+    }
   }
 }
 
@@ -204,14 +247,14 @@ MET_OUTLINE void moe_gate_up_mma_slice(const u16* x, const u16* w_gate_up, const
   }
   constexpr int kHalf = kMoeBN / 2;
   moe_mma_walk(
-      ids, t0, t1, experts, c, kHalf, m,
+      ids, t0, t1, top_k, experts, c, kHalf, m,
       [&](int e) { return MoeMmaBlock{x, w_gate_up, hidden, top_k, e * 2 * inter, inter, c.end, true}; },
-      [&](int p0, int nb, int64_t j0) {
+      [&](int64_t c0, int p0, int nb, int64_t j0) {
         for (int i = threadIdx.x; i < nb * kHalf; i += MET_INTERP_THREADS) {
           const int mi = i / kHalf, jj = i % kHalf;
           if (j0 + jj >= c.end) continue;
           const float* row = m.c + mi * kMoeBN;
-          h[static_cast<int64_t>(m.list[p0 + mi]) * inter + j0 + jj] = to_bf(gated_act(bf_round(row[jj]), bf_round(row[kHalf + jj]), false));
+          h[(c0 + m.list[p0 + mi]) * inter + j0 + jj] = to_bf(gated_act(bf_round(row[jj]), bf_round(row[kHalf + jj]), false));
         }
       });
 }
@@ -238,16 +281,19 @@ MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int
     acc[(r.begin + i / nc) * hidden + c.begin + i % nc] = 0.f;
   __syncthreads();
   moe_mma_walk(
-      ids, t0, t1, experts, c, kMoeBN, m, [&](int e) { return MoeMmaBlock{hin, w_down, inter, 1, e * hidden, inter, c.end, false}; },
-      [&](int p0, int nb, int64_t o0) {
+      ids, t0, t1, top_k, experts, c, kMoeBN, m,
+      [&](int e) { return MoeMmaBlock{hin, w_down, inter, 1, e * hidden, inter, c.end, false}; },
+      [&](int64_t c0, int p0, int nb, int64_t o0) {
         for (int i = threadIdx.x; i < nb * kMoeBN; i += MET_INTERP_THREADS) {
           const int mi = i / kMoeBN, n = i % kMoeBN;
-          const int64_t row = m.list[p0 + mi] / top_k;
-          if (o0 + n >= c.end || (mi > 0 && m.list[p0 + mi - 1] / top_k == row)) continue;  // the row's first slot here sums
+          const int64_t row = (c0 + m.list[p0 + mi]) / top_k;
+          if (o0 + n >= c.end || (mi > 0 && (c0 + m.list[p0 + mi - 1]) / top_k == row)) continue;  // the row's first slot here sums
           float* dst = acc + row * hidden + o0 + n;
           float v = *dst;
-          for (int mm = mi; mm < nb && m.list[p0 + mm] / top_k == row; ++mm)
-            v += y ? bf_round(weights[m.list[p0 + mm]] * bf_round(m.c[mm * kMoeBN + n])) : weights[m.list[p0 + mm]] * m.c[mm * kMoeBN + n];
+          for (int mm = mi; mm < nb && (c0 + m.list[p0 + mm]) / top_k == row; ++mm) {
+            const int64_t slot = c0 + m.list[p0 + mm];
+            v += y ? bf_round(weights[slot] * bf_round(m.c[mm * kMoeBN + n])) : weights[slot] * m.c[mm * kMoeBN + n];
+          }
           *dst = v;
         }
       });
