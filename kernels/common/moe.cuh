@@ -361,7 +361,7 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
     if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
     // One SM scores the row (a slice is a row): one expert a warp at a time, 4 loads deep, took
     // about 34 us of a Qwen3-30B-A3B decode step's layer at one row on the H100 (two a pass, 8 deep,
-    // 33: perf-data/h100-sxm/20261205T1815Z-moe-decode and -1800Z-qwen3-30b-a3b). Decode rows split
+    // 33: perf-data/h100-sxm/20261205T1815Z-moe-decode and -1800Z-qwen3-30b-a3b). One decode row splits
     // the experts over the streams instead (moe_router_parts).
     moe_router_logits<1, 8>(scaled ? normed : x, scaled ? 0 : row, 1, w_router, o, 0, experts, hidden, p, 0);
     __syncthreads();
@@ -374,7 +374,7 @@ MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o,
 // that the layer before it wrote): the last part to arrive chooses and puts it back to 0.
 __device__ unsigned long long met_router_arrivals[1];
 
-// A router's column part (col_slices > 1: decode rows, every row in each slice): the logits of the
+// A router's column part (col_slices > 1: a decode row, every row in each slice): the logits of the
 // slice's experts [e0, e1) of every row into logits [rows, experts], then its arrival; the last part
 // to arrive reads every logit (the other parts wrote them: from L2) and chooses each row, a warp a
 // row, as moe_router_rows does (the same logits, so the same choice). The scaled router (Gemma-4)

@@ -210,13 +210,17 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         row_parts = rows;  // one row and one split (merge: one head) per slice
         parts = n;
       } else if (op->name.starts_with("moe_router")) {
-        // A GPU's decode rows split the router's experts over the streams, MET_MOE_ROUTER_PART_EXPERTS
-        // a part (each part scores its experts for every row, one pass of its warps; the last to
-        // arrive takes the top k, kernels/common/moe.cuh): a slice per row read the whole router on
-        // one SM for each row. Prefill rows, and the cpu, keep a slice per row part.
-        if (gpu && rows <= kGpuGemvRows) {
+        // A GPU's one decode row splits the router's experts over the streams, an expert a part where
+        // the streams are enough and at most MET_MOE_ROUTER_PART_EXPERTS (each part scores its experts,
+        // the last to arrive takes the top k, kernels/common/moe.cuh): a slice per row read the whole
+        // router on one SM. More rows keep a slice per row, as prefill rows and the cpu do: on an H100,
+        // Qwen3-30B-A3B's router at 16 rows took 30 us a layer with a slice per row, 41 split an
+        // expert a part and 53 split 16 experts a part; at one row 23, 15 and 17
+        // (perf-data/h100-sxm/20261207T1245Z-router-parts, 20261207T1555Z-moe-grouping).
+        if (gpu && rows == 1) {
           row_parts = 1;
-          parts = std::min<std::int64_t>(sm, (n + MET_MOE_ROUTER_PART_EXPERTS - 1) / MET_MOE_ROUTER_PART_EXPERTS);
+          const std::int64_t fewest = (n + MET_MOE_ROUTER_PART_EXPERTS - 1) / MET_MOE_ROUTER_PART_EXPERTS;
+          parts = std::min<std::int64_t>(n, std::max<std::int64_t>(sm, fewest));
         }
       } else if (gpu && op->family == "moe_gemv") {
         // Every row in each slice at any row count: a slice reads its columns of each expert its
