@@ -125,7 +125,7 @@
  * of MET_MOE_MMA_BN (gate_up: MET_MOE_MMA_BN / 2) columns. */
 #define MET_MOE_MMA_BM 64
 #define MET_MOE_MMA_BN 64
-#define MET_MOE_MMA_BK 64
+#define MET_MOE_MMA_BK 128
 #define MET_MOE_MMA_PAD 8
 #define MET_MOE_MMA_STAGES 4
 #define MET_MOE_MMA_CHUNK 8192
