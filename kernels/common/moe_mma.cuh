@@ -22,22 +22,28 @@ constexpr u16 kMoeNoExpert = 0xffffu;  // a slot routed to no expert (the host b
 static_assert(MET_INTERP_WARPS == 8 && kMoeBM == 2 * 32 && kMoeBN == 4 * 16, "the warp grid of moe_mma_block covers the block");
 
 struct MoeMmaSmem {
-  u16* a;     // [stages][BM][LD] gathered activation rows
-  u16* b;     // [stages][BN][LD] weight rows
-  float* c;   // [BM][BN] the block's products
-  int* off;   // [max experts] where each expert's slots start in list
-  int* cnt;   // [max experts] how many slots of the chunk each expert has
-  u16* wpos;  // [warps][experts] a warp's slots of each expert, then where the next of them goes in list
-  u16* eid;   // [chunk] the chunk's expert ids (kMoeNoExpert: none)
-  u16* list;  // [chunk] the chunk's slots (from its first) grouped by expert, ascending within each
-  int* part;  // [warps] the scan's warp totals
+  u16* a;            // [stages][BM][LD] gathered activation rows
+  u16* b;            // [stages][BN][LD] weight rows
+  float* c;          // [BM][BN] the block's products
+  const u16** rows;  // [BM + BN] the block's A rows, then its B rows (null: no slot or column there)
+  int* slot;         // [BM] the block's slots
+  int* row;          // [BM] their rows (slot / top_k)
+  int* off;          // [max experts] where each expert's slots start in list
+  int* cnt;          // [max experts] how many slots of the chunk each expert has
+  u16* wpos;         // [warps][experts] a warp's slots of each expert, then where the next of them goes in list
+  u16* eid;          // [chunk] the chunk's expert ids (kMoeNoExpert: none)
+  u16* list;         // [chunk] the chunk's slots (from its first) grouped by expert, ascending within each
+  int* part;         // [warps] the scan's warp totals
 };
 __device__ __forceinline__ MoeMmaSmem moe_mma_smem(unsigned char* smem) {
   MoeMmaSmem m;
   m.a = reinterpret_cast<u16*>(smem);
   m.b = m.a + kMoeStages * kMoeBM * kMoeLD;
   m.c = reinterpret_cast<float*>(m.b + kMoeStages * kMoeBN * kMoeLD);
-  m.off = reinterpret_cast<int*>(m.c + kMoeBM * kMoeBN);
+  m.rows = reinterpret_cast<const u16**>(m.c + kMoeBM * kMoeBN);
+  m.slot = reinterpret_cast<int*>(m.rows + kMoeBM + kMoeBN);
+  m.row = m.slot + kMoeBM;
+  m.off = m.row + kMoeBM;
   m.cnt = m.off + MET_MOE_MAX_EXPERTS;
   m.wpos = reinterpret_cast<u16*>(m.cnt + MET_MOE_MAX_EXPERTS);
   m.eid = m.wpos + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS;
@@ -78,38 +84,55 @@ struct MoeMmaBlock {
   bool gated;
 };
 
-__device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBlock& p, int stage, int64_t c0, int p0, int nb, int64_t j0,
-                                             int64_t k0) {
+// The block's table: its nb slots (c0 + list[p0]...) and their rows, and the start of every A and B
+// row it reads (null past nb slots or the slice's columns), so the loads of each K step only add k.
+// Starts after a barrier (the previous block's epilogue read the table) and ends with one.
+__device__ __forceinline__ void moe_mma_table(const MoeMmaSmem& m, const MoeMmaBlock& p, int64_t c0, int p0, int nb, int64_t j0,
+                                              int64_t top_k) {
+  const int t = threadIdx.x;
+  if (t < kMoeBM) {
+    const int slot = t < nb ? static_cast<int>(c0 + m.list[p0 + t]) : 0;
+    m.slot[t] = slot;
+    m.row[t] = static_cast<int>(static_cast<unsigned>(slot) / static_cast<unsigned>(top_k));
+    const int64_t act_row = static_cast<unsigned>(slot) / static_cast<unsigned>(p.act_div);
+    m.rows[t] = t < nb ? p.act + act_row * p.K : nullptr;
+  } else if (t < kMoeBM + kMoeBN) {
+    const int n = t - kMoeBM, half = kMoeBN / 2;
+    const int64_t j = p.gated ? j0 + (n < half ? n : n - half) : j0 + n;
+    const int64_t row = p.wrow0 + (p.gated && n >= half ? p.inter : 0) + j;
+    m.rows[t] = j < p.c1 ? p.w + row * p.K : nullptr;
+  }
+  __syncthreads();
+}
+
+// Stage `stage` of the block's A and B rows at K offset k0 (16-byte chunks; zeros past K and for the
+// table's null rows).
+__device__ __forceinline__ void moe_mma_load(const MoeMmaSmem& m, const MoeMmaBlock& p, int stage, int64_t k0) {
   constexpr int kChunks = kMoeBK / 8;  // 16-byte chunks per row
+  static_assert((kMoeBM + kMoeBN) * kChunks % MET_INTERP_THREADS == 0, "every thread copies the same number of chunks");
   u16* as = m.a + stage * kMoeBM * kMoeLD;
   u16* bs = m.b + stage * kMoeBN * kMoeLD;
-  for (int c = threadIdx.x; c < (kMoeBM + kMoeBN) * kChunks; c += MET_INTERP_THREADS) {
-    const int r = c / kChunks, kc = (c % kChunks) * 8;
-    const bool k_ok = k0 + kc < p.K;
-    if (r < kMoeBM) {
-      const bool valid = r < nb && k_ok;
-      const u16* src = valid ? p.act + ((c0 + m.list[p0 + r]) / p.act_div) * p.K + k0 + kc : p.act;
-      met_copy16(as + r * kMoeLD + kc, src, valid);
-    } else {
-      const int n = r - kMoeBM;
-      const int half = kMoeBN / 2;
-      const int64_t j = p.gated ? j0 + (n < half ? n : n - half) : j0 + n;
-      const int64_t row = p.wrow0 + (p.gated && n >= half ? p.inter : 0) + j;
-      const bool valid = j < p.c1 && k_ok;
-      met_copy16(bs + n * kMoeLD + kc, valid ? p.w + row * p.K + k0 + kc : p.w, valid);
-    }
+  const int kc = (threadIdx.x % kChunks) * 8;
+  const bool k_ok = k0 + kc < p.K;
+#pragma unroll
+  for (int i = 0; i < (kMoeBM + kMoeBN) * kChunks / MET_INTERP_THREADS; ++i) {
+    const int r = threadIdx.x / kChunks + i * (MET_INTERP_THREADS / kChunks);
+    const u16* base = m.rows[r];
+    const bool valid = base != nullptr && k_ok;
+    u16* dst = r < kMoeBM ? as + r * kMoeLD + kc : bs + (r - kMoeBM) * kMoeLD + kc;
+    met_copy16(dst, valid ? base + k0 + kc : p.w, valid);
   }
 }
 
-// m.c[BM][BN] = the block's nb listed slots (c0 + list[p0]...) . the weight rows of columns j0...;
-// rows past nb are zero. Starts after a barrier-ordered list and ends with a barrier.
-__device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaBlock& p, int64_t c0, int p0, int nb, int64_t j0) {
+// m.c[BM][BN] = the table's A rows . its B rows; rows past its slots are zero. Starts after the table
+// and ends with a barrier.
+__device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaBlock& p) {
   const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
   const int wm = warp / 4, wn = warp % 4;  // 2 x 4 warps of 32 rows x 16 columns
   float acc[2][2][4] = {};
   const int64_t kt_count = (p.K + kMoeBK - 1) / kMoeBK;
   for (int st = 0; st < kMoeStages - 1; ++st) {
-    if (st < kt_count) moe_mma_load(m, p, st, c0, p0, nb, j0, st * kMoeBK);
+    if (st < kt_count) moe_mma_load(m, p, st, st * kMoeBK);
     met_copy_commit();
   }
 #pragma unroll 1
@@ -118,7 +141,7 @@ __device__ __forceinline__ void moe_mma_block(const MoeMmaSmem& m, const MoeMmaB
     __syncthreads();
     const int cur = static_cast<int>(kt % kMoeStages);
     const int64_t next = kt + kMoeStages - 1;
-    if (next < kt_count) moe_mma_load(m, p, static_cast<int>(next % kMoeStages), c0, p0, nb, j0, next * kMoeBK);
+    if (next < kt_count) moe_mma_load(m, p, static_cast<int>(next % kMoeStages), next * kMoeBK);
     met_copy_commit();
     const u16* as = m.a + cur * kMoeBM * kMoeLD;
     const u16* bs = m.b + cur * kMoeBN * kMoeLD;
@@ -208,8 +231,9 @@ __device__ __forceinline__ void moe_mma_group(const int* ids, int64_t c0, int64_
 
 // Walks the slots [t0, t1) in chunks of whole rows (top_k slots a row), and in each the experts in
 // ascending order: the blocks of an expert's slots (c0 + list[p0], nb of them) against its weight
-// rows (block_of(e)) of columns c, `step` at a time; after each block's products, epi(c0, p0, nb, j0),
-// then a barrier (the products are read, and what epi wrote is visible, before the next block).
+// rows (block_of(e)) of columns c, `step` at a time; after each block's products, epi(nb, j0) (the
+// table holds the block's slots and rows), then a barrier (the products and the table are read, and
+// what epi wrote is visible, before the next block).
 template <class BlockOf, class Epi>
 __device__ __forceinline__ void moe_mma_walk(const int* ids, int64_t t0, int64_t t1, int64_t top_k, int64_t experts, SliceRange c,
                                              int step, const MoeMmaSmem& m, BlockOf&& block_of, Epi&& epi) {
@@ -223,8 +247,9 @@ __device__ __forceinline__ void moe_mma_walk(const int* ids, int64_t t0, int64_t
       for (int p0 = first; p0 < first + n; p0 += kMoeBM) {
         const int nb = first + n - p0 < kMoeBM ? first + n - p0 : kMoeBM;
         for (int64_t j0 = c.begin; j0 < c.end; j0 += step) {
-          moe_mma_block(m, p, c0, p0, nb, j0);
-          epi(c0, p0, nb, j0);
+          moe_mma_table(m, p, c0, p0, nb, j0, top_k);
+          moe_mma_block(m, p);
+          epi(nb, j0);
           __syncthreads();
         }
       }
@@ -249,12 +274,13 @@ MET_OUTLINE void moe_gate_up_mma_slice(const u16* x, const u16* w_gate_up, const
   moe_mma_walk(
       ids, t0, t1, top_k, experts, c, kHalf, m,
       [&](int e) { return MoeMmaBlock{x, w_gate_up, hidden, top_k, e * 2 * inter, inter, c.end, true}; },
-      [&](int64_t c0, int p0, int nb, int64_t j0) {
+      [&](int nb, int64_t j0) {
         for (int i = threadIdx.x; i < nb * kHalf; i += MET_INTERP_THREADS) {
           const int mi = i / kHalf, jj = i % kHalf;
           if (j0 + jj >= c.end) continue;
           const float* row = m.c + mi * kMoeBN;
-          h[(c0 + m.list[p0 + mi]) * inter + j0 + jj] = to_bf(gated_act(bf_round(row[jj]), bf_round(row[kHalf + jj]), false));
+          const float v = gated_act(bf_round(row[jj]), bf_round(row[kHalf + jj]), false);
+          h[static_cast<int64_t>(m.slot[mi]) * inter + j0 + jj] = to_bf(v);
         }
       });
 }
@@ -283,16 +309,16 @@ MET_OUTLINE void moe_down_mma_slice(const u16* hin, const u16* w_down, const int
   moe_mma_walk(
       ids, t0, t1, top_k, experts, c, kMoeBN, m,
       [&](int e) { return MoeMmaBlock{hin, w_down, inter, 1, e * hidden, inter, c.end, false}; },
-      [&](int64_t c0, int p0, int nb, int64_t o0) {
+      [&](int nb, int64_t o0) {
         for (int i = threadIdx.x; i < nb * kMoeBN; i += MET_INTERP_THREADS) {
           const int mi = i / kMoeBN, n = i % kMoeBN;
-          const int64_t row = (c0 + m.list[p0 + mi]) / top_k;
-          if (o0 + n >= c.end || (mi > 0 && (c0 + m.list[p0 + mi - 1]) / top_k == row)) continue;  // the row's first slot here sums
-          float* dst = acc + row * hidden + o0 + n;
+          const int row = m.row[mi];
+          if (o0 + n >= c.end || (mi > 0 && m.row[mi - 1] == row)) continue;  // the row's first slot here sums
+          float* dst = acc + static_cast<int64_t>(row) * hidden + o0 + n;
           float v = *dst;
-          for (int mm = mi; mm < nb && (c0 + m.list[p0 + mm]) / top_k == row; ++mm) {
-            const int64_t slot = c0 + m.list[p0 + mm];
-            v += y ? bf_round(weights[slot] * bf_round(m.c[mm * kMoeBN + n])) : weights[slot] * m.c[mm * kMoeBN + n];
+          for (int mm = mi; mm < nb && m.row[mm] == row; ++mm) {
+            const float w = weights[m.slot[mm]];
+            v += y ? bf_round(w * bf_round(m.c[mm * kMoeBN + n])) : w * m.c[mm * kMoeBN + n];
           }
           *dst = v;
         }

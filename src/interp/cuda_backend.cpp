@@ -505,10 +505,10 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         const std::int64_t top_k = named(*op, d, "top_k");
         const std::int64_t per = op->name.starts_with("moe_gate_up") ? 2 * named(*op, d, "inter") : named(*op, d, "hidden");
         const std::int64_t experts = per > 0 ? di.w_rows / per : 0;
-        if (top_k < 1 || top_k > MET_MOE_MMA_CHUNK || experts > MET_MOE_MAX_EXPERTS)
-          return fail(where + ": " + op->name + " routes top_k " + std::to_string(top_k) + " of " + std::to_string(experts) +
-                      " experts; the body takes top_k 1 to " + std::to_string(MET_MOE_MMA_CHUNK) + " and at most " +
-                      std::to_string(MET_MOE_MAX_EXPERTS) + " experts");
+        if (top_k < 1 || top_k > MET_MOE_MMA_CHUNK || experts > MET_MOE_MAX_EXPERTS || rows > INT32_MAX / top_k)
+          return fail(where + ": " + op->name + " routes " + std::to_string(rows) + " rows, top_k " + std::to_string(top_k) +
+                      " of " + std::to_string(experts) + " experts; the body takes top_k 1 to " + std::to_string(MET_MOE_MMA_CHUNK) +
+                      ", at most " + std::to_string(MET_MOE_MAX_EXPERTS) + " experts and fewer than 2^31 slots");
         need = std::max<std::uint64_t>(need, MET_MOE_MMA_SMEM);
       }
       if (op->family == "moe_gemv") {  // kernels/common/moe.cuh: 16-byte loads along the reduction, routing in smem

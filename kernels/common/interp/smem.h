@@ -119,7 +119,8 @@
 /* grouped expert GEMMs at prefill row counts (kernels/common/moe_mma.cuh): blocks of
  * MET_MOE_MMA_BM routed slots x MET_MOE_MMA_BN weight rows (gate_up: half gate, half up), a
  * MET_MOE_MMA_STAGES-stage cp.async ring of [BM + BN][BK + PAD] bf16 tiles, the block's [BM][BN]
- * fp32 products, then the grouping of up to MET_MOE_MMA_CHUNK slots (whole rows) by expert: each
+ * fp32 products, the block's table (the start of each A and B row it reads, its slots and their
+ * rows), then the grouping of up to MET_MOE_MMA_CHUNK slots (whole rows) by expert: each
  * expert's start and count (ints), each warp's count or position per expert, the chunk's expert ids
  * and its grouped slots (u16), and the scan's warp totals. emit cuts their output columns into parts
  * of MET_MOE_MMA_BN (gate_up: MET_MOE_MMA_BN / 2) columns. */
@@ -131,8 +132,8 @@
 #define MET_MOE_MMA_CHUNK 8192
 #define MET_MOE_MMA_SMEM                                                                              \
   (MET_MOE_MMA_STAGES * (MET_MOE_MMA_BM + MET_MOE_MMA_BN) * (MET_MOE_MMA_BK + MET_MOE_MMA_PAD) * 2 +   \
-   MET_MOE_MMA_BM * MET_MOE_MMA_BN * 4 + 2 * MET_MOE_MAX_EXPERTS * 4 + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS * 2 + \
-   2 * MET_MOE_MMA_CHUNK * 2 + MET_INTERP_WARPS * 4)
+   MET_MOE_MMA_BM * MET_MOE_MMA_BN * 4 + (MET_MOE_MMA_BM + MET_MOE_MMA_BN) * 8 + 2 * MET_MOE_MMA_BM * 4 +               \
+   2 * MET_MOE_MAX_EXPERTS * 4 + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS * 2 + 2 * MET_MOE_MMA_CHUNK * 2 + MET_INTERP_WARPS * 4)
 #define MET_MOE_ROUTER_SMEM (3 * MET_MOE_MAX_EXPERTS * 4)
 /* The most experts one part of a router split by experts scores (a GPU's decode row,
  * src/emit/slice.cpp): two for each warp, one pass of moe_router_logits. */
