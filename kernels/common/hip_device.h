@@ -103,6 +103,11 @@ __device__ __forceinline__ T __shfl_xor_sync(unsigned, T v, int mask) {
   const int lane = met_hip::lane_id();
   return met_hip::bpermute(v, (lane & ~31) | ((lane ^ mask) & 31));
 }
+template <class T>
+__device__ __forceinline__ T __shfl_up_sync(unsigned, T v, unsigned delta) {
+  const int lane = met_hip::lane_id(), from = (lane & 31) - static_cast<int>(delta);
+  return met_hip::bpermute(v, from >= 0 ? (lane & ~31) | from : lane);
+}
 
 // ---------------------------------------------------------------- bit casts and bf16
 __device__ __forceinline__ float __uint_as_float(unsigned u) { return __builtin_bit_cast(float, u); }

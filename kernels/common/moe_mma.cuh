@@ -52,28 +52,6 @@ __device__ __forceinline__ MoeMmaSmem moe_mma_smem(unsigned char* smem) {
   return m;
 }
 
-// Exclusive prefix of v over the block's threads (thread order); `total` gets the sum. Every
-// thread calls it; it ends with a barrier (part may be reused).
-__device__ __forceinline__ int moe_mma_scan(int v, int* part, int& total) {
-  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
-  int inc = v;
-#pragma unroll
-  for (int o = 1; o < MET_WARP; o <<= 1) {
-    const int u = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += u;
-  }
-  if (lane == MET_WARP - 1) part[warp] = inc;
-  __syncthreads();
-  int before = 0, sum = 0;
-  for (int w = 0; w < MET_INTERP_WARPS; ++w) {
-    before += w < warp ? part[w] : 0;
-    sum += part[w];
-  }
-  __syncthreads();
-  total = sum;
-  return before + inc - v;
-}
-
 // One block's operands. Activation row of slot t: act + (t / act_div) * K (gate_up: x row t /
 // top_k; down: h row t). Weight rows of column j0 + n: down, w + (wrow0 + j0 + n) * K for n < BN;
 // gate_up, the gate rows for n < BN / 2 and the up rows (inter further) for the rest.
@@ -207,7 +185,7 @@ __device__ __forceinline__ void moe_mma_group(const int* ids, int64_t c0, int64_
   for (int e = e0; e < e1; ++e)
     for (int w = 0; w < MET_INTERP_WARPS; ++w) sum += m.wpos[w * experts + e];
   int total = 0;
-  int pos = moe_mma_scan(sum, m.part, total);
+  int pos = block_scan_excl(sum, m.part, total);
   for (int e = e0; e < e1; ++e) {
     m.off[e] = pos;
     for (int w = 0; w < MET_INTERP_WARPS; ++w) {
@@ -341,5 +319,173 @@ MET_ENTRY(moe_down_mma_f32) {
 }
 
 #endif  // MET_HAS_MMA_SYNC && MET_HAS_CP_ASYNC
+
+#if MET_HAS_WGMMA && MET_HAS_TMA
+// The grouped wgmma experts' sort and sum (ops.def moe_group, moe_combine; their GEMMs are
+// kernels/hopper/gemm_wgmma.cuh's).
+
+// moe_group over token rows [r0, r1): every thread counts a share of all the slots per expert in
+// shared memory (cnt) and of those before the slice's (next), the block scans the counts into each
+// expert's first place (slice 0 cuts the runs into tiles), then places the slice's slots a round of
+// one per thread at a time, in slot order: a warp's equal ids rank by lane (__match_any_sync), the
+// warps of a round by warp, and the rounds follow one another. A round's activation rows are then
+// copied, a warp a row, 16 bytes a lane.
+MET_OUTLINE void moe_group_slice(const u16* x, const int* ids, u16* xs, int* pos, int* tiles, int64_t rows, int64_t r0, int64_t r1,
+                                 int top_k, int experts, int hidden, unsigned char* smem) {
+  constexpr int kPer = MET_MOE_MAX_EXPERTS / MET_INTERP_THREADS;  // experts a thread scans
+  static_assert(MET_MOE_MAX_EXPERTS % MET_INTERP_THREADS == 0, "the scan gives each thread whole experts");
+  int* cnt = reinterpret_cast<int*>(smem);                   // [max experts] slots of each expert
+  int* next = cnt + MET_MOE_MAX_EXPERTS;                     // [max experts] the place of the expert's next slot here
+  int* wcnt = next + MET_MOE_MAX_EXPERTS;                    // [warps][max experts] a round's slots of each expert per warp
+  int* place = wcnt + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS;  // [threads] a round's places
+  int* from = place + MET_INTERP_THREADS;                    // [threads] their activation rows
+  int* part = from + MET_INTERP_THREADS;                     // [warps] the scans' warp totals
+  const int64_t slots = rows * top_k, s0 = r0 * top_k, s1 = r1 * top_k;
+  for (int i = threadIdx.x; i < (2 + MET_INTERP_WARPS) * MET_MOE_MAX_EXPERTS; i += MET_INTERP_THREADS) cnt[i] = 0;
+  __syncthreads();
+  for (int64_t t = threadIdx.x; t < slots; t += MET_INTERP_THREADS) {
+    const int e = __ldcg(ids + t);
+    if (e < 0 || e >= experts) continue;
+    atomicAdd(cnt + e, 1);
+    if (t < s0) atomicAdd(next + e, 1);
+  }
+  __syncthreads();
+  int mine[kPer], sum = 0, total = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    mine[k] = cnt[threadIdx.x * kPer + k];  // zero past the experts
+    sum += mine[k];
+  }
+  int first = block_scan_excl(sum, part, total);
+  if (r0 == 0) {  // the tiles: each expert's run in MET_MOE_WGMMA_BM places, in expert order
+    int nt = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) nt += (mine[k] + MET_MOE_WGMMA_BM - 1) / MET_MOE_WGMMA_BM;
+    int n_tiles = 0, tile = block_scan_excl(nt, part, n_tiles), at = first;
+#pragma unroll 1
+    for (int k = 0; k < kPer; ++k) {
+      for (int j = 0; j < mine[k]; j += MET_MOE_WGMMA_BM, ++tile)
+        reinterpret_cast<int4*>(tiles)[1 + tile] = make_int4(threadIdx.x * kPer + k, at + j, min(MET_MOE_WGMMA_BM, mine[k] - j), 0);
+      at += mine[k];
+    }
+    if (threadIdx.x == 0) reinterpret_cast<int4*>(tiles)[0] = make_int4(n_tiles, 0, 0, 0);
+  }
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) {
+    next[threadIdx.x * kPer + k] += first;
+    first += mine[k];
+  }
+  __syncthreads();
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+#pragma unroll 1
+  for (int64_t c0 = s0; c0 < s1; c0 += MET_INTERP_THREADS) {
+    const int64_t t = c0 + threadIdx.x;
+    const int e = t < s1 ? __ldcg(ids + t) : -1;
+    const bool valid = e >= 0 && e < experts;
+    const unsigned peers = __match_any_sync(0xffffffffu, valid ? e : -1);
+    const int rank = __popc(peers & ((1u << lane) - 1u));
+    if (valid && rank == 0) wcnt[warp * MET_MOE_MAX_EXPERTS + e] = __popc(peers);
+    __syncthreads();
+    int p = -1;
+    if (valid) {
+      p = next[e] + rank;
+      for (int w = 0; w < warp; ++w) p += wcnt[w * MET_MOE_MAX_EXPERTS + e];
+    }
+    __syncthreads();  // every place is read: the counts move on
+    if (valid && rank == 0) {
+      atomicAdd(next + e, __popc(peers));
+      wcnt[warp * MET_MOE_MAX_EXPERTS + e] = 0;
+    }
+    if (t < s1) pos[t] = p;
+    place[threadIdx.x] = p;
+    from[threadIdx.x] = static_cast<int>(t / top_k);
+    __syncthreads();
+    const int n = static_cast<int>(min(static_cast<int64_t>(MET_INTERP_THREADS), s1 - c0));
+    for (int j = warp; j < n; j += MET_INTERP_WARPS) {
+      if (place[j] < 0) continue;
+      const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(from[j]) * hidden);
+      uint4* dst = reinterpret_cast<uint4*>(xs + static_cast<int64_t>(place[j]) * hidden);
+      for (int v = lane; v < hidden / 8; v += MET_WARP) dst[v] = src[v];
+    }
+    __syncthreads();  // the round's places are copied
+  }
+}
+
+MET_ENTRY(moe_group) {
+  const SliceRange r = slice_rows(a, slice);
+  if (r.end <= r.begin) return;
+  moe_group_slice(a.x, a.ids, a.xs, a.pos, a.tiles, a.rows, r.begin, r.end, static_cast<int>(a.top_k), static_cast<int>(a.experts),
+                  static_cast<int>(a.hidden), smem);
+}
+
+// moe_combine over rows [r.begin, r.end) and columns [c.begin, c.end): per row, the first top_k
+// threads rank their slots by (expert, slot) into shared memory (place and weight), then each thread
+// sums 8 columns over them in that order (bf16-rounded copies unless f32).
+MET_OUTLINE void moe_combine_slice(const u16* ys, const int* pos, const int* ids, const float* weights, void* y, SliceRange r, SliceRange c,
+                                   int top_k, int64_t hidden, int64_t slots, bool f32, unsigned char* smem) {
+  int* op = reinterpret_cast<int*>(smem);                    // [top_k] places by rank
+  float* ow = reinterpret_cast<float*>(op + MET_INTERP_THREADS);  // [top_k] their weights
+#pragma unroll 1
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    if (threadIdx.x < top_k) {
+      const int64_t t0 = row * top_k;
+      const int me = __ldcg(ids + t0 + threadIdx.x);
+      int rank = 0;
+      for (int j = 0; j < top_k; ++j) {
+        const int other = __ldcg(ids + t0 + j);
+        rank += other < me || (other == me && j < static_cast<int>(threadIdx.x));
+      }
+      const int p = __ldcg(pos + t0 + threadIdx.x);
+      op[rank] = p >= 0 && p < slots ? p : -1;
+      ow[rank] = __ldcg(weights + t0 + threadIdx.x);
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int64_t c8 = c.begin + 8 * static_cast<int64_t>(threadIdx.x); c8 < c.end; c8 += 8 * MET_INTERP_THREADS) {
+      const int n = static_cast<int>(min(static_cast<int64_t>(8), c.end - c8));
+      float acc[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+      for (int k = 0; k < top_k; ++k) {
+        if (op[k] < 0) continue;
+        const float w = ow[k];
+        const u16* src = ys + static_cast<int64_t>(op[k]) * hidden + c8;
+        float v[8];
+        if (n == 8 && aligned16(src)) {
+          const uint4 q = __ldcg(reinterpret_cast<const uint4*>(src));
+          const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            v[2 * i] = bf(static_cast<u16>(qw[i] & 0xffffu));
+            v[2 * i + 1] = bf(static_cast<u16>(qw[i] >> 16));
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) v[i] = i < n ? bf(src[i]) : 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += f32 ? w * v[i] : bf_round(w * v[i]);
+      }
+      for (int i = 0; i < n; ++i) {
+        const int64_t at = row * hidden + c8 + i;
+        if (f32)
+          static_cast<float*>(y)[at] = acc[i];
+        else
+          static_cast<u16*>(y)[at] = to_bf(acc[i]);
+      }
+    }
+    __syncthreads();  // the ranks are read
+  }
+}
+
+MET_ENTRY(moe_combine) {
+  moe_combine_slice(a.ys, a.pos, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), static_cast<int>(a.top_k),
+                    a.hidden, a.rows * a.top_k, false, smem);
+}
+MET_ENTRY(moe_combine_f32) {
+  moe_combine_slice(a.ys, a.pos, a.ids, a.weights, a.y, slice_rows(a, slice), slice_cols(a, slice, a.hidden), static_cast<int>(a.top_k),
+                    a.hidden, a.rows * a.top_k, true, smem);
+}
+#endif  // MET_HAS_WGMMA && MET_HAS_TMA
 
 }  // namespace met_interp

@@ -123,7 +123,7 @@ __device__ __forceinline__ void gated_rows(const uint32_t* stage, int stride, in
 // one stage earlier, with 4 or more two.
 template <int kBN>
 __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_row0, SliceRange rr, SliceRange cc, int64_t N,
-                                             int k_past, const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {
+                                             int b_row0, int k_past, const GemmKPart& kp, int epi, u16* Y, unsigned char* smem) {
   using namespace met_sm90;
   constexpr int kBK = MET_WGMMA_BK;
   constexpr uint32_t kTile = MET_WGMMA_TILE_BYTES;  // one 128-row tile of A or B: 128 rows x 128 bytes
@@ -147,7 +147,7 @@ __device__ __forceinline__ void gemm_wgmma_tile(const void* tmaps, int64_t in_ro
   // need only be a multiple of 8 (a TMA row stride of 16 bytes). kt counts this part's stages; a
   // stage's K step past the part's last reads its boxes at k_past, wholly past the matrix: zeros.
   const int kt_count = (kp.steps + kKB - 1) / kKB;
-  const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = static_cast<int>(cc.begin);
+  const int row_a = static_cast<int>(in_row0 + rr.begin), row_b = b_row0 + static_cast<int>(cc.begin);
   const int b_step = epi == kEpiSilu || epi == kEpiGelu ? 64 : 128;  // output columns of one B box
   auto issue = [&](int kt) {  // thread 0: the copies of stage kt (A boxes, then each K step's B boxes)
     const int s = kt % kStages;
@@ -278,34 +278,67 @@ __device__ __forceinline__ void gemm_tile_of(uint32_t s, uint32_t slices, uint32
 // One slice of any of the GEMMs (their operands are the same: x, w, y, rows, in_row0, col_slices);
 // the opcode picks the epilogue. A gated GEMM's output has half the weight's rows, and its tiles
 // are 128 columns wide (256 B rows).
+//
+// The grouped experts (moe_gate_up_silu_wgmma, moe_down_wgmma: the same operands, then moe_group's
+// tiles, top_k, cols and experts; ops.def) run tile s / col_slices of the table, then every
+// slices / col_slices-th after it, in column part s % col_slices of the `cols` output columns of the
+// tile's expert: A rows are the tile's places of x (the sorted slots), B rows start at the expert's
+// (e x 2 cols for gate_up's gate-then-up expert, e x cols for down). One call site per tile width
+// keeps one copy of the tile loop in the kernel's function.
 template <class A>
 __device__ __forceinline__ void gemm_wgmma_slice(const A& a, uint32_t slice, unsigned char* smem) {
   const uint32_t op = a.geom.opcode;
-  const int epi = op == MET_OP_gemm_silu_bf16_wgmma       ? kEpiSilu
-                  : op == MET_OP_gemm_gelu_bf16_wgmma     ? kEpiGelu
-                  : op == MET_OP_gemm_residual_bf16_wgmma ? kEpiResidual
-                                                          : kEpiPlain;
+  const int epi = op == MET_OP_gemm_silu_bf16_wgmma || op == MET_OP_moe_gate_up_silu_wgmma ? kEpiSilu
+                  : op == MET_OP_gemm_gelu_bf16_wgmma                                    ? kEpiGelu
+                  : op == MET_OP_gemm_residual_bf16_wgmma                                ? kEpiResidual
+                                                                                         : kEpiPlain;
   const bool gated = epi == kEpiSilu || epi == kEpiGelu;
-  // Slice = K part x tiles + tile (K part-major, kernels/common/ops.def).
-  const int64_t S = max(a.k_splits, static_cast<int64_t>(1));
-  const uint32_t tiles = max(a.geom.slices / static_cast<uint32_t>(S), 1u), t = slice % tiles;
-  int64_t rp = 0, cp = 0;
-  gemm_tile_of(t, tiles, a.geom.col_parts, rp, cp);
-  const int64_t rows = a.rows, N = gated ? a.geom.w_rows / 2 : a.geom.w_rows, C = a.geom.col_parts;
-  const int64_t R = max(static_cast<int64_t>(tiles) / C, static_cast<int64_t>(1));
-  const SliceRange rr = {min(rp * rows / R, rows), min((rp + 1) * rows / R, rows)};
-  const SliceRange cc = {cp * N / C, (cp + 1) * N / C};
-  if (rr.end <= rr.begin || cc.end <= cc.begin) return;  // every K part of the tile returns here
-  const int64_t steps = (a.geom.w_cols + MET_WGMMA_BK - 1) / MET_WGMMA_BK, p = slice / tiles;
-  const int kt0 = static_cast<int>(p * steps / S);
-  const GemmKPart kp = {kt0, static_cast<int>((p + 1) * steps / S) - kt0, static_cast<int>(S), static_cast<int>(p),
-                        S > 1 ? a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS : nullptr,
-                        static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
+  const bool grouped = op == MET_OP_moe_gate_up_silu_wgmma || op == MET_OP_moe_down_wgmma;
+  const int64_t steps = (a.geom.w_cols + MET_WGMMA_BK - 1) / MET_WGMMA_BK;
   const int k_past = static_cast<int>(steps * MET_WGMMA_BK);  // a K coordinate past the matrix (the host bounds K)
-  if (gated || cc.end - cc.begin > 128)
-    gemm_wgmma_tile<256>(a.geom.tmaps, a.in_row0, rr, cc, N, k_past, kp, epi, a.y, smem);
-  else
-    gemm_wgmma_tile<128>(a.geom.tmaps, a.in_row0, rr, cc, N, k_past, kp, epi, a.y, smem);
+  const int64_t C = a.geom.col_parts;
+  // Grouped: the table, its tile count and this slice's first tile and stride (a dense GEMM: once).
+  const int* table = grouped ? reinterpret_cast<const int*>(a.geom.instr->ops[4]) : nullptr;
+  const int64_t top_k = grouped ? a.geom.instr->ints[4] : 0, cols = grouped ? a.geom.instr->ints[5] : 0;
+  const int64_t experts = grouped ? a.geom.instr->ints[6] : 0, slots = a.rows * top_k;
+  const int64_t count = grouped ? min(static_cast<int64_t>(__ldcg(table)), static_cast<int64_t>(MET_MOE_WGMMA_MAX_TILES(slots, experts))) : 1;
+  const int64_t stride = max(static_cast<int64_t>(a.geom.slices) / C, static_cast<int64_t>(1));
+#pragma unroll 1
+  for (int64_t i = grouped ? slice / C : 0; i < count; i += stride) {
+    SliceRange rr, cc;
+    int64_t N, in_row0 = 0;
+    int b_row0 = 0;
+    GemmKPart kp = {0, static_cast<int>(steps), 1, 0, nullptr, 0, 0};
+    if (grouped) {
+      const int4 t = __ldcg(reinterpret_cast<const int4*>(table) + 1 + i);  // expert, first place, places
+      if (t.x < 0 || t.x >= experts || t.y < 0 || t.z <= 0 || t.y + static_cast<int64_t>(t.z) > slots) continue;
+      const int64_t cp = slice % C;
+      rr = {t.y, t.y + static_cast<int64_t>(t.z)};
+      cc = {cp * cols / C, (cp + 1) * cols / C};
+      N = cols;
+      b_row0 = static_cast<int>(t.x * (gated ? 2 * cols : cols));
+    } else {
+      // Slice = K part x tiles + tile (K part-major, kernels/common/ops.def).
+      const int64_t S = max(a.k_splits, static_cast<int64_t>(1));
+      const uint32_t tiles = max(a.geom.slices / static_cast<uint32_t>(S), 1u), t = slice % tiles;
+      int64_t rp = 0, cp = 0;
+      gemm_tile_of(t, tiles, a.geom.col_parts, rp, cp);
+      const int64_t rows = a.rows, R = max(static_cast<int64_t>(tiles) / C, static_cast<int64_t>(1));
+      N = gated ? a.geom.w_rows / 2 : a.geom.w_rows;
+      in_row0 = a.in_row0;
+      rr = {min(rp * rows / R, rows), min((rp + 1) * rows / R, rows)};
+      cc = {cp * N / C, (cp + 1) * N / C};
+      const int64_t p = slice / tiles;
+      const int kt0 = static_cast<int>(p * steps / S);
+      kp = {kt0, static_cast<int>((p + 1) * steps / S) - kt0, static_cast<int>(S), static_cast<int>(p),
+            S > 1 ? a.part + static_cast<int64_t>(t) * MET_GEMM_PART_FLOATS : nullptr, static_cast<int64_t>(tiles) * MET_GEMM_PART_FLOATS, t};
+    }
+    if (rr.end <= rr.begin || cc.end <= cc.begin) continue;  // a dense tile's every K part returns here
+    if (gated || cc.end - cc.begin > 128)
+      gemm_wgmma_tile<256>(a.geom.tmaps, in_row0, rr, cc, N, b_row0, k_past, kp, epi, a.y, smem);
+    else
+      gemm_wgmma_tile<128>(a.geom.tmaps, in_row0, rr, cc, N, b_row0, k_past, kp, epi, a.y, smem);
+  }
 }
 
 MET_ENTRY(gemm_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
@@ -315,6 +348,8 @@ MET_ENTRY(gemm_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
 MET_ENTRY(gemm_silu_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
 MET_ENTRY(gemm_gelu_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
 MET_ENTRY(gemm_residual_bf16_wgmma) { gemm_wgmma_slice(a, slice, smem); }
+MET_ENTRY(moe_gate_up_silu_wgmma) { gemm_wgmma_slice(a, slice, smem); }
+MET_ENTRY(moe_down_wgmma) { gemm_wgmma_slice(a, slice, smem); }
 #endif  // MET_HAS_WGMMA && MET_HAS_TMA
 
 }  // namespace met_interp

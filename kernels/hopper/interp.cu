@@ -27,7 +27,8 @@
 // wgmma bodies run in the kernel's own function (common/interp/loop.cuh says why).
 #define MET_INTERP_ENTRY_BODIES(X) X(gemm_bf16_wgmma) X(flash_prefill_wgmma)
 #define MET_INTERP_ENTRY_ALIASES(X) \
-  X(gemm_silu_bf16_wgmma, gemm_bf16_wgmma) X(gemm_gelu_bf16_wgmma, gemm_bf16_wgmma) X(gemm_residual_bf16_wgmma, gemm_bf16_wgmma)
+  X(gemm_silu_bf16_wgmma, gemm_bf16_wgmma) X(gemm_gelu_bf16_wgmma, gemm_bf16_wgmma) X(gemm_residual_bf16_wgmma, gemm_bf16_wgmma) \
+  X(moe_gate_up_silu_wgmma, gemm_bf16_wgmma) X(moe_down_wgmma, gemm_bf16_wgmma)
 #include "common/interp/loop.cuh"
 
 MET_INTERP_KERNEL(metinterp_hopper)

@@ -130,6 +130,9 @@ Expected<ClassInfo> load_class(const KernelTree& tree, const std::string& path) 
       return f.error_at("moe_gemm_block", "must be [slots, weight rows], both positive (the grouped expert body's block)");
     c.moe_gemm_block = std::make_pair(moe_block[0], moe_block[1]);
   }
+  MET_TRY(auto sorted, f.opt_boolean("moe_gemm_sorted"));
+  if (sorted && !c.moe_gemm_block) return f.error_at("moe_gemm_sorted", "needs moe_gemm_block (the grouped expert body's block)");
+  c.moe_gemm_sorted = sorted.value_or(false);
   MET_TRY(c.sources, f.str_list("sources"));
   std::set<std::string> seen;
   for (const auto& s : c.sources) {

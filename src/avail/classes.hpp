@@ -59,6 +59,9 @@ struct ClassInfo {
   // row part, each block reading the expert's weights of its columns (estimate::moe_blocks). Not
   // inherited.
   std::optional<std::pair<std::int64_t, std::int64_t>> moe_gemm_block;
+  // Whether that body sorts every slot of the step by expert first (moe_group): one row part, each
+  // expert's slots in whole blocks but the last. Not inherited.
+  bool moe_gemm_sorted = false;
   std::string location;              // "kernels/hopper/HARDWARE.toml"
 };
 

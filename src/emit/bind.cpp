@@ -53,6 +53,8 @@ const std::map<std::string_view, Binder> kByOpcode = {
     {"moe_router_scaled", bind_moe_router_scaled},
     {"moe_gate_up_gelu", bind_moe_gate_up},
     {"moe_down_mma", bind_moe_down},
+    {"moe_gate_up_silu_wgmma", bind_moe_gate_up},
+    {"moe_down_wgmma", bind_moe_down},
 };
 
 const std::map<std::string_view, Binder> kByFamily = {

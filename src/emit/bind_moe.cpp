@@ -5,8 +5,10 @@
 // Gemma-4's experts run beside its dense MLP on buffers of their own (bind.hpp: kMoeXn, kMoeY).
 // Each expert node's weight is every expert's tensors stacked (model/experts.hpp).
 // The grouped down projection (moe_down_mma) also takes moe.acc, [rows, hidden] fp32: each row's
-// sums of its weighted copies while the body walks the experts.
+// sums of its weighted copies while the body walks the experts. The grouped wgmma experts add
+// moe_group before gate_up and moe_combine after down (bind_moe_gate_up).
 #include "emit/bind.hpp"
+#include "kernels/common/interp/smem.h"
 #include "kernels/cpu/bf16.hpp"
 
 namespace met::emit::detail {
@@ -64,15 +66,39 @@ Expected<void> bind_moe_router(const KernelSite& site) {
   return {};
 }
 
+// The grouped wgmma experts (ops.def moe_group): the step's slots sorted by expert, their activation
+// rows (moe.xs, [rows, top_k * hidden]: a place a row), each slot's place (moe.pos) and the tiles
+// (moe.tiles); gate_up writes moe.h at the places and down each place's projection to moe.ys, which
+// moe_combine sums back into the rows.
+constexpr const char* kXs = "moe.xs";
+constexpr const char* kPos = "moe.pos";
+constexpr const char* kTiles = "moe.tiles";
+constexpr const char* kYs = "moe.ys";
+
+bool grouped_experts(const KernelSite& site) { return site.k == "moe_gate_up_silu_wgmma" || site.k == "moe_down_wgmma"; }
+
+std::uint32_t group_tiles(const KernelSite& site, std::int64_t top_k, std::int64_t experts) {
+  const auto max_tiles = static_cast<std::uint64_t>(MET_MOE_WGMMA_MAX_TILES(site.R * top_k, experts));
+  return site.b.buffer(kTiles, MET_DTYPE_I32, {1 + max_tiles, 4});
+}
+std::uint32_t group_pos(const KernelSite& site, std::int64_t top_k) {
+  return site.b.buffer(kPos, MET_DTYPE_I32, {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(top_k)});
+}
+
 Expected<void> bind_moe_gate_up(const KernelSite& site) {
   const auto* n = site.node("moe_gate_up");
   if (!n) return site.where("expects moe_gate_up");
   MET_TRY(auto w, site.weight(n));
-  const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter");
+  const std::int64_t top_k = param(*n, "top_k"), inter = param(*n, "inter"), hidden = param(*n, "hidden");
   const Routing r = routing(site, top_k);
-  MET_CHECK(site.add({expert_input(site, param(*n, "hidden")), w, r.ids, site.b.act(kH, site.R, top_k * inter)},
-                     {site.R, top_k, inter, /*col_slices=*/1}, {}));
-  return {};
+  const std::uint32_t x = expert_input(site, hidden), h = site.b.act(kH, site.R, top_k * inter);
+  if (!grouped_experts(site)) return site.add({x, w, r.ids, h}, {site.R, top_k, inter, /*col_slices=*/1}, {});
+  const std::int64_t experts = param(*n, "experts");
+  MET_CHECK(check_top_k(site, top_k, experts));
+  const std::uint32_t xs = site.b.act(kXs, site.R, top_k * hidden), tiles = group_tiles(site, top_k, experts);
+  MET_CHECK(site.b.add("moe_group", site.c.group_index, site.c.label, {x, r.ids, xs, group_pos(site, top_k), tiles},
+                       {site.R, top_k, experts, hidden}, {}));
+  return site.add({xs, w, h, MET_NO_TENSOR, tiles}, {site.R, /*in_row0=*/0, /*col_slices=*/1, /*k_splits=*/1, top_k, inter, experts}, {});
 }
 
 Expected<void> bind_moe_down(const KernelSite& site) {
@@ -83,6 +109,31 @@ Expected<void> bind_moe_down(const KernelSite& site) {
   const Routing r = routing(site, top_k);
   std::vector<std::uint32_t> tensors = {site.b.act(kH, site.R, top_k * inter), w, r.ids, r.weights};
   Builder& b = site.b;
+  if (grouped_experts(site)) {
+    // The grouped down projection, then the weighted sums (under tensor parallelism this rank's
+    // unrounded sums, moe_combine_f32, for the all-reduce as moe_down_f32 leaves them).
+    const std::int64_t experts = param(*n, "experts");
+    if (!b.bufs.count(kTiles))
+      return site.where("'" + site.k + "' reads the places moe_group sorts the slots to, and no moe_gate_up_silu_wgmma came before it");
+    const std::uint32_t ys = b.act(kYs, site.R, top_k * site.hidden), tiles = group_tiles(site, top_k, experts);
+    MET_CHECK(site.add({tensors[0], w, ys, MET_NO_TENSOR, tiles},
+                       {site.R, /*in_row0=*/0, /*col_slices=*/1, /*k_splits=*/1, top_k, site.hidden, experts}, {}));
+    std::vector<std::uint32_t> sum = {ys, group_pos(site, top_k), r.ids, r.weights};
+    if (b.sh->tp > 1) {
+      const auto partial = b.buffer("y.partial", MET_DTYPE_F32,
+                                    {static_cast<std::uint64_t>(site.R), static_cast<std::uint64_t>(site.hidden)});
+      sum.push_back(partial);
+      MET_CHECK(b.add("moe_combine_f32", site.c.group_index, site.c.label, std::move(sum), {site.R, top_k, site.hidden, 1}, {}));
+      if (!beside_dense_mlp(site)) {
+        b.partial = partial;
+        return {};
+      }
+      return b.add("allreduce_residual", site.c.group_index, site.c.label, {b.act(kMoeY, site.R, site.hidden), partial},
+                   {site.R, site.hidden, b.sh->tp, /*col_slices=*/1, /*accumulate=*/0}, {});
+    }
+    sum.push_back(b.act(beside_dense_mlp(site) ? kMoeY : "y", site.R, site.hidden));
+    return b.add("moe_combine", site.c.group_index, site.c.label, std::move(sum), {site.R, top_k, site.hidden, 1}, {});
+  }
   if (b.sh->tp > 1) {
     // Tensor parallelism: this rank's slice of every expert's intermediate size, summed in fp32
     // for the residual's all-reduce (bind_residual_add); beside a dense MLP (Gemma-4), all-reduced

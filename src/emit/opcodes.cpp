@@ -18,6 +18,8 @@ enum class Span {
   whole,     // weights, caches read across sequences, small tables: the whole tensor
   seq_slots, // a KV cache written by rows that each own a region of `seq_slots` slots (decode: row r = sequence r)
   by_slot,   // a KV cache written at slots[row] of the slice's rows: the whole tensor (OperandInfo::by_slot)
+  grouped,   // rows a body places at run time (moe_group's sorted slots): the whole tensor, the slices' rows
+             // disjoint by construction (OperandInfo::by_slot)
   // Head-unit splits of the fused qkv ops: units are the q heads, then the k heads, then the v
   // heads (heads + 2 * kv_heads); a slice's column part is a unit range (col_slices over units).
   q_heads,   // the q columns of the slice's units, in each of its rows
@@ -96,7 +98,7 @@ const std::vector<OpcodeInfo>& build_table() {
       o.name = r.name;
       for (std::size_t k = 0; k < r.tensors.size(); ++k) {
         const auto& op = r.tensors[k];
-        o.tensors.push_back({op.name, op.kind, op.write, op.optional, op.span == Span::by_slot, op.work});
+        o.tensors.push_back({op.name, op.kind, op.write, op.optional, op.span == Span::by_slot || op.span == Span::grouped, op.work});
         if (op.span == Span::cols && o.cols_operand < 0) o.cols_operand = static_cast<int>(k);
       }
       o.ints = r.ints;
@@ -141,7 +143,7 @@ Extent extent_of(const InstrDesc& d, const PacketFile& f, std::size_t operand, s
   const TensorDesc& t = f.tensors[d.tensors[operand]];
   const Row& row = rows()[op->number - 1];
   const Span span = operand < row.tensors.size() ? row.tensors[operand].span : Span::whole;
-  if (span == Span::whole || span == Span::by_slot || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
+  if (span == Span::whole || span == Span::by_slot || span == Span::grouped || t.shape.empty() || t.shape[0] == 0) return {0, t.bytes};
   if (span == Span::k_part) {  // each slice's own part, the K parts that hold no rows too
     if (t.shape.size() != 2 || slice >= t.shape[0]) return kPastEveryTensor;
     const Wide part_bytes = t.bytes / t.shape[0];

@@ -32,7 +32,8 @@ struct OperandInfo {
   // A write that lands at slots[row] for each of the slice's rows (kv_append in prefill). Its
   // extent is the whole tensor (ordering against other instructions stays conservative); slices
   // with disjoint rows write disjoint bytes because the host gives every row of a step its own
-  // slot, which check_step_io (interp/io_check.hpp) enforces before every run.
+  // slot, which check_step_io (interp/io_check.hpp) enforces before every run. Also the places
+  // moe_group sorts the routed slots to (span `grouped`): disjoint by the body's construction.
   bool by_slot = false;
   // A GPU body's workspace (ops.def dir `work`): written and read within the instruction, its
   // contents after it undefined; ordered as a write, never compared against a reference.

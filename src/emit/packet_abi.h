@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#define MET_PACKET_VERSION 26u
+#define MET_PACKET_VERSION 27u
 #define MET_PACKET_MAGIC 0x3130544B5054454DULL /* "METPKT01" read as a little-endian u64 */
 #define MET_NO_TENSOR 0xFFFFFFFFu
 

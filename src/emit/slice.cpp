@@ -56,6 +56,8 @@ std::int64_t column_count(const InstrDesc& d, const OpcodeInfo& op, const Packet
   if (op.name == "attn_decode_merge" || op.family == "attention_prefill") return d.ints[1];  // heads
   if (op.name == "attn_decode_split_merge")  // head blocks x splits
     return d.ints[2] > 0 ? MET_ATTN_UNIT_BLOCKS(d.ints[1], d.ints[2]) * d.ints[6] : 0;
+  // the grouped wgmma experts: their experts' output columns
+  if (op.name == "moe_gate_up_silu_wgmma" || op.name == "moe_down_wgmma") return d.ints[5];
   // inter: gate and up rows j and inter + j (gpt-oss's: 2j and 2j + 1; Gemma-4's GELU experts as
   // the SiLU ones), in every routed slot
   if (op.name.starts_with("moe_gate_up")) return d.ints[2];
@@ -228,6 +230,21 @@ void slice_program(ProgramDesc& p, const PacketFile& f, std::uint32_t sm, bool g
         // would read the experts once per row part.
         row_parts = 1;
         parts = std::min<std::int64_t>(sm, n);
+      } else if (op->name == "moe_gate_up_silu_wgmma" || op->name == "moe_down_wgmma") {
+        // The grouped wgmma experts (kernels/hopper/gemm_wgmma.cuh): a slice a (tile, column part)
+        // for as many tiles as moe_group can cut (each expert's run of places in tiles of
+        // MET_MOE_WGMMA_BM, the last partial), columns in the dense GEMM's widths (128 output columns
+        // of a gated tile, 256 of a plain one); the tiles past the step's count return at once.
+        const std::int64_t slots = rows * d.ints[4], experts = d.ints[6];
+        row_parts = std::max<std::int64_t>(1, MET_MOE_WGMMA_MAX_TILES(slots, experts));
+        const std::int64_t unit = op->name == "moe_gate_up_silu_wgmma" ? MET_GEMM_TILE : MET_WGMMA_MAX_COLS;
+        parts = std::max<std::int64_t>(1, (n + unit - 1) / unit);
+      } else if (op->name.starts_with("moe_combine")) {
+        // Rows, then columns where the rows leave streams idle (elementwise over each row's slots).
+        if (gpu && rows < sm) {
+          row_parts = rows;
+          parts = std::min<std::int64_t>((sm + rows - 1) / rows, n);
+        }
       } else if (gpu && op->family == "moe_gemm") {
         // Column parts of one tile of the grouped body (kernels/common/moe_mma.cuh; gate_up's
         // tile is half gate, half up), then row parts of at least kMoeRowsPerPart rows until every

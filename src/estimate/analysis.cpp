@@ -290,6 +290,7 @@ CaseEstimate estimate_case(const planner::Library& lib, const planner::Target& t
   shape.act = model.activation;
   shape.kv = model.kv;
   shape.moe_block = target.chain.leaf().moe_gemm_block;
+  shape.moe_sorted = target.chain.leaf().moe_gemm_sorted;
   shape.units = target.device->units;
   if (mode != planner::Mode::prefill) {
     const planner::Plan plan = make_plan(lib, target, model, mode, rows);
@@ -416,9 +417,11 @@ MemoryFit memory_fit(const planner::Library& lib, const device::Device& d, const
         if (it != n.params.end()) widest = std::max(widest, it->second / (n.op == "linear" ? tp : 1));
       }
       // The routed experts' buffers: moe.h holds top_k * inter per row, and the grouped down
-      // projection's moe.acc holds hidden fp32 sums per row (two activation widths).
+      // projection's moe.acc holds hidden fp32 sums per row (two activation widths); a class that
+      // sorts the slots first holds their rows and their projections, top_k * hidden a row each.
       if (n.op == "moe_gate_up" || n.op == "moe_down")
-        widest = std::max({widest, node_param(n, "top_k") * node_param(n, "inter"), 2 * node_param(n, "hidden")});
+        widest = std::max({widest, node_param(n, "top_k") * node_param(n, "inter"), 2 * node_param(n, "hidden"),
+                           cls.moe_gemm_sorted ? node_param(n, "top_k") * node_param(n, "hidden") : 0.0});
     }
   }
   f.kv = kv_per_seq * static_cast<double>(seqs);

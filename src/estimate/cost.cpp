@@ -216,14 +216,14 @@ NodeCost node_cost(const model::Node& n, const StepShape& s) {
     c.weight_bytes = experts_touched(experts, k, R) * per_expert * wb / tp;
     c.flops = 2 * R * k * per_expert / tp;
     if (s.prefill && s.moe_block) {
-      // The grouped body: per row part, each expert's slots in blocks of bm rows, a partial block
-      // computed whole, so the tensor cores do blocks x bm rows of work for R x k routed slots.
+      // The grouped body: per row part (one where the body sorts the step's slots first), each
+      // expert's slots in blocks of bm rows, a partial block computed whole, so the tensor cores do blocks x bm rows of work for R x k routed slots.
       // (Each block also reads the expert's weights again; the blocks of one expert run close
       // together in time, so those repeats are counted as L2 hits, not memory traffic.)
       const auto [bm, bn] = *s.moe_block;
       const bool gate_up = op == "moe_gate_up";
       const double cols = gate_up ? inter / tp : hidden;  // output columns of one rank
-      const std::int64_t parts = moe_row_parts(s.rows, static_cast<std::int64_t>(cols), gate_up ? bn / 2 : bn, s.units);
+      const std::int64_t parts = s.moe_sorted ? 1 : moe_row_parts(s.rows, static_cast<std::int64_t>(cols), gate_up ? bn / 2 : bn, s.units);
       c.flops = 2 * moe_blocks(experts, k, R, parts, bm) * static_cast<double>(bm) * per_expert / tp;
     }
     c.in_bytes = op == "moe_gate_up" ? R * hidden * a : R * k * inter * a;

@@ -28,6 +28,7 @@ struct StepShape {
   // A prefill's routed experts on a class's grouped body (ClassInfo::moe_gemm_block, unset: none)
   // over `units` SMs: costed by moe_blocks, as the body reads them.
   std::optional<std::pair<std::int64_t, std::int64_t>> moe_block;
+  bool moe_sorted = false;  // ClassInfo::moe_gemm_sorted: one row part
   std::int64_t units = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/gemv.hpp"
 #include "kernels/cpu/moe.hpp"
+#include "kernels/cpu/moe_grouped.hpp"
 #include "kernels/cpu/sample.hpp"
 
 namespace met::interp {
@@ -440,6 +441,36 @@ void body_moe_down_mma(const MetArgs_moe_down_mma& a, const InstrDesc& d, std::u
   const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
   met_moe_down_mma(a.h + r.begin * a.top_k * a.w_down->cols, a.w_down, a.ids + r.begin * a.top_k, a.weights + r.begin * a.top_k,
                    r.end - r.begin, i32(a.top_k), i32(a.hidden), a.acc + r.begin * a.hidden, a.y + r.begin * a.hidden, c.begin, c.end);
+}
+
+void body_moe_group(const MetArgs_moe_group& a, const InstrDesc& d, std::uint32_t s) {
+  const RowRange r = emit::slice_rows(d, s);
+  if (r.begin < r.end) met::cpu::moe_group_rows(a.x, a.ids, a.rows, a.top_k, a.experts, a.hidden, r.begin, r.end, a.xs, a.pos, a.tiles);
+}
+
+template <class A>
+void moe_grouped_gemm(const A& a, const InstrDesc& d, std::uint32_t s, bool gated) {
+  met::cpu::moe_grouped_slice(a.tiles, a.rows * a.top_k, a.experts, s, d.slices, emit::col_parts(d), a.cols,
+                              [&](std::int64_t e, std::int64_t p0, std::int64_t n, std::int64_t c0, std::int64_t c1) {
+                                met::cpu::moe_grouped_tile(a.x, a.w, a.y, e, p0, n, a.cols, c0, c1, gated);
+                              });
+}
+void body_moe_gate_up_silu_wgmma(const MetArgs_moe_gate_up_silu_wgmma& a, const InstrDesc& d, std::uint32_t s) {
+  moe_grouped_gemm(a, d, s, true);
+}
+void body_moe_down_wgmma(const MetArgs_moe_down_wgmma& a, const InstrDesc& d, std::uint32_t s) { moe_grouped_gemm(a, d, s, false); }
+
+template <class A, class Store>
+void moe_combine_slice(const A& a, const InstrDesc& d, std::uint32_t s, bool rounded, Store store) {
+  const RowRange r = emit::slice_rows(d, s), c = emit::slice_cols(d, s, a.hidden);
+  met::cpu::moe_combine_rows(a.ys, a.pos, a.ids, a.weights, a.rows * a.top_k, a.top_k, a.hidden, r.begin, r.end, c.begin, c.end, rounded,
+                             store);
+}
+void body_moe_combine(const MetArgs_moe_combine& a, const InstrDesc& d, std::uint32_t s) {
+  moe_combine_slice(a, d, s, true, [&](std::int64_t r, std::int64_t c, float v) { a.y[r * a.hidden + c] = met::cpu::f32_to_bf16(v); });
+}
+void body_moe_combine_f32(const MetArgs_moe_combine_f32& a, const InstrDesc& d, std::uint32_t s) {
+  moe_combine_slice(a, d, s, false, [&](std::int64_t r, std::int64_t c, float v) { a.y[r * a.hidden + c] = v; });
 }
 
 void body_allreduce_residual(const MetArgs_allreduce_residual& a, const InstrDesc& d, std::uint32_t s) {

@@ -58,14 +58,17 @@ Expected<cu::TensorMap> bf16_tmap(const cu::Api& api, cu::DevicePtr base, std::i
 
 // The wgmma GEMM's B view of a weight [rows, K] (kernels/hopper/gemm_wgmma.cuh): 3-D, boxes of 128
 // rows x 64 values with the 128-byte swizzle. Plain: [rows][1][K], a box is 128 consecutive rows.
-// Gated (gate rows, then up rows): [rows / 2][gate, up][K], a box is 64 output columns, each
-// column's gate row followed by its up row.
-Expected<cu::TensorMap> gemm_b_tmap(const cu::Api& api, cu::DevicePtr base, std::int64_t rows, std::int64_t K, bool gated) {
-  if (rows <= 0 || K <= 0 || rows >= (std::int64_t{1} << 31) || K % 8 != 0 || base % 16 != 0 || (gated && rows % 2 != 0))
+// Gated (gate rows, then up rows `gap` rows further: rows / 2 for one [2 x dim, K] weight, an
+// expert's cols for the grouped experts' stack of [2 x cols, K] experts): [rows - gap][gate, up][K],
+// a box is 64 output columns, each column's gate row followed by its up row (row r's up row is r + gap,
+// so the view ends where the last up row does).
+Expected<cu::TensorMap> gemm_b_tmap(const cu::Api& api, cu::DevicePtr base, std::int64_t rows, std::int64_t K, bool gated,
+                                    std::int64_t gap) {
+  if (rows <= 0 || K <= 0 || rows >= (std::int64_t{1} << 31) || K % 8 != 0 || base % 16 != 0 || (gated && (gap <= 0 || gap >= rows)))
     return fail("a TMA view of a GEMM weight needs a 16-byte aligned matrix with rows of a multiple of 8 values, fewer than 2^31 "
-                "rows (an even number when gated), not [" + std::to_string(rows) + ", " + std::to_string(K) + "]");
-  const auto k = static_cast<std::uint64_t>(K), n = static_cast<std::uint64_t>(gated ? rows / 2 : rows);
-  return encode_bf16_tmap(api, base, 3, {k, gated ? 2u : 1u, n}, {gated ? n * k * 2 : k * 2, k * 2},
+                "rows (up rows within it when gated), not [" + std::to_string(rows) + ", " + std::to_string(K) + "]");
+  const auto k = static_cast<std::uint64_t>(K), n = static_cast<std::uint64_t>(gated ? rows - gap : rows);
+  return encode_bf16_tmap(api, base, 3, {k, gated ? 2u : 1u, n}, {gated ? static_cast<std::uint64_t>(gap) * k * 2 : k * 2, k * 2},
                           {64, gated ? 2u : 1u, gated ? 64u : 128u});
 }
 
@@ -483,7 +486,7 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
                       " x " + std::to_string(max_cols));
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         MET_CHECK(view("x", named(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
-        auto wmap = gemm_b_tmap(*api, di.ops[emit::tensor_index(*op, "w")], di.w_rows, di.w_cols, gated);
+        auto wmap = gemm_b_tmap(*api, di.ops[emit::tensor_index(*op, "w")], di.w_rows, di.w_cols, gated, di.w_rows / 2);
         if (!wmap) return fail(where + ": " + op->name + " w: " + wmap.error().message);
         tmaps.push_back(*wmap);
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
@@ -498,7 +501,41 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, fp8_w ? MET_GEMM_FP8_SMEM : MET_GEMM_SMEM);
       }
-      if (op->family == "moe_gemm") {  // kernels/common/moe_mma.cuh: 16-byte cp.async chunks along the reduction
+      const bool grouped_gemm = op->name == "moe_gate_up_silu_wgmma" || op->name == "moe_down_wgmma";
+      if (grouped_gemm || op->name == "moe_group" || op->name.starts_with("moe_combine")) {
+        // The grouped wgmma experts (ops.def): moe_group's counts by expert in shared memory, its
+        // rows copied 16 bytes at a time; the GEMMs' A view over the sorted places and B view over
+        // the stacked experts (gemm_b_tmap); moe_combine's ranks by thread.
+        const std::int64_t top_k = named(*op, d, "top_k"), experts = named(*op, d, "experts");
+        if (top_k < 1 || top_k > MET_INTERP_THREADS || rows < 0 || rows > INT32_MAX / top_k)
+          return fail(where + ": " + op->name + " routes " + std::to_string(rows) + " rows, top_k " + std::to_string(top_k) +
+                      "; the bodies take top_k 1 to " + std::to_string(MET_INTERP_THREADS) + " and fewer than 2^31 slots");
+        if (op->name == "moe_group") {
+          if (experts < 1 || experts > MET_MOE_MAX_EXPERTS || named(*op, d, "hidden") % 8 != 0)
+            return fail(where + ": moe_group over " + std::to_string(experts) + " experts of " + std::to_string(named(*op, d, "hidden")) +
+                        " values a row; the body takes 1 to " + std::to_string(MET_MOE_MAX_EXPERTS) + " experts and rows of a multiple of 8");
+          need = std::max<std::uint64_t>(need, MET_MOE_GROUP_SMEM);
+        } else if (!grouped_gemm) {
+          need = std::max<std::uint64_t>(need, 2 * MET_INTERP_THREADS * 4);
+        } else {
+          const bool gated = op->name == "moe_gate_up_silu_wgmma";
+          const std::int64_t cols = named(*op, d, "cols"), parts = std::max<std::int64_t>(1, di.col_parts);
+          if (di.w_format != MET_DEV_WEIGHT_BF16 || experts < 1 || cols < 1 || di.w_rows != experts * (gated ? 2 : 1) * cols ||
+              di.w_cols % 8 != 0)
+            return fail(where + ": " + op->name + " weight [" + std::to_string(di.w_rows) + ", " + std::to_string(di.w_cols) +
+                        "] is not " + std::to_string(experts) + " bf16 experts of " + std::to_string((gated ? 2 : 1) * cols) +
+                        " rows with a reduction of a multiple of 8");
+          if ((cols + parts - 1) / parts > (gated ? MET_GEMM_TILE : MET_WGMMA_MAX_COLS))
+            return fail(where + ": " + op->name + " column parts of " + std::to_string((cols + parts - 1) / parts) + "; the body takes at most " +
+                        std::to_string(gated ? MET_GEMM_TILE : MET_WGMMA_MAX_COLS));
+          tmap_instr.emplace_back(ins.size(), tmaps.size());
+          MET_CHECK(view("x", rows * top_k, di.w_cols, MET_GEMM_TILE));
+          auto wmap = gemm_b_tmap(*api, di.ops[emit::tensor_index(*op, "w")], di.w_rows, di.w_cols, gated, cols);
+          if (!wmap) return fail(where + ": " + op->name + " w: " + wmap.error().message);
+          tmaps.push_back(*wmap);
+          need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
+        }
+      } else if (op->family == "moe_gemm") {  // kernels/common/moe_mma.cuh: 16-byte cp.async chunks along the reduction
         if (di.w_cols % 8 != 0)
           return fail(where + ": " + op->name + " needs a reduction length divisible by 8, not " + std::to_string(di.w_cols));
         // The slots are grouped in shared memory, whole rows at a time, by expert ids below kMoeNoExpert.

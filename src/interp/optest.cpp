@@ -10,6 +10,7 @@
 #include "emit/abi_doc.hpp"
 #include "emit/opcodes.hpp"
 #include "interp/collective_plan.hpp"
+#include "kernels/common/interp/smem.h"
 
 namespace met::interp {
 
@@ -76,10 +77,21 @@ std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::in
 // The bound of an integer operand's random values: the vocabulary, except an expert op's routed
 // ids, which take the experts and one id past them (a slot routed to no expert), so the routed
 // experts are exercised and so is the bodies' handling of an id that is no expert.
+// The int `name` of an instruction (0 when its opcode has none).
+std::int64_t int_named(const emit::OpcodeInfo& op, const emit::InstrDesc& d, std::string_view name) {
+  const int k = emit::int_index(op, name);
+  return k >= 0 && static_cast<std::size_t>(k) < d.ints.size() ? d.ints[static_cast<std::size_t>(k)] : 0;
+}
+
+// The grouped experts' ops name their experts (moe_group's ids take them and one past them) and
+// read each slot's place (moe_combine's pos: the places and one past them, a place no slot has).
 std::int64_t int_bound(const emit::OpcodeInfo& op, const emit::InstrDesc& d, const emit::PacketFile& f, std::size_t operand,
                        std::int64_t vocab) {
-  const int ids = emit::tensor_index(op, "ids");
+  const int ids = emit::tensor_index(op, "ids"), pos = emit::tensor_index(op, "pos");
+  if (pos >= 0 && static_cast<std::size_t>(pos) == operand && !op.tensors[operand].write)
+    return int_named(op, d, "rows") * int_named(op, d, "top_k") + 1;
   if (ids < 0 || static_cast<std::size_t>(ids) != operand || (op.family != "moe_gemv" && op.family != "moe_gemm")) return vocab;
+  if (emit::int_index(op, "experts") >= 0) return int_named(op, d, "experts") + 1;
   const bool down = op.name.starts_with("moe_down");
   const int w = emit::tensor_index(op, down ? "w_down" : "w_gate_up");
   const int per = emit::int_index(op, down ? "hidden" : "inter");
@@ -88,6 +100,31 @@ std::int64_t int_bound(const emit::OpcodeInfo& op, const emit::InstrDesc& d, con
   const std::int64_t rows_per_expert = d.ints[static_cast<std::size_t>(per)] * (down ? 1 : 2);
   if (wt.shape.empty() || rows_per_expert <= 0) return vocab;
   return static_cast<std::int64_t>(wt.shape[0]) / rows_per_expert + 1;
+}
+
+// A grouped expert GEMM's tiles (moe_group's table, ops.def) of `slots` slots routed at random to
+// `experts` experts and one id past them (slots of no expert): each expert's run of places from
+// where the one before ended, in tiles of MET_MOE_WGMMA_BM.
+std::string random_tiles(const emit::TensorDesc& t, std::uint64_t seed, std::int64_t slots, std::int64_t experts) {
+  std::string out(t.bytes, '\0');
+  if (experts <= 0 || t.bytes < 16) return out;
+  std::mt19937_64 g(seed);
+  std::vector<std::int64_t> count(static_cast<std::size_t>(experts), 0);
+  for (std::int64_t s = 0; s < slots; ++s) {
+    const auto e = static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(experts + 1));
+    if (e < experts) ++count[static_cast<std::size_t>(e)];
+  }
+  std::vector<std::int32_t> rows = {0, 0, 0, 0};
+  std::int64_t first = 0;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    for (std::int64_t j = 0; j < count[static_cast<std::size_t>(e)]; j += MET_MOE_WGMMA_BM)
+      rows.insert(rows.end(), {static_cast<std::int32_t>(e), static_cast<std::int32_t>(first + j),
+                               static_cast<std::int32_t>(std::min<std::int64_t>(MET_MOE_WGMMA_BM, count[static_cast<std::size_t>(e)] - j)), 0});
+    first += count[static_cast<std::size_t>(e)];
+  }
+  rows[0] = static_cast<std::int32_t>(rows.size() / 4 - 1);
+  std::memcpy(out.data(), rows.data(), std::min<std::size_t>(out.size(), rows.size() * 4));
+  return out;
 }
 
 double value_at(const emit::TensorDesc& t, const std::string& b, std::uint64_t i) {
@@ -234,7 +271,12 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
         if (std::any_of(inputs.begin(), inputs.end(), [&](const auto& x) { return x.first == h; })) continue;
         // Logits in a real model's range (tens), so a final soft cap of 30 bends them in bf16.
         const bool logits = t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits);
-        inputs.push_back({h, random_tensor(t, mix(mix(o.seed, hash(c.name)), h), int_bound(*op, d, f, k, vocab), logits ? 32.0f : 1.0f)});
+        const std::uint64_t tseed = mix(mix(o.seed, hash(c.name)), h);
+        if (op->tensors[k].name == "tiles" && !op->tensors[k].write)
+          inputs.push_back({h, random_tiles(t, tseed, int_named(*op, d, "rows") * int_named(*op, d, "top_k"),
+                                            int_named(*op, d, "experts"))});
+        else
+          inputs.push_back({h, random_tensor(t, tseed, int_bound(*op, d, f, k, vocab), logits ? 32.0f : 1.0f)});
       }
       for (const auto& [h, bytes] : inputs) {
         MET_CHECK(test.write_tensor(h, bytes.data(), bytes.size()));

@@ -438,7 +438,7 @@ TEST_CASE(
 
 TEST_CASE(
     "--tp runs the row-parallel projections as gemv_f32 / gemm_f32 on h200-sxm, a MoE's down projections as moe_down_f32 at "
-    "decode rows and moe_down_mma_f32 at prefill rows, and is refused on a class without the collective bodies (a100-sxm-80g: "
+    "decode rows and the grouped moe_down_wgmma with moe_combine_f32's unrounded sums at prefill rows, and is refused on a class without the collective bodies (a100-sxm-80g: "
     "ampere), by the body and the class (a vendor test, or an emit that leaves a body out, fails)") {
   const auto llama = testing::tiny_checkpoint("tp-class", testing::oracle_config("tiny-llama3-kv8.json"));
   testing::EmitSpec spec;
@@ -466,11 +466,15 @@ TEST_CASE(
   REQUIRE_MESSAGE(moe.ok(), (moe.ok() ? "" : moe.error().message));
   std::map<std::string, std::int64_t> downs;
   for (const auto& p : moe->packet.programs)
-    for (const char* op : {"moe_down", "moe_down_mma", "moe_down_f32", "moe_down_mma_f32"}) downs[op] += count_ops(p, op);
+    for (const char* op : {"moe_down", "moe_down_mma", "moe_down_f32", "moe_down_mma_f32", "moe_down_wgmma", "moe_combine", "moe_combine_f32"})
+      downs[op] += count_ops(p, op);
   CHECK(downs["moe_down_f32"] > 0);
-  CHECK(downs["moe_down_mma_f32"] > 0);  // the 128-row prefill
+  CHECK(downs["moe_down_wgmma"] > 0);  // the 32- and 128-row prefills
+  CHECK(downs["moe_combine_f32"] == downs["moe_down_wgmma"]);
   CHECK(downs["moe_down"] == 0);
   CHECK(downs["moe_down_mma"] == 0);
+  CHECK(downs["moe_down_mma_f32"] == 0);
+  CHECK(downs["moe_combine"] == 0);
   spec = testing::EmitSpec{};
   spec.tp = 3;
   auto three = testing::emit_checkpoint(llama, spec);

@@ -727,11 +727,13 @@ TEST_CASE("moe_gate_up and moe_down at C rows read the expected distinct experts
   }
 }
 
-TEST_CASE("a prefill's routed experts are predicted as the grouped body runs them: per row part, each expert's slots in blocks of 64, a partial block computed whole (catches flops of R x top_k slots alone, a block size that is not the body's, or row parts emit does not cut)") {
-  // The class's block is the body's (kernels/common/interp/smem.h), not a second figure.
+TEST_CASE("a prefill's routed experts are predicted as the grouped body runs them: per row part (one where the class sorts the step's slots first), each expert's slots in blocks of the body's rows, a partial block computed whole (catches flops of R x top_k slots alone, a block size that is not the body's, or row parts emit does not cut)") {
+  // The class's block is the body's (kernels/common/interp/smem.h), not a second figure: hopper's
+  // wgmma tiles of 128 places over the sorted slots (one row part).
   const Loaded l;
   const auto target = l.target("h200-sxm");
-  REQUIRE(target.chain.leaf().moe_gemm_block == std::make_pair<std::int64_t, std::int64_t>(MET_MOE_MMA_BM, MET_MOE_MMA_BN));
+  REQUIRE(target.chain.leaf().moe_gemm_block == std::make_pair<std::int64_t, std::int64_t>(MET_MOE_WGMMA_BM, 2 * MET_GEMM_TILE));
+  REQUIRE(target.chain.leaf().moe_gemm_sorted);
   // Row parts: enough that 132 SMs each get a slice, of at least 1024 rows.
   CHECK(estimate::moe_row_parts(4096, 2048, 64, 132) == 4);   // 32 column tiles: 5 wanted, 4 allowed
   CHECK(estimate::moe_row_parts(512, 2048, 64, 132) == 1);
@@ -762,7 +764,7 @@ TEST_CASE("a prefill's routed experts are predicted as the grouped body runs the
   const double slots = 4096.0 * 8, down_slots = 2 * slots * inter * hidden * layers;
   const double down = flops_of(planner::Mode::prefill, 4096, "moe_down");
   CHECK(flops_of(planner::Mode::batch, 16, "moe_down") == doctest::Approx(2 * 16.0 * 8 * inter * hidden * layers).epsilon(1e-9));
-  const std::int64_t parts = estimate::moe_row_parts(4096, static_cast<std::int64_t>(hidden), MET_MOE_MMA_BN, 132);
-  CHECK(down == doctest::Approx(2 * estimate::moe_blocks(128, 8, 4096, parts, 64) * 64 * inter * hidden * layers).epsilon(1e-9));
-  CHECK(down > 1.2 * down_slots);
+  CHECK(down == doctest::Approx(2 * estimate::moe_blocks(128, 8, 4096, 1, MET_MOE_WGMMA_BM) * MET_MOE_WGMMA_BM * inter * hidden * layers)
+                     .epsilon(1e-9));
+  CHECK(down > 1.1 * down_slots);
 }

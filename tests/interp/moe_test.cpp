@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "cpu_run.hpp"
+#include "kernels/common/interp/smem.h"
 
 namespace {
 
@@ -113,7 +114,7 @@ TEST_CASE("tiny Qwen3-MoE emits for host-cpu with no refusal: every program runs
   }
 }
 
-TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more runs the grouped expert GEMMs (moe_gate_up_silu_mma, moe_down_mma with its fp32 acc), sliced by rows and columns with disjoint writes; decode keeps moe_gate_up_silu and moe_down (catches a rule that misses prefill or takes decode)") {
+TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more runs the grouped wgmma experts (moe_group, then moe_gate_up_silu_wgmma and moe_down_wgmma over its tiles, then moe_combine), with as many tile slices as the sort can cut; decode keeps moe_gate_up_silu and moe_down (catches a rule that misses prefill or takes decode, or a tile count the sort can pass)") {
   testing::EmitSpec s;
   s.device = "h200-sxm";
   s.buckets = {64};
@@ -127,15 +128,21 @@ TEST_CASE("tiny Qwen3-MoE emitted for h200-sxm: a prefill of 17 rows or more run
     std::map<std::uint32_t, int> count;
     for (const auto& d : p.instrs) {
       ++count[d.opcode];
-      if (d.opcode != number("moe_down_mma")) continue;
-      const auto& acc = a.packet.tensors[d.tensors[4]];
-      CHECK(acc.dtype == MET_DTYPE_F32);
-      CHECK(acc.shape == std::vector<std::uint64_t>{p.rows, 128});
-      CHECK(d.slices > 1);
-      CHECK(d.ints[3] > 1);  // column parts
+      if (d.opcode == number("moe_group")) {
+        const auto& tiles = a.packet.tensors[d.tensors[4]];
+        // 64 rows x top 2 of 8 experts: at most 128 / 128 full tiles and one partial tile an expert.
+        CHECK(tiles.shape == std::vector<std::uint64_t>{1 + MET_MOE_WGMMA_MAX_TILES(p.rows * 2, 8), 4});
+        CHECK(a.packet.tensors[d.tensors[2]].shape == std::vector<std::uint64_t>{p.rows, 2 * 128});  // a place a row of xs
+      }
+      if (d.opcode == number("moe_down_wgmma") || d.opcode == number("moe_gate_up_silu_wgmma")) {
+        CHECK(d.slices == MET_MOE_WGMMA_MAX_TILES(p.rows * 2, 8) * d.ints[2]);  // tiles x column parts
+        CHECK(d.tensors[4] != MET_NO_TENSOR);
+      }
     }
-    CHECK(count[number("moe_gate_up_silu_mma")] == (grouped ? 3 : 0));
-    CHECK(count[number("moe_down_mma")] == (grouped ? 3 : 0));
+    for (const char* op : {"moe_group", "moe_gate_up_silu_wgmma", "moe_down_wgmma", "moe_combine"})
+      CHECK(count[number(op)] == (grouped ? 3 : 0));
+    CHECK(count[number("moe_gate_up_silu_mma")] == 0);
+    CHECK(count[number("moe_down_mma")] == 0);
     CHECK(count[number("moe_gate_up_silu")] == (grouped ? 0 : 3));
     CHECK(count[number("moe_down")] == (grouped ? 0 : 3));
     grouped_seen = grouped_seen || grouped;

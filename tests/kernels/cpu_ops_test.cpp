@@ -17,6 +17,7 @@
 #include "../../kernels/cpu/gemm.hpp"
 #include "../../kernels/cpu/gemv.hpp"
 #include "../../kernels/cpu/moe.hpp"
+#include "../../kernels/cpu/moe_grouped.hpp"
 #include "../../kernels/cpu/sample.hpp"
 
 namespace {
@@ -1354,6 +1355,93 @@ TEST_CASE("moe_down_mma rows=37 hidden=64 inter=32 experts=9 top_k=3, ids past t
     met_moe_down_mma(h.data(), &wd.w, ids.data(), wts.data(), rows, top_k, static_cast<std::int32_t>(hidden), acc.data(), ym.data(), c0, c1);
   CHECK(ym == y);
   for (std::size_t i = 0; i < acc.size(); ++i) CHECK(met::cpu::f32_to_bf16(acc[i]) == y[i]);
+}
+
+TEST_CASE("the grouped experts (moe_group in three row parts, the gate_up and down tiles in two column parts, moe_combine) give moe_gate_up_silu's h at each slot's place and moe_down's bytes, with ids past the experts, an expert repeated in a row and experts of two tiles (catches an unstable sort, a lost or doubled tile, or a sum in another order)") {
+  std::mt19937 g(173);
+  const std::int64_t hidden = 64, inter = 32, experts = 3, rows = 211;
+  const std::int32_t top_k = 3;
+  const std::int64_t slots = rows * top_k;
+  const auto wgu = make_weight(g, MET_WEIGHT_BF16, experts * 2 * inter, hidden);
+  const auto wd = make_weight(g, MET_WEIGHT_BF16, experts * hidden, inter);
+  const auto x = random_bf16(g, rows * hidden, -2, 2);
+  std::vector<std::int32_t> ids(sz(slots));
+  std::vector<float> wts(ids.size());
+  for (std::size_t t = 0; t < ids.size(); ++t) {
+    ids[t] = static_cast<std::int32_t>(g() % (experts + 1));  // experts: a slot routed to no expert
+    wts[t] = met::cpu::round_bf16(static_cast<float>(g() % 1000) / 1000.0f);
+  }
+  ids[3] = ids[4] = ids[5] = 1;  // row 1 picks expert 1 three times
+  Bf16 h(sz(slots * inter), 0), y(sz(rows * hidden));
+  met_moe_gate_up_silu(x.data(), &wgu.w, ids.data(), rows, top_k, static_cast<std::int32_t>(inter), h.data(), 0, inter);
+  met_moe_down(h.data(), &wd.w, ids.data(), wts.data(), rows, top_k, static_cast<std::int32_t>(hidden), y.data(), 0, hidden);
+
+  Bf16 xs(sz(slots * hidden), 0xffff), hs(sz(slots * inter), 0xffff), ys(sz(slots * hidden), 0xffff);
+  std::vector<std::int32_t> pos(ids.size(), -7), tiles(sz(4 * (1 + MET_MOE_WGMMA_MAX_TILES(slots, experts))), -7);
+  for (const auto& [r0, r1] : {std::pair<std::int64_t, std::int64_t>{23, 150}, {0, 23}, {150, rows}})
+    met::cpu::moe_group_rows(x.data(), ids.data(), rows, top_k, experts, hidden, r0, r1, xs.data(), pos.data(), tiles.data());
+  // Places: each expert's slots in slot order from where the expert before ended; none for the rest.
+  std::vector<std::int64_t> next(sz(experts + 1), 0);
+  for (std::int64_t t = 0; t < slots; ++t)
+    if (ids[sz(t)] < experts) ++next[sz(ids[sz(t)] + 1)];
+  for (std::int64_t e = 1; e <= experts; ++e) next[sz(e)] += next[sz(e - 1)];
+  std::int64_t two_tiles = 0;
+  for (std::int64_t t = 0; t < slots; ++t) {
+    if (ids[sz(t)] >= experts) {
+      CHECK(pos[sz(t)] == -1);
+      continue;
+    }
+    REQUIRE(pos[sz(t)] == next[sz(ids[sz(t)])]++);
+    CHECK(std::equal(x.begin() + (t / top_k) * hidden, x.begin() + (t / top_k + 1) * hidden, xs.begin() + pos[sz(t)] * hidden));
+  }
+  std::int64_t covered = 0;
+  for (std::int32_t i = 0; i < tiles[0]; ++i) {
+    const std::int32_t* row = tiles.data() + 4 * (1 + i);
+    CHECK(row[1] == covered);  // tiles in expert order, back to back
+    CHECK(row[2] <= MET_MOE_WGMMA_BM);
+    two_tiles += row[2] == MET_MOE_WGMMA_BM;
+    covered += row[2];
+  }
+  CHECK(covered == next[sz(experts - 1)]);
+  CHECK(two_tiles > 0);
+  // The GEMMs over the tiles: 2 column parts on slices s and the tiles' stride.
+  const std::uint32_t slices = 2 * static_cast<std::uint32_t>(MET_MOE_WGMMA_MAX_TILES(slots, experts));
+  for (std::uint32_t s = 0; s < slices; ++s) {
+    met::cpu::moe_grouped_slice(tiles.data(), slots, experts, s, slices, 2, inter, [&](auto e, auto p0, auto n, auto c0, auto c1) {
+      met::cpu::moe_grouped_tile(xs.data(), &wgu.w, hs.data(), e, p0, n, inter, c0, c1, true);
+    });
+  }
+  for (std::int64_t t = 0; t < slots; ++t)
+    if (pos[sz(t)] >= 0)
+      CHECK(std::equal(h.begin() + t * inter, h.begin() + (t + 1) * inter, hs.begin() + pos[sz(t)] * inter));
+  for (std::uint32_t s = 0; s < slices; ++s) {
+    met::cpu::moe_grouped_slice(tiles.data(), slots, experts, s, slices, 2, hidden, [&](auto e, auto p0, auto n, auto c0, auto c1) {
+      met::cpu::moe_grouped_tile(hs.data(), &wd.w, ys.data(), e, p0, n, hidden, c0, c1, false);
+    });
+  }
+  Bf16 yc(y.size(), 0xffff);
+  std::vector<float> yf(y.size(), std::nanf(""));
+  for (const auto& [r0, r1] : {std::pair<std::int64_t, std::int64_t>{0, 100}, {100, rows}})
+    for (const auto& [c0, c1] : {std::pair<std::int64_t, std::int64_t>{0, 13}, {13, hidden}}) {
+      met::cpu::moe_combine_rows(ys.data(), pos.data(), ids.data(), wts.data(), slots, top_k, hidden, r0, r1, c0, c1, true,
+                                 [&](std::int64_t r, std::int64_t c, float v) { yc[sz(r * hidden + c)] = met::cpu::f32_to_bf16(v); });
+      met::cpu::moe_combine_rows(ys.data(), pos.data(), ids.data(), wts.data(), slots, top_k, hidden, r0, r1, c0, c1, false,
+                                 [&](std::int64_t r, std::int64_t c, float v) { yf[sz(r * hidden + c)] = v; });
+    }
+  CHECK(yc == y);
+  // Unrounded: moe_down_f32's sums but for each projection's one bf16 rounding (ys is bf16), so
+  // within 2^-8 of the sum of the terms' magnitudes.
+  std::vector<float> f32(y.size());
+  met_moe_down_f32(h.data(), &wd.w, ids.data(), wts.data(), rows, top_k, static_cast<std::int32_t>(hidden), f32.data(), 0, hidden);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      float mag = 0;
+      for (std::int64_t k = 0; k < top_k; ++k) {
+        const std::int64_t t = r * top_k + k;
+        if (pos[sz(t)] >= 0) mag += std::abs(wts[sz(t)] * met::cpu::bf16_to_f32(ys[sz(pos[sz(t)] * hidden + c)]));
+      }
+      CHECK(std::abs(yf[sz(r * hidden + c)] - f32[sz(r * hidden + c)]) <= mag / 256 + 1e-6f);
+    }
 }
 
 // ---------------------------------------------------------------- sampling

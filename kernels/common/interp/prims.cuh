@@ -164,6 +164,28 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return s;
 }
 
+// Exclusive prefix of v over the block's threads (thread order); `total` gets the sum. Every
+// thread calls it; it ends with a barrier (part may be reused).
+__device__ __forceinline__ int block_scan_excl(int v, int* part, int& total) {
+  const int warp = threadIdx.x / MET_WARP, lane = threadIdx.x % MET_WARP;
+  int inc = v;
+#pragma unroll
+  for (int o = 1; o < MET_WARP; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += u;
+  }
+  if (lane == MET_WARP - 1) part[warp] = inc;
+  __syncthreads();
+  int before = 0, sum = 0;
+  for (int w = 0; w < MET_INTERP_WARPS; ++w) {
+    before += w < warp ? part[w] : 0;
+    sum += part[w];
+  }
+  __syncthreads();
+  total = sum;
+  return before + inc - v;
+}
+
 // 1 / rms of a bf16 vector, as the cpu computes it (fp32 sum of squares, then 1/sqrt(mean + eps)).
 __device__ __forceinline__ float inv_rms_block(const u16* x, int64_t n, float eps, float* red) {
   float ss = 0.f;

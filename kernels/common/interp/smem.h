@@ -134,6 +134,13 @@
   (MET_MOE_MMA_STAGES * (MET_MOE_MMA_BM + MET_MOE_MMA_BN) * (MET_MOE_MMA_BK + MET_MOE_MMA_PAD) * 2 +   \
    MET_MOE_MMA_BM * MET_MOE_MMA_BN * 4 + (MET_MOE_MMA_BM + MET_MOE_MMA_BN) * 8 + 2 * MET_MOE_MMA_BM * 4 +               \
    2 * MET_MOE_MAX_EXPERTS * 4 + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS * 2 + 2 * MET_MOE_MMA_CHUNK * 2 + MET_INTERP_WARPS * 4)
+/* The grouped wgmma experts (ops.def moe_group, moe_*_wgmma): tiles of MET_MOE_WGMMA_BM places of
+ * one expert (the wgmma GEMM's rows), at most MET_MOE_WGMMA_MAX_TILES of `slots` routed slots over
+ * `experts` (each expert's last tile may be partial); moe_group's shared memory: the experts'
+ * counts, the counts before its run and each warp's counts of a round (ints), and a round's places. */
+#define MET_MOE_WGMMA_BM 128
+#define MET_MOE_WGMMA_MAX_TILES(slots, experts) ((slots) / MET_MOE_WGMMA_BM + ((experts) < (slots) ? (experts) : (slots)))
+#define MET_MOE_GROUP_SMEM ((2 + MET_INTERP_WARPS) * MET_MOE_MAX_EXPERTS * 4 + 2 * MET_INTERP_THREADS * 4 + MET_INTERP_WARPS * 4 + 16)
 #define MET_MOE_ROUTER_SMEM (3 * MET_MOE_MAX_EXPERTS * 4)
 /* The most experts one part of a router split by experts scores (a GPU's decode row,
  * src/emit/slice.cpp): two for each warp, one pass of moe_router_logits. */
