@@ -75,12 +75,6 @@ std::vector<Row> rows_table() {
 }
 
 std::int64_t iv(const InstrDesc& d, std::size_t k) { return k < d.ints.size() ? d.ints[k] : 0; }
-// The int named `name` of an instruction (0 when its opcode has none).
-std::int64_t named_int(const OpcodeInfo& op, const InstrDesc& d, std::string_view name) {
-  const int k = int_index(op, name);
-  return k < 0 ? 0 : iv(d, static_cast<std::size_t>(k));
-}
-
 const std::vector<Row>& rows() {
   static const std::vector<Row> t = rows_table();
   return t;
@@ -343,6 +337,11 @@ const OpcodeInfo* find_opcode(std::string_view name) {
   for (const auto& o : opcode_table())
     if (o.name == name) return &o;
   return nullptr;
+}
+
+std::int64_t named_int(const OpcodeInfo& op, const InstrDesc& d, std::string_view name) {
+  const int k = int_index(op, name);
+  return k < 0 ? 0 : iv(d, static_cast<std::size_t>(k));
 }
 
 }  // namespace met::emit

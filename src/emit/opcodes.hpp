@@ -91,5 +91,7 @@ RowRange slice_cols(const InstrDesc& instr, std::uint32_t slice, std::int64_t n)
 // Index of an int / tensor operand by name in the opcode's row; -1 when the opcode has none.
 int int_index(const OpcodeInfo& op, std::string_view name);
 int tensor_index(const OpcodeInfo& op, std::string_view name);
+// The int named `name` of an instruction (the registry's names; 0 when its opcode has none).
+std::int64_t named_int(const OpcodeInfo& op, const InstrDesc& d, std::string_view name);
 
 }  // namespace met::emit

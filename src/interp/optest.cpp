@@ -77,21 +77,15 @@ std::string random_tensor(const emit::TensorDesc& t, std::uint64_t seed, std::in
 // The bound of an integer operand's random values: the vocabulary, except an expert op's routed
 // ids, which take the experts and one id past them (a slot routed to no expert), so the routed
 // experts are exercised and so is the bodies' handling of an id that is no expert.
-// The int `name` of an instruction (0 when its opcode has none).
-std::int64_t int_named(const emit::OpcodeInfo& op, const emit::InstrDesc& d, std::string_view name) {
-  const int k = emit::int_index(op, name);
-  return k >= 0 && static_cast<std::size_t>(k) < d.ints.size() ? d.ints[static_cast<std::size_t>(k)] : 0;
-}
-
 // The grouped experts' ops name their experts (moe_group's ids take them and one past them) and
 // read each slot's place (moe_combine's pos: the places and one past them, a place no slot has).
 std::int64_t int_bound(const emit::OpcodeInfo& op, const emit::InstrDesc& d, const emit::PacketFile& f, std::size_t operand,
                        std::int64_t vocab) {
   const int ids = emit::tensor_index(op, "ids"), pos = emit::tensor_index(op, "pos");
   if (pos >= 0 && static_cast<std::size_t>(pos) == operand && !op.tensors[operand].write)
-    return int_named(op, d, "rows") * int_named(op, d, "top_k") + 1;
+    return emit::named_int(op, d, "rows") * emit::named_int(op, d, "top_k") + 1;
   if (ids < 0 || static_cast<std::size_t>(ids) != operand || (op.family != "moe_gemv" && op.family != "moe_gemm")) return vocab;
-  if (emit::int_index(op, "experts") >= 0) return int_named(op, d, "experts") + 1;
+  if (emit::int_index(op, "experts") >= 0) return emit::named_int(op, d, "experts") + 1;
   const bool down = op.name.starts_with("moe_down");
   const int w = emit::tensor_index(op, down ? "w_down" : "w_gate_up");
   const int per = emit::int_index(op, down ? "hidden" : "inter");
@@ -273,8 +267,8 @@ Expected<std::vector<OptestCase>> run_optest(Backend& test, Backend& ref, const 
         const bool logits = t.source == MET_SOURCE_IO && t.ref == static_cast<std::uint64_t>(emit::IoField::logits);
         const std::uint64_t tseed = mix(mix(o.seed, hash(c.name)), h);
         if (op->tensors[k].name == "tiles" && !op->tensors[k].write)
-          inputs.push_back({h, random_tiles(t, tseed, int_named(*op, d, "rows") * int_named(*op, d, "top_k"),
-                                            int_named(*op, d, "experts"))});
+          inputs.push_back({h, random_tiles(t, tseed, emit::named_int(*op, d, "rows") * emit::named_int(*op, d, "top_k"),
+                                            emit::named_int(*op, d, "experts"))});
         else
           inputs.push_back({h, random_tensor(t, tseed, int_bound(*op, d, f, k, vocab), logits ? 32.0f : 1.0f)});
       }
