@@ -345,27 +345,44 @@ __device__ __forceinline__ void moe_router_select(float* p, int64_t experts, int
   }
 }
 
-// x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. One row at a time:
-// every warp takes experts for the logits (moe_router_logits, 8 loads of each weight row in flight),
-// then warp 0 chooses (moe_router_select). expert_scale (Gemma-4, moe_router_scaled): the logits of the normalised row
-// (moe_router_norm_row, in smem after the router's buffers).
+// x: [rows, hidden]; w_router: [experts, hidden]; ids, weights: [rows, top_k]. Up to MET_MOE_PASS
+// rows at a time: every warp takes experts and scores them for every row of the pass, one read of
+// each weight row (moe_router_logits, as moe_router_parts does), then warp w chooses row w of the
+// pass (moe_router_select) from its own part of the shared memory: the row's logits, then its
+// choice. A row at a time read every router weight once per row: 25 of Qwen3-30B-A3B's 448 ms
+// prefill of 4096 rows on an H100 (perf-data/h100-sxm/20261207T1625Z-moe-bk128).
+// expert_scale (Gemma-4, moe_router_scaled): one row at a time, the logits of the normalised row
+// (moe_router_norm_row, in smem after the router's buffers), warp 0 choosing.
 MET_OUTLINE void moe_router_rows(const u16* x, const u16* w_router, MoeRouter o, int* ids, float* weights, int64_t row0,
                                  int64_t row1, int64_t hidden, int64_t experts, int top_k, unsigned char* smem) {
   const int warp = threadIdx.x / MET_WARP;
-  float* p = reinterpret_cast<float*>(smem);                // [experts]
-  int* sel_e = reinterpret_cast<int*>(p + MET_MOE_MAX_EXPERTS);  // [top_k]
-  float* sel_p = reinterpret_cast<float*>(sel_e + MET_MOE_MAX_EXPERTS);
-  u16* normed = reinterpret_cast<u16*>(smem + MET_MOE_ROUTER_SMEM);  // [hidden] (the scaled router)
-  const bool scaled = o.expert_scale != nullptr;
-  for (int64_t row = row0; row < row1; ++row) {
-    if (scaled) moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
-    // One SM scores the row (a slice is a row): one expert a warp at a time, 4 loads deep, took
-    // about 34 us of a Qwen3-30B-A3B decode step's layer at one row on the H100 (two a pass, 8 deep,
-    // 33: perf-data/h100-sxm/20261205T1815Z-moe-decode and -1800Z-qwen3-30b-a3b). One decode row splits
-    // the experts over the streams instead (moe_router_parts).
-    moe_router_logits<1, 8>(scaled ? normed : x, scaled ? 0 : row, 1, w_router, o, 0, experts, hidden, p, 0);
+  if (o.expert_scale) {
+    float* p = reinterpret_cast<float*>(smem);                     // [experts]
+    int* sel_e = reinterpret_cast<int*>(p + MET_MOE_MAX_EXPERTS);  // [top_k]
+    float* sel_p = reinterpret_cast<float*>(sel_e + MET_MOE_MAX_EXPERTS);
+    u16* normed = reinterpret_cast<u16*>(smem + MET_MOE_ROUTER_SMEM);  // [hidden]
+    for (int64_t row = row0; row < row1; ++row) {
+      moe_router_norm_row(x + row * hidden, o, hidden, normed, sel_p);  // sel_p: free until the top k
+      moe_router_logits<1, 8>(normed, 0, 1, w_router, o, 0, experts, hidden, p, 0);
+      __syncthreads();
+      if (warp == 0) moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + row * top_k, weights + row * top_k);
+      __syncthreads();
+    }
+    return;
+  }
+  const int64_t per_warp = experts + 2 * top_k;
+  const int64_t fit = MET_MOE_SMEM / 4 / per_warp;
+  const int pass = static_cast<int>(fit < MET_MOE_PASS ? fit : MET_MOE_PASS);  // the host bounds experts and top_k: fit >= 1
+  static_assert(MET_MOE_PASS <= MET_INTERP_WARPS, "a warp chooses each row of a pass");
+  float* p = reinterpret_cast<float*>(smem) + warp * per_warp;
+  int* sel_e = reinterpret_cast<int*>(p + experts);
+  float* sel_p = reinterpret_cast<float*>(sel_e + top_k);
+  for (int64_t r0 = row0; r0 < row1; r0 += pass) {
+    const int n = row1 - r0 < pass ? static_cast<int>(row1 - r0) : pass;
+    moe_router_logits<MET_MOE_PASS, MET_MOE_DOT_BATCH>(x, r0, n, w_router, o, 0, experts, hidden, reinterpret_cast<float*>(smem),
+                                                       per_warp);
     __syncthreads();
-    if (warp == 0) moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + row * top_k, weights + row * top_k);
+    if (warp < n) moe_router_select(p, experts, top_k, o, sel_e, sel_p, ids + (r0 + warp) * top_k, weights + (r0 + warp) * top_k);
     __syncthreads();
   }
 }
