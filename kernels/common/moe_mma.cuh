@@ -340,6 +340,7 @@ MET_OUTLINE void moe_group_slice(const u16* x, const int* ids, u16* xs, int* pos
   int* place = wcnt + MET_INTERP_WARPS * MET_MOE_MAX_EXPERTS;  // [threads] a round's places
   int* from = place + MET_INTERP_THREADS;                    // [threads] their activation rows
   int* part = from + MET_INTERP_THREADS;                     // [warps] the scans' warp totals
+  uint4* stage = reinterpret_cast<uint4*>(part + 4 * ((MET_INTERP_WARPS + 3) / 4));  // [copies][threads] of a round
   const int64_t slots = rows * top_k, s0 = r0 * top_k, s1 = r1 * top_k;
   for (int i = threadIdx.x; i < (2 + MET_INTERP_WARPS) * MET_MOE_MAX_EXPERTS; i += MET_INTERP_THREADS) cnt[i] = 0;
   __syncthreads();
@@ -400,12 +401,24 @@ MET_OUTLINE void moe_group_slice(const u16* x, const int* ids, u16* xs, int* pos
     place[threadIdx.x] = p;
     from[threadIdx.x] = static_cast<int>(t / top_k);
     __syncthreads();
-    const int n = static_cast<int>(min(static_cast<int64_t>(MET_INTERP_THREADS), s1 - c0));
-    for (int j = warp; j < n; j += MET_INTERP_WARPS) {
-      if (place[j] < 0) continue;
-      const uint4* src = reinterpret_cast<const uint4*>(x + static_cast<int64_t>(from[j]) * hidden);
-      uint4* dst = reinterpret_cast<uint4*>(xs + static_cast<int64_t>(place[j]) * hidden);
-      for (int v = lane; v < hidden / 8; v += MET_WARP) dst[v] = src[v];
+    // The round's rows, 16 bytes a thread at a time over all of them: MET_MOE_GROUP_COPY of each
+    // thread's copies in flight through shared memory (cp.async), then stored (a warp a row with one
+    // load per lane in flight was latency-bound; loads held in registers made the loop kernel spill).
+    const int n = static_cast<int>(min(static_cast<int64_t>(MET_INTERP_THREADS), s1 - c0)), vpr = hidden / 8, vecs = n * vpr;
+#pragma unroll 1
+    for (int v0 = threadIdx.x; v0 < vecs; v0 += MET_MOE_GROUP_COPY * MET_INTERP_THREADS) {
+      for (int i = 0; i < MET_MOE_GROUP_COPY; ++i) {
+        const int v = v0 + i * MET_INTERP_THREADS, j = v / vpr;
+        if (v < vecs && place[j] >= 0)
+          met_copy16(stage + i * MET_INTERP_THREADS + threadIdx.x, x + static_cast<int64_t>(from[j]) * hidden + 8 * (v % vpr), true);
+      }
+      met_copy_commit();
+      met_copy_wait<0>();  // this thread's own copies: no barrier
+      for (int i = 0; i < MET_MOE_GROUP_COPY; ++i) {
+        const int v = v0 + i * MET_INTERP_THREADS, j = v / vpr;
+        if (v < vecs && place[j] >= 0)
+          reinterpret_cast<uint4*>(xs + static_cast<int64_t>(place[j]) * hidden)[v % vpr] = stage[i * MET_INTERP_THREADS + threadIdx.x];
+      }
     }
     __syncthreads();  // the round's places are copied
   }
@@ -420,11 +433,15 @@ MET_ENTRY(moe_group) {
 
 // moe_combine over rows [r.begin, r.end) and columns [c.begin, c.end): per row, the first top_k
 // threads rank their slots by (expert, slot) into shared memory (place and weight), then each thread
-// sums 8 columns over them in that order (bf16-rounded copies unless f32).
+// sums 8 columns over them in that order (bf16-rounded copies unless f32), its 16 bytes of up to
+// MET_MOE_COMBINE_STAGE slots copied to shared memory by cp.async at once before the sums (loaded
+// one at a time, a row's 8 slots took 8 load latencies; held in registers, the loads made the
+// loop kernel spill).
 MET_OUTLINE void moe_combine_slice(const u16* ys, const int* pos, const int* ids, const float* weights, void* y, SliceRange r, SliceRange c,
                                    int top_k, int64_t hidden, int64_t slots, bool f32, unsigned char* smem) {
   int* op = reinterpret_cast<int*>(smem);                    // [top_k] places by rank
   float* ow = reinterpret_cast<float*>(op + MET_INTERP_THREADS);  // [top_k] their weights
+  uint4* stage = reinterpret_cast<uint4*>(ow + MET_INTERP_THREADS);  // [stage slots][threads] 16 bytes each
 #pragma unroll 1
   for (int64_t row = r.begin; row < r.end; ++row) {
     if (threadIdx.x < top_k) {
@@ -446,25 +463,31 @@ MET_OUTLINE void moe_combine_slice(const u16* ys, const int* pos, const int* ids
       float acc[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-      for (int k = 0; k < top_k; ++k) {
-        if (op[k] < 0) continue;
-        const float w = ow[k];
-        const u16* src = ys + static_cast<int64_t>(op[k]) * hidden + c8;
-        float v[8];
-        if (n == 8 && aligned16(src)) {
-          const uint4 q = __ldcg(reinterpret_cast<const uint4*>(src));
-          const uint32_t qw[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            v[2 * i] = bf(static_cast<u16>(qw[i] & 0xffffu));
-            v[2 * i + 1] = bf(static_cast<u16>(qw[i] >> 16));
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < 8; ++i) v[i] = i < n ? bf(src[i]) : 0.f;
+#pragma unroll 1
+      for (int k0 = 0; k0 < top_k; k0 += MET_MOE_COMBINE_STAGE) {
+        const int kn = min(MET_MOE_COMBINE_STAGE, top_k - k0);
+        for (int k = 0; k < kn; ++k) {
+          const int p = op[k0 + k];
+          const u16* src = ys + static_cast<int64_t>(p) * hidden + c8;
+          if (p >= 0 && n == 8 && aligned16(src)) met_copy16(stage + k * MET_INTERP_THREADS + threadIdx.x, src, true);
         }
+        met_copy_commit();
+        met_copy_wait<0>();  // this thread's own copies: no barrier
+        for (int k = 0; k < kn; ++k) {
+          const int p = op[k0 + k];
+          if (p < 0) continue;
+          const float w = ow[k0 + k];
+          const u16* src = ys + static_cast<int64_t>(p) * hidden + c8;
+          float v[8];
+          if (n == 8 && aligned16(src)) {
+            unpack8(stage[k * MET_INTERP_THREADS + threadIdx.x], v);
+          } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] += f32 ? w * v[i] : bf_round(w * v[i]);
+            for (int i = 0; i < 8; ++i) v[i] = i < n ? bf(src[i]) : 0.f;
+          }
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[i] += f32 ? w * v[i] : bf_round(w * v[i]);
+        }
       }
       for (int i = 0; i < n; ++i) {
         const int64_t at = row * hidden + c8 + i;

@@ -510,7 +510,7 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
                         " values a row; the body takes 1 to " + std::to_string(MET_MOE_MAX_EXPERTS) + " experts and rows of a multiple of 8");
           need = std::max<std::uint64_t>(need, MET_MOE_GROUP_SMEM);
         } else if (!grouped_gemm) {
-          need = std::max<std::uint64_t>(need, 2 * MET_INTERP_THREADS * 4);
+          need = std::max<std::uint64_t>(need, MET_MOE_COMBINE_SMEM);
         } else {
           const bool gated = op->name == "moe_gate_up_silu_wgmma";
           const std::int64_t cols = emit::named_int(*op, d, "cols"), parts = std::max<std::int64_t>(1, di.col_parts);

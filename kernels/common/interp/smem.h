@@ -137,10 +137,18 @@
 /* The grouped wgmma experts (ops.def moe_group, moe_*_wgmma): tiles of MET_MOE_WGMMA_BM places of
  * one expert (the wgmma GEMM's rows), at most MET_MOE_WGMMA_MAX_TILES of `slots` routed slots over
  * `experts` (each expert's last tile may be partial); moe_group's shared memory: the experts'
- * counts, the counts before its run and each warp's counts of a round (ints), and a round's places. */
+ * counts, the counts before its run and each warp's counts of a round (ints), a round's places and
+ * rows, the scan's warp totals, and MET_MOE_GROUP_COPY 16-byte copies per thread in flight. */
 #define MET_MOE_WGMMA_BM 128
 #define MET_MOE_WGMMA_MAX_TILES(slots, experts) ((slots) / MET_MOE_WGMMA_BM + ((experts) < (slots) ? (experts) : (slots)))
-#define MET_MOE_GROUP_SMEM ((2 + MET_INTERP_WARPS) * MET_MOE_MAX_EXPERTS * 4 + 2 * MET_INTERP_THREADS * 4 + MET_INTERP_WARPS * 4 + 16)
+#define MET_MOE_GROUP_COPY 8
+#define MET_MOE_GROUP_SMEM                                                                                              \
+  ((2 + MET_INTERP_WARPS) * MET_MOE_MAX_EXPERTS * 4 + 2 * MET_INTERP_THREADS * 4 + 16 * ((MET_INTERP_WARPS + 3) / 4) + \
+   MET_MOE_GROUP_COPY * MET_INTERP_THREADS * 16)
+/* moe_combine: each slot's place and weight by rank (up to a thread a slot), then MET_MOE_COMBINE_STAGE
+ * slots' 16 bytes per thread staged by cp.async. */
+#define MET_MOE_COMBINE_STAGE 16
+#define MET_MOE_COMBINE_SMEM (2 * MET_INTERP_THREADS * 4 + MET_MOE_COMBINE_STAGE * MET_INTERP_THREADS * 16)
 #define MET_MOE_ROUTER_SMEM (3 * MET_MOE_MAX_EXPERTS * 4)
 /* The most experts one part of a router split by experts scores (a GPU's decode row,
  * src/emit/slice.cpp): two for each warp, one pass of moe_router_logits. */
