@@ -25,6 +25,8 @@
 
 namespace met::interp {
 
+using emit::named_int;
+
 namespace {
 
 // Shared memory of the bodies (kernels/common/interp/smem.h): the gemv family's fixed part plus
@@ -479,19 +481,20 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
                       std::to_string((n_out + parts - 1) / parts) + "; the body takes at most " + std::to_string(MET_GEMM_TILE) +
                       " x " + std::to_string(max_cols));
         tmap_instr.emplace_back(ins.size(), tmaps.size());
-        MET_CHECK(view("x", emit::named_int(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
+        MET_CHECK(view("x", named_int(*op, d, "in_row0") + rows, di.w_cols, MET_GEMM_TILE));
         auto wmap = gemm_b_tmap(*api, di.ops[emit::tensor_index(*op, "w")], di.w_rows, di.w_cols, gated, di.w_rows / 2);
         if (!wmap) return fail(where + ": " + op->name + " w: " + wmap.error().message);
         tmaps.push_back(*wmap);
         need = std::max<std::uint64_t>(need, MET_WGMMA_SMEM);
       } else if (op->family == "attention_prefill" && op->name.ends_with("_wgmma") &&
-                 MET_FLASH_WGMMA_ROUTE(emit::named_int(*op, d, "head_dim"), emit::named_int(*op, d, "heads"), emit::named_int(*op, d, "kv_heads"))) {
+                 MET_FLASH_WGMMA_ROUTE(named_int(*op, d, "head_dim"), named_int(*op, d, "heads"),
+                                       named_int(*op, d, "kv_heads"))) {
         tmap_instr.emplace_back(ins.size(), tmaps.size());
         const auto kc = shape_of("k_cache"), vc = shape_of("v_cache");
-        MET_CHECK(view("q", rows, emit::named_int(*op, d, "q_stride"), 64));
+        MET_CHECK(view("q", rows, named_int(*op, d, "q_stride"), 64));
         MET_CHECK(view("k_cache", kc.first, kc.second, 64));
         MET_CHECK(view("v_cache", vc.first, vc.second, 64));
-        need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM(emit::named_int(*op, d, "head_dim")));
+        need = std::max<std::uint64_t>(need, MET_FLASH_WGMMA_SMEM(named_int(*op, d, "head_dim")));
       } else if (gemm) {
         need = std::max<std::uint64_t>(need, fp8_w ? MET_GEMM_FP8_SMEM : MET_GEMM_SMEM);
       }
@@ -500,20 +503,21 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         // The grouped wgmma experts (ops.def): moe_group's counts by expert in shared memory, its
         // rows copied 16 bytes at a time; the GEMMs' A view over the sorted places and B view over
         // the stacked experts (gemm_b_tmap); moe_combine's ranks by thread.
-        const std::int64_t top_k = emit::named_int(*op, d, "top_k"), experts = emit::named_int(*op, d, "experts");
+        const std::int64_t top_k = named_int(*op, d, "top_k"), experts = named_int(*op, d, "experts");
         if (top_k < 1 || top_k > MET_INTERP_THREADS || rows < 0 || rows > INT32_MAX / top_k)
           return fail(where + ": " + op->name + " routes " + std::to_string(rows) + " rows, top_k " + std::to_string(top_k) +
                       "; the bodies take top_k 1 to " + std::to_string(MET_INTERP_THREADS) + " and fewer than 2^31 slots");
         if (op->name == "moe_group") {
-          if (experts < 1 || experts > MET_MOE_MAX_EXPERTS || emit::named_int(*op, d, "hidden") % 8 != 0)
-            return fail(where + ": moe_group over " + std::to_string(experts) + " experts of " + std::to_string(emit::named_int(*op, d, "hidden")) +
-                        " values a row; the body takes 1 to " + std::to_string(MET_MOE_MAX_EXPERTS) + " experts and rows of a multiple of 8");
+          if (experts < 1 || experts > MET_MOE_MAX_EXPERTS || named_int(*op, d, "hidden") % 8 != 0)
+            return fail(where + ": moe_group over " + std::to_string(experts) + " experts of " +
+                        std::to_string(named_int(*op, d, "hidden")) + " values a row; the body takes 1 to " +
+                        std::to_string(MET_MOE_MAX_EXPERTS) + " experts and rows of a multiple of 8");
           need = std::max<std::uint64_t>(need, MET_MOE_GROUP_SMEM);
         } else if (!grouped_gemm) {
           need = std::max<std::uint64_t>(need, MET_MOE_COMBINE_SMEM);
         } else {
           const bool gated = op->name == "moe_gate_up_silu_wgmma";
-          const std::int64_t cols = emit::named_int(*op, d, "cols"), parts = std::max<std::int64_t>(1, di.col_parts);
+          const std::int64_t cols = named_int(*op, d, "cols"), parts = std::max<std::int64_t>(1, di.col_parts);
           if (di.w_format != MET_DEV_WEIGHT_BF16 || experts < 1 || cols < 1 || di.w_rows != experts * (gated ? 2 : 1) * cols ||
               di.w_cols % 8 != 0)
             return fail(where + ": " + op->name + " weight [" + std::to_string(di.w_rows) + ", " + std::to_string(di.w_cols) +
@@ -533,8 +537,9 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         if (di.w_cols % 8 != 0)
           return fail(where + ": " + op->name + " needs a reduction length divisible by 8, not " + std::to_string(di.w_cols));
         // The slots are grouped in shared memory, whole rows at a time, by expert ids below kMoeNoExpert.
-        const std::int64_t top_k = emit::named_int(*op, d, "top_k");
-        const std::int64_t per = op->name.starts_with("moe_gate_up") ? 2 * emit::named_int(*op, d, "inter") : emit::named_int(*op, d, "hidden");
+        const std::int64_t top_k = named_int(*op, d, "top_k");
+        const std::int64_t per =
+            op->name.starts_with("moe_gate_up") ? 2 * named_int(*op, d, "inter") : named_int(*op, d, "hidden");
         const std::int64_t experts = per > 0 ? di.w_rows / per : 0;
         if (top_k < 1 || top_k > MET_MOE_MMA_CHUNK || experts > MET_MOE_MAX_EXPERTS || rows > INT32_MAX / top_k)
           return fail(where + ": " + op->name + " routes " + std::to_string(rows) + " rows, top_k " + std::to_string(top_k) +
@@ -543,7 +548,7 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         need = std::max<std::uint64_t>(need, MET_MOE_MMA_SMEM);
       }
       if (op->family == "moe_gemv") {  // kernels/common/moe.cuh: 16-byte loads along the reduction, routing in smem
-        const std::int64_t top_k = emit::named_int(*op, d, "top_k");
+        const std::int64_t top_k = named_int(*op, d, "top_k");
         if (di.w_cols % 8 != 0)
           return fail(where + ": " + op->name + " needs a reduction length divisible by 8, not " + std::to_string(di.w_cols));
         if (top_k < 1 || top_k > MET_MOE_CHUNK)
@@ -579,8 +584,8 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         // fp8 weights: the gemv bodies stage a slice's rows as fp16 where the instruction's rows per
         // slice x K x 2 bytes fit MET_GEMV_FP8_STAGE_MAX (gemv.cuh gemv_slice).
         rows_k = std::max<std::uint64_t>(rows_k, static_cast<std::uint64_t>(slice_rows * di.w_cols));
-      const std::int64_t hd = emit::named_int(*op, d, "head_dim");
-      const std::int64_t vhd = qkv ? hd : emit::named_int(*op, d, "v_head_dim");
+      const std::int64_t hd = named_int(*op, d, "head_dim");
+      const std::int64_t vhd = qkv ? hd : named_int(*op, d, "v_head_dim");
       if (qkv || op->family == "attention_decode" || op->family == "attention_prefill") {
         // The fused qkv bodies stage a head of at most 256 dims per warp, and the unfused split
         // keeps its rule's 256; flash prefill, the merge and the fused split-merge take 512.
@@ -591,10 +596,12 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
       }
       if (qkv) {
         // A counter per q and k head, and per v head where the body normalises V (v_norm).
-        const std::int64_t ur = emit::named_int(*op, d, "unit_rows"),
-                           units = emit::named_int(*op, d, "heads") + emit::named_int(*op, d, "kv_heads") * (emit::named_int(*op, d, "v_norm") != 0 ? 2 : 1);
+        const std::int64_t ur = named_int(*op, d, "unit_rows"),
+                           units = named_int(*op, d, "heads") +
+                                   named_int(*op, d, "kv_heads") * (named_int(*op, d, "v_norm") != 0 ? 2 : 1);
         if (hd <= 0 || ur <= 0 || hd % ur != 0)
-          return fail(where + ": " + op->name + " unit_rows " + std::to_string(ur) + " does not divide head_dim " + std::to_string(hd));
+          return fail(where + ": " + op->name + " unit_rows " + std::to_string(ur) + " does not divide head_dim " +
+                      std::to_string(hd));
         if (units < 0 || row_parts > MET_QKV_MAX_COUNTERS / std::max<std::int64_t>(1, units))
           return fail(where + ": " + op->name + " needs " + std::to_string(row_parts) + " x " + std::to_string(units) +
                       " arrival counters; the body has " + std::to_string(MET_QKV_MAX_COUNTERS));
@@ -607,27 +614,27 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
       }
       if (op->name == "attn_decode_split") {
         if (hd <= MET_ATTN_MAX_HD) need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // staged (attention_decode.cuh)
-        const std::int64_t kvh = emit::named_int(*op, d, "kv_heads"), group = kvh > 0 ? emit::named_int(*op, d, "heads") / kvh : 0;
+        const std::int64_t kvh = named_int(*op, d, "kv_heads"), group = kvh > 0 ? named_int(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128) || (group != 1 && group != 2 && group != 4))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
                       " query heads per KV head: the decode body takes v head dims 32, 64 or 128 and 1, 2 or 4 heads per KV head");
       }
       if (op->name == "attn_decode_split_merge") {
         need = std::max<std::uint64_t>(need, MET_ATTN_SMEM);  // the stages hold the warps' states and the merge's scratch
-        const std::int64_t kvh = emit::named_int(*op, d, "kv_heads"), group = kvh > 0 ? emit::named_int(*op, d, "heads") / kvh : 0;
+        const std::int64_t kvh = named_int(*op, d, "kv_heads"), group = kvh > 0 ? named_int(*op, d, "heads") / kvh : 0;
         if ((vhd != 32 && vhd != 64 && vhd != 128 && vhd != 256 && vhd != 512) ||
             (group != 1 && group != 2 && group != 4 && (group < 8 || group % 8 != 0)))
           return fail(where + ": " + op->name + " v_head_dim " + std::to_string(vhd) + " with " + std::to_string(group) +
                       " query heads per KV head: the body takes v head dims 32, 64, 128, 256 or 512 with 1, 2, 4 or a "
                       "multiple of 8 heads per KV head");
-        const std::int64_t splits = emit::named_int(*op, d, "splits"), arows = emit::named_int(*op, d, "rows");
+        const std::int64_t splits = named_int(*op, d, "splits"), arows = named_int(*op, d, "rows");
         const auto has = [&](const char* t) { return d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, t))] != MET_NO_TENSOR; };
         if (splits > 1 && (!has("part_o") || !has("part_ml")))
           return fail(where + ": " + op->name + " with " + std::to_string(splits) + " splits has no part_o / part_ml state");
         if (splits < 1 || splits > MET_ATTN_MAX_SPLITS)
           return fail(where + ": " + op->name + " merges " + std::to_string(splits) + " splits; the body takes 1 to " +
                       std::to_string(MET_ATTN_MAX_SPLITS));
-        const std::int64_t blocks = MET_ATTN_UNIT_BLOCKS(emit::named_int(*op, d, "heads"), kvh);  // a counter per (row, head block)
+        const std::int64_t blocks = MET_ATTN_UNIT_BLOCKS(named_int(*op, d, "heads"), kvh);  // a counter per (row, head block)
         if (arows < 0 || blocks < 1 || arows > MET_ATTN_MAX_COUNTERS / blocks)
           return fail(where + ": " + op->name + " needs " + std::to_string(arows) + " x " + std::to_string(blocks) +
                       " arrival counters; the body has " + std::to_string(MET_ATTN_MAX_COUNTERS));
@@ -643,8 +650,8 @@ Expected<void> load_rank(DeviceRank& m, const Assets& a, const emit::PacketFile&
         if (d.tensors[static_cast<std::size_t>(emit::tensor_index(*op, "part"))] == MET_NO_TENSOR)
           return fail(where + ": " + op->name + " splits K " + std::to_string(S) + " ways and has no part buffer");
       }
-      if (op->name == "attn_decode_merge" && emit::named_int(*op, d, "splits") > MET_MERGE_MAX_SPLITS)
-        return fail(where + ": " + op->name + " merges " + std::to_string(emit::named_int(*op, d, "splits")) +
+      if (op->name == "attn_decode_merge" && named_int(*op, d, "splits") > MET_MERGE_MAX_SPLITS)
+        return fail(where + ": " + op->name + " merges " + std::to_string(named_int(*op, d, "splits")) +
                     " splits; the body takes at most " + std::to_string(MET_MERGE_MAX_SPLITS));
       if (op->name == "embed" && di.w_cols % 8 != 0)
         return fail(where + ": embed width " + std::to_string(di.w_cols) + " is not a multiple of 8");
